@@ -1,0 +1,145 @@
+"""One-file weights: a ``.safetensors`` file whose metadata holds the model's JSON card.
+
+Weights are only ever read as safetensors: the header is checked before anything else, so a
+pickle (``.pt``, ``.ckpt``, or one renamed ``.safetensors``) is refused without being
+unpickled. The metadata is validated (architecture, band count, shapes) before use.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from . import __version__
+from .bands import BandSpec
+from .errors import InputError, describe
+from .io import atomic_path
+from .model import ModelConfig, S2S2Net
+
+METADATA_KEY = "s2s2net"
+FORMAT_VERSION = 1
+_MAX_HEADER = 100 * 1024 * 1024
+
+
+@dataclass
+class WeightsCard:
+    """What a weights file says about itself."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    bands: BandSpec = field(default_factory=BandSpec)
+    tile_size: int = 512
+    training: dict = field(default_factory=dict)
+    version: str = __version__
+
+    def to_dict(self) -> dict:
+        return {
+            "format": FORMAT_VERSION,
+            "model": self.model.to_dict(),
+            "bands": self.bands.to_dict(),
+            "tile_size": self.tile_size,
+            "training": self.training,
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "WeightsCard":
+        card = cls(
+            model=ModelConfig.from_dict(data["model"]),
+            bands=BandSpec.from_dict(data["bands"]),
+            tile_size=int(data.get("tile_size", 512)),
+            training=dict(data.get("training") or {}),
+            version=str(data.get("version", "unknown")),
+        )
+        if len(card.bands.names) != card.model.in_channels:
+            raise ValueError(f"{len(card.bands.names)} bands named for a model of {card.model.in_channels} input channels")
+        return card
+
+
+def save_weights(path, state_dict: dict[str, torch.Tensor], card: WeightsCard) -> Path:
+    """Write fp32 weights and the card to ``path`` atomically (temporary name, then rename)."""
+    tensors = {k: v.detach().to("cpu", torch.float32 if v.is_floating_point() else v.dtype).contiguous()
+               for k, v in state_dict.items()}
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata={METADATA_KEY: json.dumps(card.to_dict())})
+    return Path(path)
+
+
+def read_card(path) -> WeightsCard:
+    """The validated card of a weights file, read from its header alone."""
+    data = _header_metadata(path)
+    try:
+        return WeightsCard.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputError(describe(path, f"s2s2net metadata is invalid ({exc})")) from exc
+
+
+def load_weights(path) -> tuple[dict[str, torch.Tensor], WeightsCard]:
+    card = read_card(path)
+    try:
+        state = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise InputError(describe(path, f"weights file is damaged ({exc})")) from exc
+    return state, card
+
+
+def load_model(path, device: str | torch.device = "cpu") -> tuple[S2S2Net, WeightsCard]:
+    """Rebuild the network from a weights file, in eval mode on ``device``."""
+    state, card = load_weights(path)
+    model = S2S2Net(config=card.model)
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing or unexpected:
+        name = (missing or unexpected)[0]
+        raise InputError(describe(path, f"weights do not match the architecture ({'missing' if missing else 'unexpected'} tensor {name})"))
+    for name, tensor in state.items():
+        if tensor.shape != expected[name].shape:
+            raise InputError(describe(path, f"tensor {name} has shape {tuple(tensor.shape)}, expected {tuple(expected[name].shape)}"))
+    model.load_state_dict(state)
+    return model.to(device).eval(), card
+
+
+def _header_metadata(path) -> dict:
+    """Parse the safetensors header by hand, so that nothing but JSON is ever interpreted."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise InputError(describe(path, "not a safetensors weights file (too short)"))
+            (length,) = struct.unpack("<Q", head)
+            size = path.stat().st_size
+            if length < 2 or length > min(_MAX_HEADER, size - 8):
+                raise InputError(describe(path, f"not a safetensors weights file{_kind_hint(head)}"))
+            raw = fh.read(length)
+    except IsADirectoryError as exc:
+        raise InputError(describe(path, "is a folder, not a weights file")) from exc
+    except FileNotFoundError as exc:
+        raise InputError(describe(path, "weights file not found")) from exc
+    except PermissionError as exc:
+        raise InputError(describe(path, "weights file cannot be read (permission denied)")) from exc
+    try:
+        header = json.loads(raw.decode("utf-8"))
+        metadata = header.get("__metadata__") or {}
+    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError) as exc:
+        raise InputError(describe(path, f"not a safetensors weights file{_kind_hint(head)}")) from exc
+    if METADATA_KEY not in metadata:
+        raise InputError(describe(path, "a safetensors file, but not s2s2net weights (no s2s2net metadata)"))
+    try:
+        return json.loads(metadata[METADATA_KEY])
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise InputError(describe(path, "s2s2net metadata is not valid JSON")) from exc
+
+
+def _kind_hint(head: bytes) -> str:
+    if head.startswith(b"PK"):
+        return " (it looks like a PyTorch zip pickle; pickles are never loaded, export to .safetensors)"
+    if head[:1] == b"\x80":
+        return " (it looks like a Python pickle; pickles are never loaded)"
+    return ""

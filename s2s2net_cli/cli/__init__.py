@@ -1,0 +1,1 @@
+"""The command-line layer: thin Click commands over the core library."""

@@ -1,0 +1,73 @@
+"""The ``s2s2net`` command group: logging, --debug, the launcher's --local_rank, error lines."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+
+import click
+
+from .. import __version__
+from ..errors import S2S2NetError
+
+
+class S2S2NetGroup(click.Group):
+    """Turns the core's errors into one line on stderr (exit 1), tracebacks only with --debug."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except S2S2NetError as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo("Aborted: interrupted; no output was left half-written.", err=True)
+            ctx.exit(130)
+
+
+def _terminate(signum, frame):  # SIGTERM unwinds like Ctrl-C, so temporary files are removed
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@click.group(cls=S2S2NetGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="s2s2net")
+@click.option("-v", "--verbose", count=True, help="More log output (repeat for debug messages).")
+@click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
+@click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
+@click.option("--local_rank", "--local-rank", "local_rank", type=int, default=None, hidden=True,
+              help="Set by the DeepSpeed launcher.")
+@click.pass_context
+def cli(ctx: click.Context, verbose: int, quiet: bool, debug: bool, local_rank: int | None) -> None:
+    """Rivers and lakes from Sentinel-2 at 2 m.
+
+    \b
+    Examples:
+      s2s2net predict scene.tif -o water.tif
+      s2s2net synth demo/ --count 4
+      deepspeed --num_gpus 8 --module s2s2net_cli train chips/ -o run/
+    """
+    level = logging.WARNING if quiet else (logging.DEBUG if verbose > 1 else logging.INFO)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for noisy in ("rasterio", "fiona", "pyogrio", "DeepSpeed", "deepspeed", "torch.distributed"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+    ctx.ensure_object(dict)
+    ctx.obj.update(debug=debug, local_rank=local_rank, quiet=quiet)
+    if local_rank is not None:
+        import os
+
+        os.environ.setdefault("LOCAL_RANK", str(local_rank))
+    signal.signal(signal.SIGTERM, _terminate)
+
+
+def _register() -> None:
+    from . import synth
+
+    cli.add_command(synth.synth)
+
+
+_register()

@@ -1,0 +1,20 @@
+"""Errors the core raises for bad input; the CLI turns them into one line and an exit status."""
+
+
+class S2S2NetError(Exception):
+    """A failure the user can act on. The message names the file and the problem."""
+
+    exit_code = 1
+
+
+class InputError(S2S2NetError):
+    """An input file (scene, mask, manifest, weights, chips folder) that cannot be used."""
+
+
+class OutputExistsError(S2S2NetError):
+    """An output that already exists and may not be replaced without --overwrite."""
+
+
+def describe(path, problem: str) -> str:
+    """The one-line form every error takes: ``PATH: problem``."""
+    return f"{path}: {problem}"

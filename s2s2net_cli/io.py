@@ -1,0 +1,54 @@
+"""Writing outputs safely: refuse to replace without --overwrite, write under a temporary
+name beside the target and rename when complete, so no half-written file looks finished."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+
+from .errors import OutputExistsError, S2S2NetError, describe
+
+
+def check_output(path, overwrite: bool) -> Path:
+    """Refuse an existing ``path`` unless ``overwrite``; check its folder can be written."""
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise OutputExistsError(describe(path, "already exists (use --overwrite to replace it)"))
+    parent = path.parent if str(path.parent) else Path(".")
+    if parent.exists() and not os.access(parent, os.W_OK):
+        raise S2S2NetError(describe(path, f"cannot write into {parent} (permission denied)"))
+    return path
+
+
+def temporary_sibling(path) -> Path:
+    """A hidden name beside ``path`` that keeps its suffix (drivers pick formats by suffix)."""
+    path = Path(path)
+    return path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
+
+
+@contextlib.contextmanager
+def atomic_path(path):
+    """Yield a temporary path; on success rename it to ``path``, on any failure remove it."""
+    path = Path(path)
+    if str(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_sibling(path)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except OSError as exc:
+        _remove(tmp)
+        raise S2S2NetError(describe(path, f"could not be written ({exc.strerror or exc})")) from exc
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()

@@ -1,0 +1,73 @@
+"""Image/mask pairs from ``--pair`` options or a manifest CSV (shared by chip, evaluate, compare)."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import InputError, describe
+from .io import atomic_path
+
+
+@dataclass(frozen=True)
+class Pair:
+    image: Path
+    mask: Path
+    id: str
+    split: str | None = None
+
+
+def pairs_from_options(pairs: list[tuple[str, str]] | None, manifest: str | None) -> list[Pair]:
+    """Pairs given as ``--pair IMAGE MASK`` and/or read from ``--manifest FILE``; files must exist."""
+    out = [Pair(Path(i), Path(m), Path(i).stem) for i, m in (pairs or [])]
+    if manifest:
+        out.extend(read_manifest(manifest))
+    for p in out:
+        for f in (p.image, p.mask):
+            if not f.exists():
+                raise InputError(describe(f, "file not found"))
+    ids = [p.id for p in out]
+    dup = {i for i in ids if ids.count(i) > 1}
+    if dup:
+        raise InputError(describe(manifest or "--pair", f"scene id {sorted(dup)[0]!r} appears twice (give an id column)"))
+    return out
+
+
+def read_manifest(path) -> list[Pair]:
+    """A CSV with columns image,mask (optional id, split); paths relative to the CSV."""
+    path = Path(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            columns = set(reader.fieldnames or ())
+            missing = {"image", "mask"} - columns
+            if missing:
+                raise InputError(describe(path, f"manifest lacks column(s) {', '.join(sorted(missing))} (needs image,mask)"))
+            rows = list(reader)
+    except FileNotFoundError as exc:
+        raise InputError(describe(path, "manifest not found")) from exc
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(describe(path, f"not a readable CSV manifest ({exc})")) from exc
+    if not rows:
+        raise InputError(describe(path, "manifest has no rows"))
+    base = path.parent
+    pairs = []
+    for n, row in enumerate(rows, start=2):
+        image, mask = (row.get("image") or "").strip(), (row.get("mask") or "").strip()
+        if not image or not mask:
+            raise InputError(describe(path, f"line {n}: empty image or mask"))
+        split = (row.get("split") or "").strip() or None
+        if split not in (None, "train", "val", "test"):
+            raise InputError(describe(path, f"line {n}: split {split!r} is not train, val or test"))
+        pairs.append(Pair(base / image, base / mask, (row.get("id") or "").strip() or Path(image).stem, split))
+    return pairs
+
+
+def write_manifest(path, rows: list[dict], overwrite: bool = False) -> None:
+    columns = list(rows[0]) if rows else ["image", "mask", "id"]
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(rows)

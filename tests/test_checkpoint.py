@@ -1,0 +1,84 @@
+import json
+import pickle
+import struct
+
+import pytest
+import torch
+
+from s2s2net_cli.checkpoint import WeightsCard, load_model, read_card, save_weights
+from s2s2net_cli.errors import InputError
+from s2s2net_cli.model import S2S2Net
+
+
+def test_round_trip_gives_identical_outputs(tmp_path):
+    torch.manual_seed(1)
+    model = S2S2Net().eval()
+    path = save_weights(tmp_path / "w.safetensors", model.state_dict(), WeightsCard(training={"steps": 3}))
+    loaded, card = load_model(path)
+    x = torch.randn(1, 6, 33, 40)
+    with torch.no_grad():
+        assert torch.equal(model(x), loaded(x))
+    assert card.training == {"steps": 3}
+    assert card.bands.names == ("B02", "B03", "B04", "B08", "B11", "B12")
+    assert not list(tmp_path.glob(".*tmp*"))
+
+
+class _Payload:
+    def __reduce__(self):
+        import os
+
+        return (os.system, (f"touch {_Payload.marker}",))
+
+
+@pytest.mark.parametrize("name", ["evil.pt", "evil.ckpt", "evil.safetensors"])
+def test_pickle_is_refused_without_running_its_payload(tmp_path, name):
+    marker = tmp_path / "PWNED"
+    _Payload.marker = marker
+    path = tmp_path / name
+    torch.save({"state_dict": _Payload()}, path)  # a zip pickle, like a Lightning .ckpt
+    with pytest.raises(InputError, match="pickle"):
+        load_model(path)
+    raw = tmp_path / ("raw_" + name)
+    raw.write_bytes(pickle.dumps(_Payload()))
+    with pytest.raises(InputError, match=str(raw.name)):
+        load_model(raw)
+    assert not marker.exists()
+
+
+def test_safetensors_without_our_metadata_is_refused(tmp_path):
+    from safetensors.torch import save_file
+
+    path = tmp_path / "other.safetensors"
+    save_file({"a": torch.zeros(2)}, str(path))
+    with pytest.raises(InputError, match="not s2s2net weights"):
+        read_card(path)
+
+
+def test_metadata_is_validated_before_use(tmp_path):
+    model = S2S2Net()
+    card = WeightsCard()
+    path = save_weights(tmp_path / "w.safetensors", model.state_dict(), card)
+    # rewrite the header with 4 band names for a 6-channel model
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    meta = json.loads(header["__metadata__"]["s2s2net"])
+    meta["bands"]["names"] = ["B02", "B03", "B04", "B08"]
+    meta["bands"]["mean"] = meta["bands"]["mean"][:4]
+    meta["bands"]["std"] = meta["bands"]["std"][:4]
+    header["__metadata__"]["s2s2net"] = json.dumps(meta)
+    new = json.dumps(header).encode()
+    new += b" " * (-len(new) % 8)
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(struct.pack("<Q", len(new)) + new + data[8 + n:])
+    with pytest.raises(InputError, match="bad.safetensors.*4 bands"):
+        load_model(bad)
+
+
+def test_missing_and_garbage_files(tmp_path):
+    with pytest.raises(InputError, match="not found"):
+        load_model(tmp_path / "nope.safetensors")
+    junk = tmp_path / "junk.safetensors"
+    junk.write_bytes(b"hello world, not weights at all")
+    with pytest.raises(InputError, match="junk.safetensors: not a safetensors"):
+        load_model(junk)

@@ -1,0 +1,27 @@
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+from s2s2net_cli import __version__
+from s2s2net_cli.cli.main import cli
+
+
+def test_help_and_version():
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--help"])
+    assert result.exit_code == 0 and "synth" in result.output
+    assert "--local_rank" not in result.output  # hidden
+    result = runner.invoke(cli, ["--version"])
+    assert result.exit_code == 0 and __version__ in result.output
+
+
+def test_python_dash_m_is_the_same_cli_and_takes_the_launchers_local_rank(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "s2s2net_cli", "--local_rank=0", "synth", str(tmp_path), "--size", "16"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "synth_0_scene.tif").exists() and (tmp_path / "manifest.csv").exists()
+    again = subprocess.run([sys.executable, "-m", "s2s2net_cli", "--local-rank", "1", "synth", str(tmp_path), "--size", "16"],
+                           capture_output=True, text=True)
+    assert again.returncode == 1
+    assert again.stderr.strip().splitlines() == [f"Error: {tmp_path / 'synth_0_scene.tif'}: already exists (use --overwrite to replace it)"]

@@ -1,0 +1,37 @@
+import torch
+
+from s2s2net_cli.losses import IGNORE, WaterLoss
+
+
+def test_nodata_pixels_change_nothing():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 1, 20, 20, requires_grad=True)
+    target = (torch.rand(2, 1, 20, 20) > 0.5).float()
+    target[:, :, :5] = IGNORE
+    loss = WaterLoss()
+    base = loss(logits, target)
+    other_logits = logits.detach().clone()
+    other_logits[:, :, :5] = torch.randn(2, 1, 5, 20) * 10
+    assert torch.allclose(loss(other_logits, target), base)
+    base.backward()
+    assert logits.grad[:, :, :5].abs().max() == 0
+    assert logits.grad[:, :, 5:].abs().max() > 0
+
+
+def test_loss_has_both_parts_and_prefers_the_truth():
+    target = torch.zeros(1, 1, 10, 10)
+    target[..., 3:7, 3:7] = 1
+    good = (target * 2 - 1) * 8
+    bad = -good
+    loss = WaterLoss()
+    parts = loss.parts(good, target)
+    assert set(parts) == {"loss", "bce", "dice"}
+    assert loss(good, target) < loss(bad, target)
+    # soft labels (0.1): even a confident correct prediction keeps some BCE
+    assert parts["bce"] > 0.1
+
+
+def test_dice_is_fp32_under_bf16():
+    logits = torch.randn(1, 1, 8, 8, dtype=torch.bfloat16)
+    target = (torch.rand(1, 1, 8, 8) > 0.5).float()
+    assert WaterLoss()(logits, target).dtype == torch.float32
