@@ -37,3 +37,24 @@ def scene_factory(tmp_path):
         return write_raster(tmp_path / f"scene{next(counter)}.tif", data, nodata=kw.pop("nodata", 0), **kw)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def random_weights(tmp_path_factory):
+    """An untrained but valid weights file (seeded)."""
+    from s2s2net_cli.checkpoint import WeightsCard, save_weights
+    from s2s2net_cli.model import S2S2Net
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("weights") / "random.safetensors"
+    save_weights(path, S2S2Net().state_dict(), WeightsCard(training={"note": "random init for tests"}))
+    return path
+
+
+def run_cli(*args, cwd=None, timeout=600):
+    """Run ``python -m s2s2net_cli`` in a subprocess; returns CompletedProcess."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "s2s2net_cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout)

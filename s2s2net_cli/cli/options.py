@@ -25,3 +25,31 @@ def parse_bands(ctx, param, value):
 
 bands_option = click.option("--bands", callback=parse_bands, metavar="I,I,I,I,I,I",
                             help="1-based band indexes of B02,B03,B04,B08,B11,B12 in the scene (default 1..6).")
+
+
+def _parse_creation_options(ctx, param, values):
+    out = {}
+    for item in values or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", ctx, param)
+        out[name.strip()] = value.strip()
+    return out
+
+
+creation_options = click.option("--co", "creation_options", multiple=True, callback=_parse_creation_options,
+                                metavar="NAME=VALUE", help="GeoTIFF creation option (repeatable), as in rio.")
+
+
+def _check_device(ctx, param, value):
+    import re
+
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", value):
+        raise click.BadParameter(f"{value!r} is not auto, cpu, cuda or cuda:N", ctx, param)
+    return value
+
+
+device_option = click.option("--device", default="auto", show_default=True, callback=_check_device,
+                             help="auto, cpu, cuda or cuda:N.")
+precision_option = click.option("--precision", type=click.Choice(["auto", "32", "bf16", "16"]), default="auto",
+                                show_default=True, help="Mixed precision on GPUs when auto; fp32 on the CPU.")

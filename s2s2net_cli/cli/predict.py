@@ -1,0 +1,93 @@
+"""``s2s2net predict``: whole scenes to georeferenced 2 m water masks."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import click
+
+from ..errors import S2S2NetError
+from ..predict import Predictor, PredictOptions, default_weights
+from .options import bands_option, creation_options, device_option, json_option, overwrite_option, precision_option
+from .render import progress_bar
+
+log = logging.getLogger("s2s2net")
+
+
+@click.command()
+@click.argument("scenes", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path(path_type=Path),
+              help="Output GeoTIFF (one scene) or folder (several scenes: <stem>_water.tif each).")
+@click.option("--weights", type=click.Path(dir_okay=False, path_type=Path), help="Weights file (default: the bundled model).")
+@click.option("--tile-size", type=click.IntRange(32), default=512, show_default=True, help="Tile side in 10 m pixels.")
+@click.option("--overlap", type=click.IntRange(0), default=64, show_default=True, help="Context on each side of a tile (10 m pixels).")
+@click.option("--batch-size", type=click.IntRange(1), default=None, help="Tiles per forward pass (default 1 on the CPU, 8 on a GPU).")
+@device_option
+@precision_option
+@bands_option
+@click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Divisor from digital numbers to reflectance (default: the model's, 10000).")
+@click.option("--probability", is_flag=True, help="Write water probability as uint8 0-100 instead of a 0/1 mask.")
+@click.option("--threshold", type=click.FloatRange(0, 1), default=0.5, show_default=True, help="Probability above which a pixel is water.")
+@click.option("--cog", is_flag=True, help="Write a Cloud Optimized GeoTIFF with overviews (mode resampling).")
+@click.option("--vector", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write water polygons (GeoPackage or any format geopandas writes), with area.")
+@creation_options
+@overwrite_option
+@json_option
+@click.pass_context
+def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device, precision, bands, scale, probability,
+            threshold, cog, vector, creation_options, overwrite, as_json):
+    """Map water at 2 m in one or more Sentinel-2 scenes.
+
+    The output has the scene's CRS, its transform times Affine.scale(1/5) and exactly 5x its
+    width and height: 0 land, 1 water, 255 nodata.
+
+    \b
+    Examples:
+      s2s2net predict scene.tif -o water.tif
+      s2s2net predict a.tif b.tif -o masks/ --tile-size 256 --json
+      s2s2net predict stack.tif -o water.tif --bands 2,3,4,8,11,12 --cog --vector water.gpkg
+    """
+    if overlap > tile_size:
+        raise click.BadParameter(f"overlap {overlap} is larger than the tile size {tile_size}", ctx, param_hint="'--overlap'")
+    if vector and len(scenes) > 1:
+        raise click.BadParameter("--vector takes one scene", ctx, param_hint="'--vector'")
+    options = PredictOptions(tile_size=tile_size, overlap=overlap, batch_size=batch_size, device=device,
+                             precision=precision, bands=bands, scale=scale, probability=probability,
+                             threshold=threshold, cog=cog, creation_options=creation_options, overwrite=overwrite)
+    predictor = Predictor(weights or default_weights(), options)
+    if len(scenes) == 1:
+        targets = [(scenes[0], output)]
+    else:
+        output.mkdir(parents=True, exist_ok=True)
+        targets = [(s, output / f"{s.stem}_water.tif") for s in scenes]
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    results, failures = [], []
+    for scene, target in targets[rank::world]:
+        try:
+            with progress_bar(f"{scene.name}", quiet=ctx.obj.get("quiet")) as on_tile:
+                result = predictor.predict_scene(scene, target, on_tile=on_tile)
+            for w in result.warnings:
+                log.warning(w)
+            if vector:
+                from ..vectorize import write_water_polygons
+
+                write_water_polygons(target, vector, overwrite=overwrite)
+            results.append(result.to_dict())
+        except S2S2NetError as exc:
+            if len(targets) == 1:
+                raise
+            click.echo(f"Error: {exc}", err=True)
+            failures.append({"scene": str(scene), "error": str(exc)})
+    if as_json:
+        click.echo(json.dumps({"scenes": results, "failures": failures}, indent=2))
+    elif not ctx.obj.get("quiet"):
+        for r in results:
+            click.echo(f"{r['output']}: {r['water_km2']:.3f} km2 water, {r['nodata_fraction']:.1%} nodata, "
+                       f"{r['seconds']:.1f} s", err=True)
+    if failures:
+        ctx.exit(1)

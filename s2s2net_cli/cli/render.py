@@ -1,0 +1,37 @@
+"""Rich output on stderr: progress bars and tables. Only the CLI layer imports this."""
+
+from __future__ import annotations
+
+import contextlib
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+stderr = Console(stderr=True)
+
+
+@contextlib.contextmanager
+def progress_bar(description: str, quiet: bool = False):
+    """Yield an ``on_step(done, total)`` callback that drives a progress bar on stderr.
+
+    The bar appears at the first step, so input checks that fail first print only their error.
+    """
+    if quiet:
+        yield None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    progress = Progress(*columns, console=stderr, transient=False)
+    task = None
+
+    def on_step(done: int, total: int) -> None:
+        nonlocal task
+        if task is None:
+            progress.start()
+            task = progress.add_task(description, total=total)
+        progress.update(task, completed=done, total=total)
+
+    try:
+        yield on_step
+    finally:
+        if task is not None:
+            progress.stop()

@@ -1,0 +1,285 @@
+"""Tiled, blended, streaming inference: a whole scene to a georeferenced 2 m mask.
+
+The scene is cut into tiles of ``tile_size`` 10 m pixels with ``overlap`` pixels of context on
+each side (read with rasterio windows, reflected past the scene edges). Tiles go to the network
+in batches, one row of tiles at a time. Overlaps are blended with a smooth separable weight
+window on the 2 m grid; the weights of all tiles covering a pixel sum to one, so a constant
+scene gives a constant mask across tile borders. Rows of the output are written as soon as no
+later tile can touch them, so memory grows with the scene's width only by a strip of
+``2 * overlap`` rows, never with its area.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import rasterio
+import torch
+from rasterio.windows import Window
+
+from . import __version__
+from .bands import BandSpec, band_order_warnings, open_scene, read_normalised, scale_warning
+from .checkpoint import WeightsCard, load_model
+from .errors import InputError, describe
+from .grid import SCALE_FACTOR, fine_transform
+from .io import atomic_path, check_output, temporary_sibling
+
+NODATA = 255
+DEFAULT_WEIGHTS = Path(__file__).parent / "weights" / "default.safetensors"
+
+
+@dataclass
+class PredictOptions:
+    tile_size: int = 512
+    overlap: int = 64
+    batch_size: int | None = None  # None: 1 on the CPU, 8 on a GPU
+    device: str = "auto"
+    precision: str = "auto"
+    bands: tuple[int, ...] | None = None
+    scale: float | None = None  # None: the weights' scale
+    probability: bool = False
+    threshold: float = 0.5
+    cog: bool = False
+    creation_options: dict = field(default_factory=dict)
+    overwrite: bool = False
+
+    def __post_init__(self):
+        if self.tile_size < 1 or self.overlap < 0:
+            raise ValueError("tile size must be positive and overlap not negative")
+        if not 0 <= self.threshold <= 1:
+            raise ValueError("threshold must lie in 0-1")
+
+
+@dataclass
+class SceneResult:
+    scene: str
+    output: str
+    seconds: float
+    water_km2: float
+    nodata_fraction: float
+    tiles: int
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"scene": self.scene, "output": self.output, "seconds": round(self.seconds, 3),
+                "water_km2": self.water_km2, "nodata_fraction": self.nodata_fraction, "tiles": self.tiles,
+                "warnings": self.warnings}
+
+
+def default_weights() -> Path:
+    if not DEFAULT_WEIGHTS.exists():
+        raise InputError(describe(DEFAULT_WEIGHTS.parent, "no bundled default model in this install; pass --weights FILE"))
+    return DEFAULT_WEIGHTS
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(describe(device, "CUDA was asked for but no GPU is available"))
+    return dev
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for ``precision`` on ``device`` (None for fp32)."""
+    if precision == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return None
+    return {"32": None, "bf16": torch.bfloat16, "16": torch.float16}[precision]
+
+
+class Predictor:
+    """A loaded model plus the settings to run it over scenes."""
+
+    def __init__(self, weights, options: PredictOptions | None = None):
+        self.options = options or PredictOptions()
+        self.weights = Path(weights)
+        self.device = resolve_device(self.options.device)
+        self.model, self.card = load_model(self.weights, self.device)
+        self.amp = autocast_dtype(self.options.precision, self.device)
+        spec = self.card.bands
+        self.spec = spec if self.options.scale is None else BandSpec(spec.names, self.options.scale, spec.mean, spec.std)
+
+    @property
+    def model_name(self) -> str:
+        return self.weights.name
+
+    @torch.inference_mode()
+    def probabilities(self, batch: np.ndarray) -> np.ndarray:
+        """Water probability (n, 5h, 5w) float32 for a normalised batch (n, bands, h, w)."""
+        x = torch.from_numpy(batch).to(self.device)
+        if self.amp is not None:
+            with torch.autocast(self.device.type, dtype=self.amp):
+                logits = self.model(x)
+        else:
+            logits = self.model(x)
+        return torch.sigmoid(logits.float())[:, 0].cpu().numpy()
+
+    def predict_scene(self, scene_path, output_path, on_tile: Callable[[int, int], None] | None = None,
+                      rows: tuple[int, int] | None = None) -> SceneResult:
+        """Predict ``scene_path`` into ``output_path`` (GeoTIFF, uint8), atomically."""
+        start = time.perf_counter()
+        opts = self.options
+        output_path = check_output(output_path, opts.overwrite)
+        scene = open_scene(scene_path, opts.bands, len(self.spec.names))
+        warnings = band_order_warnings(scene, self.spec)
+        with rasterio.open(scene.path) as src:
+            sample = src.read(list(scene.indexes), out_shape=(len(scene.indexes), min(256, scene.height), min(256, scene.width)))
+        from .bands import valid_mask
+
+        sample_valid = valid_mask(sample, scene.nodata)
+        if not sample_valid.any() and not _any_valid(scene):
+            raise InputError(describe(scene.path, "has no valid pixel (all nodata)"))
+        warn = scale_warning(scene, sample, sample_valid, self.spec)
+        if warn:
+            warnings.append(warn)
+
+        profile = self._profile(scene)
+        with atomic_path(output_path) as tmp:
+            gtiff = temporary_sibling(tmp) if opts.cog else tmp
+            try:
+                with rasterio.open(scene.path) as src, rasterio.open(gtiff, "w", **profile) as dst:
+                    stats = self._stream(src, scene, dst, on_tile)
+                    dst.set_band_description(1, "water probability (percent)" if opts.probability else "water (1), land (0)")
+                    dst.update_tags(**self._tags(scene))
+                if opts.cog:
+                    _to_cog(gtiff, tmp, profile)
+            finally:
+                if opts.cog and gtiff.exists():
+                    gtiff.unlink()
+        px_area = abs(profile["transform"].a * profile["transform"].e)
+        total = scene.width * scene.height * SCALE_FACTOR ** 2
+        return SceneResult(str(scene_path), str(output_path), time.perf_counter() - start,
+                           water_km2=stats["water"] * px_area / 1e6, nodata_fraction=stats["nodata"] / total,
+                           tiles=stats["tiles"], warnings=warnings)
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _profile(self, scene) -> dict:
+        f = SCALE_FACTOR
+        profile = {
+            "driver": "GTiff", "width": scene.width * f, "height": scene.height * f, "count": 1, "dtype": "uint8",
+            "nodata": NODATA, "crs": scene.crs, "transform": fine_transform(scene.transform),
+            "tiled": True, "blockxsize": 512, "blockysize": 512, "compress": "deflate", "predictor": 2,
+            "BIGTIFF": "IF_SAFER",
+        }
+        profile.update({k.lower() if k.lower() in _PROFILE_KEYS else k: v for k, v in self.options.creation_options.items()})
+        return profile
+
+    def _tags(self, scene) -> dict:
+        return {
+            "s2s2net_version": __version__, "model": self.model_name,
+            "model_version": self.card.version, "threshold": str(self.options.threshold),
+            "values": "probability percent 0-100, 255 nodata" if self.options.probability else "0 land, 1 water, 255 nodata",
+            "source_scene": Path(scene.path).name, "bands": ",".join(map(str, scene.indexes)),
+        }
+
+    def _stream(self, src, scene, dst, on_tile) -> dict:
+        """Run every tile and write the blended result strip by strip."""
+        opts, f = self.options, SCALE_FACTOR
+        T, O = opts.tile_size, opts.overlap
+        H, W = scene.height, scene.width
+        n_rows, n_cols = math.ceil(H / T), math.ceil(W / T)
+        S = T + 2 * O
+        batch_size = opts.batch_size or (8 if self.device.type == "cuda" else 1)
+        wy = _normalised_weights(H, T, O)  # per tile row, the weight of each of its 2 m rows
+        wx = _normalised_weights(W, T, O)
+        W2 = W * f
+        carry = np.zeros((0, W2), dtype=np.float32)  # rows touched by earlier tiles, not yet written
+        valid_carry = np.zeros((0, W), dtype=bool)  # 10 m validity of the rows above r0 still to write
+        written = 0
+        stats = {"water": 0, "nodata": 0, "tiles": 0}
+        total = n_rows * n_cols
+        for i in range(n_rows):
+            r0 = i * T
+            top = f * (r0 - O)
+            strip_top, strip_bottom = max(top, 0), min(f * (r0 + T + O), H * f)
+            assert strip_top == written
+            strip = np.zeros((strip_bottom - strip_top, W2), dtype=np.float32)
+            strip[: carry.shape[0]] = carry
+            valid = np.zeros((min(r0 + T, H) - r0, W), dtype=bool)
+            for j0 in range(0, n_cols, batch_size):
+                cols = range(j0, min(j0 + batch_size, n_cols))
+                tiles = [read_normalised(src, scene, Window(j * T - O, r0 - O, S, S), self.spec) for j in cols]
+                probs = self.probabilities(np.stack([x for x, _ in tiles]))
+                for k, j in enumerate(cols):
+                    c0 = j * T
+                    left, right = f * (c0 - O), f * (c0 + T + O)
+                    weighted = probs[k] * wy[i][:, None] * wx[j][None, :]
+                    strip[:, max(left, 0): min(right, W2)] += weighted[
+                        strip_top - top: strip_bottom - top, max(left, 0) - left: min(right, W2) - left]
+                    core = tiles[k][1][O: O + valid.shape[0], O: O + min(T, W - c0)]
+                    valid[:, c0: c0 + core.shape[1]] = core
+                    stats["tiles"] += 1
+                    if on_tile:
+                        on_tile(stats["tiles"], total)
+            # rows that no later tile row reaches are final
+            final_bottom = H * f if i == n_rows - 1 else f * (r0 + T - O)
+            valid_strip = np.concatenate([valid_carry, valid])  # 10 m rows from written // f
+            self._write_rows(dst, strip[: final_bottom - strip_top], written, valid_strip, stats)
+            carry = strip[final_bottom - strip_top:].copy()
+            valid_carry = valid_strip[final_bottom // f - written // f:]
+            written = final_bottom
+        return stats
+
+    def _write_rows(self, dst, prob: np.ndarray, row0: int, valid_10m: np.ndarray, stats) -> None:
+        """Write 2 m rows [row0, row0 + len(prob)); ``valid_10m`` starts at 10 m row row0 // 5."""
+        if prob.shape[0] == 0:
+            return
+        f = SCALE_FACTOR
+        rows_10m = np.arange(row0, row0 + prob.shape[0]) // f - row0 // f
+        valid = np.repeat(valid_10m[rows_10m], f, axis=1)
+        if self.options.probability:
+            out = np.clip(np.rint(prob * 100), 0, 100).astype(np.uint8)
+            stats["water"] += int((prob[valid] >= self.options.threshold).sum())
+        else:
+            out = (prob >= self.options.threshold).astype(np.uint8)
+            stats["water"] += int(out[valid].sum())
+        out[~valid] = NODATA
+        stats["nodata"] += int((~valid).sum())
+        dst.write(out, 1, window=Window(0, row0, out.shape[1], out.shape[0]))
+
+
+_PROFILE_KEYS = {"blockxsize", "blockysize", "tiled", "compress", "predictor", "zlevel", "zstd_level", "interleave"}
+
+
+def _normalised_weights(size: int, T: int, O: int) -> list[np.ndarray]:
+    """Per tile along one axis, its 2 m blend weights (length 5(T+2O)), normalised so that
+    the weights of all tiles covering any 2 m position inside the scene sum to one."""
+    f = SCALE_FACTOR
+    n = math.ceil(size / T)
+    ramp_len = f * 2 * O
+    length = f * (T + 2 * O)
+    base = np.ones(length, dtype=np.float64)
+    if ramp_len:
+        ramp = 0.5 - 0.5 * np.cos(np.pi * (np.arange(ramp_len) + 0.5) / ramp_len)
+        base[:ramp_len] = ramp
+        base[-ramp_len:] = np.minimum(base[-ramp_len:], ramp[::-1])
+    total = np.zeros(f * (n * T + 2 * O), dtype=np.float64)  # index 0 is 2 m position -5O
+    for i in range(n):
+        total[f * i * T: f * i * T + length] += base
+    return [(base / total[f * i * T: f * i * T + length]).astype(np.float32) for i in range(n)]
+
+
+def _any_valid(scene) -> bool:
+    from .bands import valid_mask
+
+    with rasterio.open(scene.path) as src:
+        for _, window in src.block_windows(1):
+            if valid_mask(src.read(list(scene.indexes), window=window), scene.nodata).any():
+                return True
+    return False
+
+
+def _to_cog(src_path, dst_path, profile) -> None:
+    from rasterio.shutil import copy
+
+    copy(str(src_path), str(dst_path), driver="COG", COMPRESS=str(profile.get("compress", "deflate")).upper(),
+         PREDICTOR="YES", OVERVIEW_RESAMPLING="MODE", BLOCKSIZE=512, BIGTIFF="IF_SAFER")

@@ -1,0 +1,54 @@
+"""Water polygons from a written mask, read strip by strip (memory bounded by the strip)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import geopandas as gpd
+import numpy as np
+import rasterio
+from rasterio.features import shapes
+from rasterio.windows import Window
+from shapely.geometry import shape
+from shapely.ops import unary_union
+
+from .io import atomic_path, check_output
+
+STRIP_ROWS = 2048
+
+
+def water_polygons(mask_path, strip_rows: int = STRIP_ROWS) -> gpd.GeoDataFrame:
+    """Polygons of value 1 (water) in ``mask_path``, in its CRS, with ``area_m2``.
+
+    Polygons are traced per strip of rows; those that touch a strip border are merged with
+    their neighbours across it afterwards, so a lake split by strips comes out whole.
+    """
+    whole, edge = [], []
+    with rasterio.open(mask_path) as src:
+        crs = src.crs
+        for row0 in range(0, src.height, strip_rows):
+            h = min(strip_rows, src.height - row0)
+            window = Window(0, row0, src.width, h)
+            data = src.read(1, window=window)
+            water = data == 1
+            transform = src.window_transform(window)
+            top_y, bottom_y = transform.f, (transform @ (0, h))[1]
+            for geom, _ in shapes(water.astype(np.uint8), mask=water, transform=transform):
+                poly = shape(geom)
+                miny, maxy = poly.bounds[1], poly.bounds[3]
+                touches = (row0 > 0 and maxy >= top_y) or (row0 + h < src.height and miny <= bottom_y)
+                (edge if touches else whole).append(poly)
+    if edge:
+        merged = unary_union(edge)
+        whole.extend(getattr(merged, "geoms", [merged]))
+    gdf = gpd.GeoDataFrame({"geometry": whole}, geometry="geometry", crs=crs)
+    gdf["area_m2"] = gdf.geometry.area
+    return gdf
+
+
+def write_water_polygons(mask_path, vector_path, overwrite: bool = False) -> Path:
+    vector_path = check_output(vector_path, overwrite)
+    gdf = water_polygons(mask_path)
+    with atomic_path(vector_path) as tmp:
+        gdf.to_file(tmp, layer="water") if tmp.suffix.lower() == ".gpkg" else gdf.to_file(tmp)
+    return vector_path
