@@ -65,8 +65,9 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, debug: bool, local_rank: 
 
 
 def _register() -> None:
-    from . import predict, synth
+    from . import chip, predict, synth
 
+    cli.add_command(chip.chip)
     cli.add_command(predict.predict)
     cli.add_command(synth.synth)
 

@@ -53,3 +53,19 @@ device_option = click.option("--device", default="auto", show_default=True, call
                              help="auto, cpu, cuda or cuda:N.")
 precision_option = click.option("--precision", type=click.Choice(["auto", "32", "bf16", "16"]), default="auto",
                                 show_default=True, help="Mixed precision on GPUs when auto; fp32 on the CPU.")
+
+
+pair_option = click.option("--pair", "pairs", nargs=2, multiple=True, type=click.Path(dir_okay=False),
+                           metavar="IMAGE MASK", help="A scene and its mask (repeatable).")
+manifest_option = click.option("--manifest", type=click.Path(dir_okay=False),
+                               help="CSV with columns image,mask (optional id, split); paths relative to the file.")
+nodata_option = click.option("--nodata", type=float, default=None, help="Mask value that means nodata (besides NaN and the file's nodata).")
+
+
+def require_pairs(ctx, pairs, manifest):
+    """Pairs from --pair and --manifest (at least one of them)."""
+    from ..manifest import pairs_from_options
+
+    if not pairs and not manifest:
+        raise click.UsageError("give --pair IMAGE MASK or --manifest FILE", ctx)
+    return pairs_from_options(list(pairs), manifest)

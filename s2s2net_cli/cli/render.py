@@ -35,3 +35,16 @@ def progress_bar(description: str, quiet: bool = False):
     finally:
         if task is not None:
             progress.stop()
+
+
+def summary_table(title: str, columns: list[str], rows: list[list[str]], highlight: dict | None = None) -> None:
+    """A rich table on stderr. ``highlight`` maps (row, column) to a style."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for c in columns:
+        table.add_column(c, justify="left" if c == columns[0] else "right")
+    for i, row in enumerate(rows):
+        cells = [f"[{highlight[(i, j)]}]{v}[/]" if highlight and (i, j) in highlight else v for j, v in enumerate(row)]
+        table.add_row(*cells)
+    stderr.print(table)

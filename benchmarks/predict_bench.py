@@ -1,0 +1,93 @@
+"""Benchmark predict: the whole pipeline against the bare network on the same tiles.
+
+    python benchmarks/predict_bench.py [--size 512] [--tile-size 256] [--overlap 32] [--json]
+
+Makes a synthetic scene of --size x --size 10 m pixels (a 512 px synthetic scene repeated
+to fill larger sizes), runs `s2s2net predict` on it in a child process (its own timing and
+peak resident memory), then times the bare network on as many tiles of the same shape in
+this process. With --json the last line is
+{"pipeline_s", "forward_s", "ratio", "peak_rss_mb", "scene_px"}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from s2s2net_cli.checkpoint import WeightsCard, load_model, save_weights
+from s2s2net_cli.model import S2S2Net
+from s2s2net_cli.predict import DEFAULT_WEIGHTS
+from s2s2net_cli.synthetic import make_pair
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size", type=int, default=512)
+    ap.add_argument("--tile-size", type=int, default=256)
+    ap.add_argument("--overlap", type=int, default=32)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--weights", type=Path, default=None)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        weights = args.weights or (DEFAULT_WEIGHTS if DEFAULT_WEIGHTS.exists() else None)
+        if weights is None:
+            torch.manual_seed(0)
+            weights = save_weights(tmp / "random.safetensors", S2S2Net().state_dict(), WeightsCard())
+        scene = tmp / "scene.tif"
+        pair = make_pair(min(args.size, 512), seed=7, nodata_margin=False)
+        reps = math.ceil(args.size / 512)
+        pair.scene = np.tile(pair.scene, (1, reps, reps))[:, : args.size, : args.size]
+        pair.mask = np.zeros((1, 1), np.float32)
+        _write_scene(pair, scene)
+
+        cmd = [sys.executable, "-m", "s2s2net_cli", "-q", "predict", str(scene), "-o", str(tmp / "out.tif"),
+               "--weights", str(weights), "--tile-size", str(args.tile_size), "--overlap", str(args.overlap),
+               "--device", args.device, "--json"]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        pipeline_s = json.loads(out.stdout)["scenes"][0]["seconds"]
+        peak_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+        model, _ = load_model(weights, args.device)
+        side = args.tile_size + 2 * args.overlap
+        n_tiles = math.ceil(args.size / args.tile_size) ** 2
+        x = torch.randn(1, 6, side, side, device=args.device)
+        start = time.perf_counter()
+        with torch.inference_mode():
+            for _ in range(n_tiles):
+                torch.sigmoid(model(x)).cpu()
+        forward_s = time.perf_counter() - start
+
+    result = {"pipeline_s": round(pipeline_s, 2), "forward_s": round(forward_s, 2),
+              "ratio": round(pipeline_s / forward_s, 3), "peak_rss_mb": round(peak_rss_mb, 1),
+              "scene_px": args.size * args.size, "tiles": n_tiles, "tile_size": args.tile_size, "overlap": args.overlap}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for k, v in result.items():
+            print(f"{k:>12}: {v}")
+
+
+def _write_scene(pair, path) -> None:
+    import rasterio
+
+    _, h, w = pair.scene.shape
+    with rasterio.open(path, "w", driver="GTiff", width=w, height=h, count=6, dtype="uint16", nodata=0, crs=pair.crs,
+                       transform=pair.transform, tiled=True, compress="deflate") as dst:
+        dst.write(pair.scene)
+
+
+if __name__ == "__main__":
+    main()

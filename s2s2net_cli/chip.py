@@ -1,0 +1,311 @@
+"""Cutting training chips: scene windows at 10 m and their masks on the exact 5x sub-grid.
+
+Each chip is two small tiled, compressed, georeferenced GeoTIFFs (uint16 reflectance x 10000
+with nodata 0; uint8 mask 0/1 with 255 nodata) and one row of ``index.gpkg``. Scenes are read
+and masks warped one chip window at a time, so memory is bounded by the chip size. The index
+is written last, under a temporary name, so an interrupted run leaves no index that points at
+missing files.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import rasterio
+from rasterio.windows import Window
+from shapely.geometry import box
+
+from .align import MaskInfo, mask_bounds_in, mask_resolution_in, open_mask, warp_mask
+from .bands import DEFAULT_SCALE, open_scene, read_window, valid_mask
+from .errors import InputError, OutputExistsError, describe
+from .grid import SCALE_FACTOR, fine_transform
+from .io import atomic_path
+from .manifest import Pair, write_manifest
+
+MASK_NODATA = 255
+CHIP_PROFILE = dict(driver="GTiff", tiled=True, blockxsize=256, blockysize=256, compress="deflate", predictor=2)
+
+
+@dataclass
+class ChipOptions:
+    size: int = 512
+    stride: int = 512
+    max_nodata: float = 0.0
+    test_ids: tuple[str, ...] = ()
+    test_regions: str | None = None
+    val_fraction: float = 0.2
+    seed: int = 42
+    bands: tuple[int, ...] | None = None
+    scale: float = DEFAULT_SCALE
+    nodata: float | None = None  # mask nodata value
+    overwrite: bool = False
+
+
+@dataclass
+class ChipSummary:
+    chips: dict = field(default_factory=lambda: {"train": 0, "val": 0, "test": 0})
+    skipped: dict = field(default_factory=lambda: {"nodata": 0, "overlaps_test": 0})
+    water_fraction: dict = field(default_factory=dict)
+    scenes: int = 0
+    index: str = ""
+    test_manifest: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"chips": self.chips, "skipped": self.skipped, "water_fraction": self.water_fraction,
+                "scenes": self.scenes, "index": self.index, "test_manifest": self.test_manifest}
+
+
+@dataclass
+class _Prepared:
+    pair: Pair
+    scene: object
+    mask: MaskInfo
+    finer: bool
+    windows: list
+
+
+def chip_pairs(pairs: list[Pair], out_dir, options: ChipOptions,
+               on_progress: Callable[[str, int, int], None] | None = None) -> ChipSummary:
+    """Align and cut chips for every pair into ``out_dir``; returns a summary."""
+    import geopandas as gpd
+
+    out_dir = Path(out_dir)
+    if not pairs:
+        raise InputError(describe("--pair/--manifest", "no scene/mask pairs given"))
+    index_path = out_dir / "index.gpkg"
+    if out_dir.exists() and any(out_dir.iterdir()):
+        if not options.overwrite:
+            raise OutputExistsError(describe(out_dir, "already holds chips (use --overwrite to replace them)"))
+    prepared = [_prepare(p, options) for p in pairs]  # every input is checked before anything is written
+    regions = _read_regions(options.test_regions) if options.test_regions else None
+    unknown = set(options.test_ids) - {p.pair.id for p in prepared}
+    if unknown:
+        raise InputError(describe("--test-ids", f"no scene with id {sorted(unknown)[0]!r} (ids: {', '.join(p.pair.id for p in prepared)})"))
+
+    if options.overwrite and out_dir.exists():
+        if index_path.exists():
+            index_path.unlink()
+        for sub in ("images", "masks", "test"):
+            shutil.rmtree(out_dir / sub, ignore_errors=True)
+        (out_dir / "test_manifest.csv").unlink(missing_ok=True)
+    (out_dir / "images").mkdir(parents=True, exist_ok=True)
+    (out_dir / "masks").mkdir(parents=True, exist_ok=True)
+
+    index_crs = prepared[0].scene.crs if all(p.scene.crs == prepared[0].scene.crs for p in prepared) else "EPSG:4326"
+    regions_in_index = regions.to_crs(index_crs).union_all() if regions is not None else None
+    summary = ChipSummary(scenes=len(prepared))
+    rows = []
+    total = sum(len(p.windows) for p in prepared)
+    done = 0
+    for prep in prepared:
+        is_test_scene = prep.pair.id in options.test_ids or prep.pair.split == "test"
+        with rasterio.open(prep.scene.path) as src:
+            for row, col in prep.windows:
+                done += 1
+                record = _cut_chip(src, prep, row, col, options, out_dir, index_crs)
+                if on_progress:
+                    on_progress(prep.pair.id, done, total)
+                if record is None:
+                    summary.skipped["nodata"] += 1
+                    continue
+                in_region = regions_in_index is not None and record["geometry"].intersects(regions_in_index)
+                record["split"] = "test" if (is_test_scene or in_region) else prep.pair.split
+                rows.append(record)
+        if is_test_scene:
+            _write_test_pair(prep, options, out_dir)
+
+    _assign_splits(rows, options)
+    rows = _drop_overlapping_test(rows, out_dir, summary)
+    for r in rows:
+        summary.chips[r["split"]] += 1
+    for split in ("train", "val", "test"):
+        fr = [r["water_fraction"] for r in rows if r["split"] == split]
+        summary.water_fraction[split] = round(float(np.mean(fr)), 4) if fr else None
+    test_rows = _test_manifest_rows(prepared, rows, options)
+    if test_rows:
+        write_manifest(out_dir / "test_manifest.csv", test_rows, overwrite=True)
+        summary.test_manifest = str(out_dir / "test_manifest.csv")
+    gdf = gpd.GeoDataFrame(rows, geometry="geometry", crs=index_crs) if rows else gpd.GeoDataFrame(
+        {"image": [], "mask": [], "split": [], "scene_id": [], "water_fraction": [], "nodata_fraction": []},
+        geometry=gpd.GeoSeries([], crs=index_crs))
+    with atomic_path(index_path) as tmp:
+        gdf.to_file(tmp, layer="chips", driver="GPKG")
+    summary.index = str(index_path)
+    return summary
+
+
+def _prepare(pair: Pair, options: ChipOptions) -> _Prepared:
+    scene = open_scene(pair.image, options.bands)
+    mask = open_mask(pair.mask, options.nodata)
+    left, bottom, right, top = mask_bounds_in(mask, scene.crs)
+    s_left, s_top = scene.transform.c, scene.transform.f
+    s_right, s_bottom = scene.transform * (scene.width, scene.height)
+    if left >= s_right or right <= s_left or bottom >= s_top or top <= s_bottom:
+        raise InputError(describe(pair.mask, f"does not overlap its scene {Path(pair.image).name}"))
+    _check_mask_has_valid(mask)
+    finer = mask_resolution_in(mask, scene.crs) < abs(scene.transform.a) / SCALE_FACTOR
+    size, stride = options.size, options.stride
+    if scene.height < size or scene.width < size:
+        raise InputError(describe(pair.image, f"is {scene.width} x {scene.height} px, smaller than one chip of {size}"))
+    # chip windows that overlap the mask's bounds, on a grid of stride
+    inv = ~scene.transform
+    c_a, r_a = inv * (left, top)
+    c_b, r_b = inv * (right, bottom)
+    rows = _positions(scene.height, size, stride)
+    cols = _positions(scene.width, size, stride)
+    rmin, rmax = min(r_a, r_b), max(r_a, r_b)
+    cmin, cmax = min(c_a, c_b), max(c_a, c_b)
+    windows = [(r, c) for r in rows for c in cols if r < rmax and r + size > rmin and c < cmax and c + size > cmin]
+    return _Prepared(pair, scene, mask, finer, windows)
+
+
+def _positions(length: int, size: int, stride: int) -> list[int]:
+    pos = list(range(0, length - size + 1, stride))
+    if pos[-1] + size < length:
+        pos.append(length - size)
+    return pos
+
+
+def _check_mask_has_valid(mask: MaskInfo) -> None:
+    from .align import binarise
+
+    with rasterio.open(mask.path) as src:
+        for _, window in src.block_windows(1):
+            if (~np.isnan(binarise(src.read(1, window=window), mask.nodata))).any():
+                return
+    raise InputError(describe(mask.path, "mask has no valid pixel (all nodata)"))
+
+
+def _cut_chip(src, prep: _Prepared, row: int, col: int, options: ChipOptions, out_dir: Path, index_crs) -> dict | None:
+    size, f = options.size, SCALE_FACTOR
+    scene = prep.scene
+    window = Window(col, row, size, size)
+    raw = read_window(src, scene, window)
+    valid10 = valid_mask(raw, scene.nodata)
+    chip_transform = src.window_transform(window)
+    mask = warp_mask(prep.mask, fine_transform(chip_transform), scene.crs, (size * f, size * f), prep.finer)
+    valid2 = ~np.isnan(mask) & np.repeat(np.repeat(valid10, f, 0), f, 1)
+    nodata_fraction = 1.0 - float(valid2.mean())
+    if nodata_fraction > options.max_nodata or not valid2.any():
+        return None
+    dn = np.clip(np.rint(raw.astype(np.float64) / options.scale * 10000), 1, 65535).astype(np.uint16)
+    dn[:, ~valid10] = 0
+    mask_u8 = np.where(valid2, mask, MASK_NODATA).astype(np.uint8)
+    name = f"{_safe(prep.pair.id)}_r{row}_c{col}.tif"
+    image_rel, mask_rel = f"images/{name}", f"masks/{name}"
+    _write(out_dir / image_rel, dn, chip_transform, scene.crs, "uint16", 0, ("B02", "B03", "B04", "B08", "B11", "B12"))
+    _write(out_dir / mask_rel, mask_u8[None], fine_transform(chip_transform), scene.crs, "uint8", MASK_NODATA, ("water",))
+    footprint = box(*rasterio.windows.bounds(window, src.transform))
+    if str(index_crs) != str(scene.crs):
+        import geopandas as gpd
+
+        footprint = gpd.GeoSeries([footprint], crs=scene.crs).to_crs(index_crs).iloc[0]
+    return {"image": image_rel, "mask": mask_rel, "split": None, "scene_id": prep.pair.id,
+            "water_fraction": float(mask[valid2].mean()), "nodata_fraction": nodata_fraction,
+            "row": row, "col": col, "geometry": footprint}
+
+
+def _write(path: Path, data: np.ndarray, transform, crs, dtype: str, nodata, descriptions) -> None:
+    with atomic_path(path) as tmp:
+        blocks = {} if data.shape[-1] >= 256 and data.shape[-2] >= 256 else {"tiled": False, "blockxsize": None, "blockysize": None}
+        profile = {**CHIP_PROFILE, **blocks}
+        profile = {k: v for k, v in profile.items() if v is not None}
+        with rasterio.open(tmp, "w", width=data.shape[2], height=data.shape[1], count=data.shape[0], dtype=dtype,
+                           crs=crs, transform=transform, nodata=nodata, **profile) as dst:
+            dst.write(data)
+            dst.descriptions = descriptions
+
+
+def _assign_splits(rows: list[dict], options: ChipOptions) -> None:
+    rng = random.Random(options.seed)
+    free = [r for r in rows if r["split"] is None]
+    rng.shuffle(free)
+    n_val = int(round(len(free) * options.val_fraction))
+    for k, r in enumerate(free):
+        r["split"] = "val" if k < n_val else "train"
+
+
+def _drop_overlapping_test(rows: list[dict], out_dir: Path, summary: ChipSummary) -> list[dict]:
+    """A hold-out must be geographically separate: drop train/val chips that overlap a test chip."""
+    from shapely import STRtree
+
+    test_geoms = [r["geometry"] for r in rows if r["split"] == "test"]
+    if not test_geoms:
+        return rows
+    tree = STRtree(test_geoms)
+    kept = []
+    for r in rows:
+        if r["split"] != "test":
+            hits = tree.query(r["geometry"])
+            if any(r["geometry"].intersection(test_geoms[h]).area > 0 for h in hits):
+                summary.skipped["overlaps_test"] += 1
+                (out_dir / r["image"]).unlink(missing_ok=True)
+                (out_dir / r["mask"]).unlink(missing_ok=True)
+                continue
+        kept.append(r)
+    return kept
+
+
+def _write_test_pair(prep: _Prepared, options: ChipOptions, out_dir: Path) -> None:
+    """The whole aligned pair of a test scene: the scene's six bands and its 2 m mask, window by window."""
+    scene, f = prep.scene, SCALE_FACTOR
+    test_dir = out_dir / "test"
+    test_dir.mkdir(exist_ok=True)
+    image_path, mask_path = test_dir / f"{_safe(prep.pair.id)}_image.tif", test_dir / f"{_safe(prep.pair.id)}_mask.tif"
+    common = dict(driver="GTiff", crs=scene.crs, tiled=True, blockxsize=256, blockysize=256, compress="deflate", BIGTIFF="IF_SAFER")
+    step = 512
+    with atomic_path(image_path) as itmp, atomic_path(mask_path) as mtmp:
+        with rasterio.open(scene.path) as src, \
+                rasterio.open(itmp, "w", width=scene.width, height=scene.height, count=6, dtype="uint16", nodata=0,
+                              transform=scene.transform, predictor=2, **common) as img, \
+                rasterio.open(mtmp, "w", width=scene.width * f, height=scene.height * f, count=1, dtype="uint8",
+                              nodata=MASK_NODATA, transform=fine_transform(scene.transform), **common) as msk:
+            img.descriptions = ("B02", "B03", "B04", "B08", "B11", "B12")
+            for r in range(0, scene.height, step):
+                for c in range(0, scene.width, step):
+                    w = Window(c, r, min(step, scene.width - c), min(step, scene.height - r))
+                    raw = read_window(src, scene, w)
+                    valid10 = valid_mask(raw, scene.nodata)
+                    dn = np.clip(np.rint(raw.astype(np.float64) / options.scale * 10000), 1, 65535).astype(np.uint16)
+                    dn[:, ~valid10] = 0
+                    img.write(dn, window=w)
+                    m = warp_mask(prep.mask, fine_transform(src.window_transform(w)), scene.crs,
+                                  (int(w.height) * f, int(w.width) * f), prep.finer)
+                    valid2 = ~np.isnan(m) & np.repeat(np.repeat(valid10, f, 0), f, 1)
+                    msk.write(np.where(valid2, m, MASK_NODATA).astype(np.uint8), 1,
+                              window=Window(c * f, r * f, int(w.width) * f, int(w.height) * f))
+
+
+def _test_manifest_rows(prepared, rows, options) -> list[dict]:
+    out = []
+    for prep in prepared:
+        if prep.pair.id in options.test_ids or prep.pair.split == "test":
+            sid = _safe(prep.pair.id)
+            out.append({"image": f"test/{sid}_image.tif", "mask": f"test/{sid}_mask.tif", "id": prep.pair.id})
+    test_scene_ids = {p.pair.id for p in prepared if p.pair.id in options.test_ids or p.pair.split == "test"}
+    for r in rows:  # chips held out by region
+        if r["split"] == "test" and r["scene_id"] not in test_scene_ids:
+            out.append({"image": r["image"], "mask": r["mask"], "id": Path(r["image"]).stem})
+    return out
+
+
+def _read_regions(path):
+    import geopandas as gpd
+
+    try:
+        regions = gpd.read_file(path)
+    except Exception as exc:
+        raise InputError(describe(path, f"not a vector file geopandas can read ({str(exc).splitlines()[0]})")) from exc
+    if regions.empty or regions.crs is None:
+        raise InputError(describe(path, "test regions are empty or have no CRS"))
+    return regions
+
+
+def _safe(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)

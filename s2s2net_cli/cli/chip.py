@@ -1,0 +1,65 @@
+"""``s2s2net chip``: masks onto the 5x sub-grid of their scenes, then training chips."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ..chip import ChipOptions, chip_pairs
+from .options import bands_option, json_option, manifest_option, nodata_option, overwrite_option, pair_option, require_pairs
+from .render import progress_bar, summary_table
+
+
+@click.command()
+@pair_option
+@manifest_option
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="Chips folder.")
+@click.option("--size", type=click.IntRange(16), default=512, show_default=True, help="Chip side in 10 m pixels (5x at 2 m).")
+@click.option("--stride", type=click.IntRange(1), default=None, help="Step between chips in 10 m pixels (default: --size).")
+@click.option("--max-nodata", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Largest nodata fraction a chip may have.")
+@click.option("--test-ids", default=None, metavar="ID,ID", help="Scene ids held out as the test split.")
+@click.option("--test-regions", type=click.Path(dir_okay=False), default=None,
+              help="Vector file: chips intersecting its polygons are the test split.")
+@click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.2, show_default=True)
+@click.option("--seed", type=int, default=42, show_default=True)
+@bands_option
+@click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=10000, show_default=True,
+              help="Divisor from the scene's values to reflectance (chips store reflectance x 10000).")
+@nodata_option
+@overwrite_option
+@json_option
+@click.pass_context
+def chip(ctx, pairs, manifest, out_dir, size, stride, max_nodata, test_ids, test_regions, val_fraction, seed, bands,
+         scale, nodata, overwrite, as_json):
+    """Align high-resolution masks to Sentinel-2 scenes and cut training chips.
+
+    Each mask is warped onto the exact 5x sub-grid of its scene (averaged to a water fraction
+    when finer, nearest when coarser). Chips are --size px at 10 m (6 bands, uint16) with
+    5x that at 2 m (uint8 0/1, 255 nodata), listed in OUT/index.gpkg with their split.
+
+    \b
+    Examples:
+      s2s2net chip --pair s2.tif mask.tif -o chips/
+      s2s2net chip --manifest pairs.csv -o chips/ --size 256 --test-ids lake_a,delta_b
+      s2s2net chip --manifest pairs.csv -o chips/ --test-regions holdout.gpkg --json
+    """
+    if test_ids and test_regions:
+        raise click.BadParameter("give --test-ids or --test-regions, not both", ctx, param_hint="'--test-regions'")
+    pair_list = require_pairs(ctx, pairs, manifest)
+    options = ChipOptions(size=size, stride=stride or size, max_nodata=max_nodata,
+                          test_ids=tuple(t.strip() for t in test_ids.split(",") if t.strip()) if test_ids else (),
+                          test_regions=test_regions, val_fraction=val_fraction, seed=seed, bands=bands, scale=scale,
+                          nodata=nodata, overwrite=overwrite)
+    with progress_bar("chips", quiet=ctx.obj.get("quiet")) as on_step:
+        summary = chip_pairs(pair_list, out_dir, options,
+                             on_progress=(lambda scene_id, done, total: on_step(done, total)) if on_step else None)
+    if as_json:
+        click.echo(json.dumps(summary.to_dict(), indent=2))
+    elif not ctx.obj.get("quiet"):
+        rows = [[split, str(summary.chips[split]), "-" if summary.water_fraction[split] is None else f"{summary.water_fraction[split]:.1%}"]
+                for split in ("train", "val", "test")]
+        rows += [[f"skipped ({why.replace('_', ' ')})", str(n), ""] for why, n in summary.skipped.items()]
+        summary_table(f"{summary.scenes} scene(s) -> {summary.index}", ["split", "chips", "water"], rows)
