@@ -1,7 +1,8 @@
 """Soft-label BCE (smoothing 0.1) plus Dice, both over valid mask pixels only.
 
-Targets are 0/1 with ``IGNORE`` (255) at nodata. The Dice part is computed in fp32 even
-under mixed precision.
+Targets are 0/1 with ``IGNORE`` (255) at nodata. Both parts are computed per sample and
+averaged over the batch, so the loss of a global batch split across ranks is the mean of the
+ranks' losses. The Dice part is computed in fp32 even under mixed precision.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ class WaterLoss(nn.Module):
     def __init__(self, smooth_factor: float = 0.1, bce_weight: float = 1.0, dice_weight: float = 1.0):
         super().__init__()
         self.bce = SoftBCEWithLogitsLoss(smooth_factor=smooth_factor, reduction="none")
-        self.dice = DiceLoss(mode="binary", from_logits=True, ignore_index=IGNORE)
+        # samples as "labels": smp then scores Dice per sample (dims 0 and 2) and averages them
+        self.dice = DiceLoss(mode="multilabel", from_logits=True, ignore_index=IGNORE)
         self.bce_weight = bce_weight
         self.dice_weight = dice_weight
 
@@ -29,10 +31,12 @@ class WaterLoss(nn.Module):
         target = target.float()
         valid = target != IGNORE
         clean = torch.where(valid, target, torch.zeros_like(target))
-        n_valid = valid.sum().clamp_min(1)
-        bce = (self.bce(logits, clean) * valid).sum() / n_valid
+        n = logits.shape[0]
+        per_sample_valid = valid.reshape(n, -1).sum(1).clamp_min(1)
+        bce = ((self.bce(logits, clean) * valid).reshape(n, -1).sum(1) / per_sample_valid).mean()
         # smp's Dice masks both prediction and target where target == ignore_index.
-        dice = self.dice(logits, torch.where(valid, clean, torch.full_like(target, IGNORE)))
+        masked = torch.where(valid, clean, torch.full_like(target, IGNORE))
+        dice = self.dice(logits.reshape(1, n, -1), masked.reshape(1, n, -1))
         return {"loss": self.bce_weight * bce + self.dice_weight * dice, "bce": bce, "dice": dice}
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -35,3 +35,14 @@ def test_dice_is_fp32_under_bf16():
     logits = torch.randn(1, 1, 8, 8, dtype=torch.bfloat16)
     target = (torch.rand(1, 1, 8, 8) > 0.5).float()
     assert WaterLoss()(logits, target).dtype == torch.float32
+
+
+def test_loss_of_a_batch_is_the_mean_of_its_halves():
+    # what makes one rank and two ranks with the same global batch give the same loss
+    torch.manual_seed(3)
+    logits = torch.randn(4, 1, 12, 12)
+    target = (torch.rand(4, 1, 12, 12) > 0.6).float()
+    target[1, :, :4] = IGNORE
+    loss = WaterLoss()
+    halves = (loss(logits[:2], target[:2]) + loss(logits[2:], target[2:])) / 2
+    assert torch.allclose(loss(logits, target), halves, atol=1e-6)

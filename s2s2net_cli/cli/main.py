@@ -65,11 +65,12 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, debug: bool, local_rank: 
 
 
 def _register() -> None:
-    from . import chip, predict, synth
+    from . import chip, predict, synth, train
 
     cli.add_command(chip.chip)
     cli.add_command(predict.predict)
     cli.add_command(synth.synth)
+    cli.add_command(train.train)
 
 
 _register()

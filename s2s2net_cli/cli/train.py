@@ -1,0 +1,87 @@
+"""``s2s2net train``: DeepSpeed ZeRO-2 training on chips, one process or many ranks."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+from click.core import ParameterSource
+
+from ..train import TrainOptions, read_deepspeed_config, train as run_training
+from .options import overwrite_option, precision_option
+
+
+@click.command()
+@click.argument("chips_dir", type=click.Path(path_type=Path))
+@click.option("-o", "--output", "run_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="Run folder.")
+@click.option("--max-steps", type=click.IntRange(1), default=None, help="Optimizer steps (default 1000 unless --epochs).")
+@click.option("--epochs", type=click.IntRange(1), default=None, help="Passes over the train split (instead of --max-steps).")
+@click.option("--batch-size", type=click.IntRange(1), default=8, show_default=True, help="Global batch, split across ranks.")
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=6e-5, show_default=True)
+@click.option("--weight-decay", type=click.FloatRange(min=0), default=0.01, show_default=True)
+@precision_option
+@click.option("--zero-stage", type=click.IntRange(0, 2), default=2, show_default=True, help="DeepSpeed ZeRO stage.")
+@click.option("--offload-optimizer", is_flag=True, help="ZeRO-Offload: optimizer states and step on the CPU.")
+@click.option("--deepspeed-config", type=click.Path(dir_okay=False), default=None,
+              help="JSON merged over the config built from the options, key by key.")
+@click.option("--val-every", type=click.IntRange(1), default=100, show_default=True, help="Validate and checkpoint every N steps.")
+@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--num-workers", type=click.IntRange(0), default=0, show_default=True, help="Data loader worker processes per rank.")
+@click.option("--augment", type=click.Choice(["none", "geometric", "full"]), default="geometric", show_default=True,
+              help="geometric: flips and 90-degree turns; full: also per-band gain/offset, brightness, noise, blur.")
+@click.option("--warmup-steps", type=click.IntRange(0), default=0, show_default=True, help="Linear warm-up before the cosine decay.")
+@click.option("--resume", is_flag=True, help="Continue from the latest checkpoint in the run folder.")
+@click.option("--init-weights", type=click.Path(dir_okay=False), default=None, help="Start from these weights (.safetensors).")
+@overwrite_option
+@click.pass_context
+def train(ctx, chips_dir, run_dir, max_steps, epochs, batch_size, lr, weight_decay, precision, zero_stage,
+          offload_optimizer, deepspeed_config, val_every, seed, num_workers, augment, warmup_steps, resume,
+          init_weights, overwrite):
+    """Train the network on chips made by `s2s2net chip`.
+
+    Writes RUN_DIR/metrics.jsonl, DeepSpeed checkpoints under RUN_DIR/checkpoints/ (every
+    validation, and on SIGTERM or Ctrl-C), RUN_DIR/last.safetensors and best.safetensors (best
+    validation F1) and RUN_DIR/config.json.
+
+    \b
+    Examples:
+      s2s2net train chips/ -o run/ --max-steps 2000
+      deepspeed --num_gpus 8 --module s2s2net_cli train chips/ -o run/ --batch-size 64
+      torchrun --nproc_per_node 2 -m s2s2net_cli train chips/ -o run/
+      s2s2net train chips/ -o run/ --resume
+    """
+    if max_steps and epochs:
+        raise click.BadParameter("give --max-steps or --epochs, not both", ctx, param_hint="'--epochs'")
+    if resume and overwrite:
+        raise click.BadParameter("--resume continues a run; --overwrite starts over: not both", ctx, param_hint="'--resume'")
+    explicit = frozenset(name for name in ("batch_size", "zero_stage", "precision", "lr", "weight_decay")
+                         if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE)
+    options = TrainOptions(max_steps=max_steps, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
+                           precision=precision, zero_stage=zero_stage, offload_optimizer=offload_optimizer,
+                           deepspeed_config=read_deepspeed_config(deepspeed_config) if deepspeed_config else None,
+                           explicit=explicit, val_every=val_every, seed=seed, num_workers=num_workers, resume=resume,
+                           init_weights=init_weights, overwrite=overwrite, augment=augment, warmup_steps=warmup_steps)
+    rank = int(os.environ.get("RANK", "0"))
+    quiet = ctx.obj.get("quiet") or rank != 0
+    from .render import progress_bar
+
+    with progress_bar("train", quiet=quiet) as on_step:
+        def on_record(record):
+            if on_step and record["kind"] == "train":
+                on_step(record["step"], record["total_steps"])
+            elif record["kind"] == "val" and not quiet:
+                from .render import stderr
+
+                f1 = "-" if record["f1"] is None else f"{record['f1']:.3f}"
+                stderr.print(f"step {record['step']}: val loss {record['val_loss']:.4f}, F1 {f1}")
+
+        result = run_training(chips_dir, run_dir, options, on_record=on_record)
+    if rank == 0 and not ctx.obj.get("quiet"):
+        click.echo(json.dumps({"steps": result.steps, "best_f1": result.best_f1, "last": result.last, "best": result.best,
+                               "seconds": round(result.seconds, 1), "world_size": result.world_size,
+                               "interrupted": result.interrupted}), err=True)
+    if result.interrupted:
+        click.echo(f"Interrupted at step {result.steps}; checkpoint saved. Continue with --resume.", err=True)
+        ctx.exit(130)
