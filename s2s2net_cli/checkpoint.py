@@ -143,3 +143,24 @@ def _kind_hint(head: bytes) -> str:
     if head[:1] == b"\x80":
         return " (it looks like a Python pickle; pickles are never loaded)"
     return ""
+
+
+def annotate_weights(src, dst, training_notes: dict) -> Path:
+    """Copy weights from ``src`` to ``dst`` with ``training_notes`` added to the card."""
+    state, card = load_weights(src)
+    card.training = {**card.training, **training_notes}
+    return save_weights(dst, state, card)
+
+
+if __name__ == "__main__":  # python -m s2s2net_cli.checkpoint annotate SRC DST --set KEY=VALUE ...
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m s2s2net_cli.checkpoint")
+    sub = parser.add_subparsers(dest="command", required=True)
+    ann = sub.add_parser("annotate", help="copy weights, adding KEY=VALUE notes to the training metadata")
+    ann.add_argument("src")
+    ann.add_argument("dst")
+    ann.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args()
+    notes = dict(item.split("=", 1) for item in args.set)
+    annotate_weights(args.src, args.dst, notes)

@@ -23,7 +23,7 @@ import torch
 from rasterio.windows import Window
 
 from . import __version__
-from .bands import BandSpec, band_order_warnings, open_scene, read_normalised, scale_warning
+from .bands import BAND_NAMES, BandSpec, band_order_warnings, open_scene, read_normalised, scale_warning
 from .checkpoint import WeightsCard, load_model
 from .errors import InputError, describe
 from .grid import SCALE_FACTOR, fine_transform
@@ -103,6 +103,9 @@ class Predictor:
         self.weights = Path(weights)
         self.device = resolve_device(self.options.device)
         self.model, self.card = load_model(self.weights, self.device)
+        if tuple(self.card.bands.names) != BAND_NAMES:
+            raise InputError(describe(self.weights, f"weights were trained on bands {', '.join(self.card.bands.names)}; "
+                                                    f"s2s2net reads {', '.join(BAND_NAMES)}"))
         self.amp = autocast_dtype(self.options.precision, self.device)
         spec = self.card.bands
         self.spec = spec if self.options.scale is None else BandSpec(spec.names, self.options.scale, spec.mean, spec.std)
@@ -163,15 +166,7 @@ class Predictor:
     # -- internals ---------------------------------------------------------------------
 
     def _profile(self, scene) -> dict:
-        f = SCALE_FACTOR
-        profile = {
-            "driver": "GTiff", "width": scene.width * f, "height": scene.height * f, "count": 1, "dtype": "uint8",
-            "nodata": NODATA, "crs": scene.crs, "transform": fine_transform(scene.transform),
-            "tiled": True, "blockxsize": 512, "blockysize": 512, "compress": "deflate", "predictor": 2,
-            "BIGTIFF": "IF_SAFER",
-        }
-        profile.update({k.lower() if k.lower() in _PROFILE_KEYS else k: v for k, v in self.options.creation_options.items()})
-        return profile
+        return mask_profile(scene, self.options.creation_options)
 
     def _tags(self, scene) -> dict:
         return {
@@ -245,6 +240,19 @@ class Predictor:
         out[~valid] = NODATA
         stats["nodata"] += int((~valid).sum())
         dst.write(out, 1, window=Window(0, row0, out.shape[1], out.shape[0]))
+
+
+def mask_profile(scene, creation_options: dict | None = None) -> dict:
+    """The GeoTIFF profile of a 2 m uint8 mask on the exact 5x sub-grid of ``scene``."""
+    f = SCALE_FACTOR
+    profile = {
+        "driver": "GTiff", "width": scene.width * f, "height": scene.height * f, "count": 1, "dtype": "uint8",
+        "nodata": NODATA, "crs": scene.crs, "transform": fine_transform(scene.transform),
+        "tiled": True, "blockxsize": 512, "blockysize": 512, "compress": "deflate", "predictor": 2,
+        "BIGTIFF": "IF_SAFER",
+    }
+    profile.update({k.lower() if k.lower() in _PROFILE_KEYS else k: v for k, v in (creation_options or {}).items()})
+    return profile
 
 
 _PROFILE_KEYS = {"blockxsize", "blockysize", "tiled", "compress", "predictor", "zlevel", "zstd_level", "interleave"}

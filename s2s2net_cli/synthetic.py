@@ -153,9 +153,9 @@ def draw_landscape(H: int, W: int, rng: np.random.Generator) -> np.ndarray:
             start = line.interpolate(rng.uniform(0.1, 0.9), normalized=True)
             trib = _meander(H, W, rng, start=(start.x, start.y), length=rng.uniform(0.2, 0.8) * max(H, W))
             water.append((trib.buffer(max(2.0, width_px * rng.uniform(0.15, 0.5)) / 2), kind))
-    for _ in range(rng.poisson(0.8)):  # narrow straight canals, 4 to 14 m
+    for _ in range(rng.poisson(1.0)):  # narrow straight canals, 4 to 14 m
         water.append((_straight_line(H, W, rng).buffer(rng.uniform(1, 3.5), cap_style="flat"), CLASS["turbid_water"]))
-    for _ in range(rng.poisson(2 + H * W / 1e6)):  # lakes and ponds, 10 m to 1 km across
+    for _ in range(rng.poisson(3 + H * W / 5e5)):  # lakes and ponds, 10 m to 1 km across
         radius = np.exp(rng.uniform(np.log(2.5), np.log(min(250, 0.3 * min(H, W)))))
         lake = _blob(rng.uniform(0, W), rng.uniform(0, H), radius, rng, 0.25)
         if radius > 10 and rng.random() < 0.5:

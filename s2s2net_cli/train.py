@@ -32,6 +32,7 @@ from .checkpoint import WeightsCard, load_weights, save_weights
 from .data import Augment, ChipDataset, chip_splits
 from .errors import InputError, OutputExistsError, S2S2NetError, describe
 from .losses import WaterLoss
+from .metrics import scores_from_counts
 from .model import ModelConfig, S2S2Net
 
 log = logging.getLogger("s2s2net.train")
@@ -396,15 +397,6 @@ def _validate(engine, val_ds, world, rank, micro, loss_fn, dtype, device, dist) 
     dist.all_reduce(loss_sum)
     tp, fp, tn, fn, _ = (int(v) for v in stats.compute().tolist())  # torchmetrics reduces across ranks
     return {"val_loss": (loss_sum[0] / loss_sum[1]).item(), **scores_from_counts(tp, fp, fn), "pixels": tp + fp + tn + fn}
-
-
-def scores_from_counts(tp: int, fp: int, fn: int) -> dict:
-    """F1, IoU, precision, recall; None where undefined (no water predicted or present)."""
-    precision = tp / (tp + fp) if tp + fp else None
-    recall = tp / (tp + fn) if tp + fn else None
-    f1 = 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) else None
-    iou = tp / (tp + fp + fn) if (tp + fp + fn) else None
-    return {"f1": f1, "iou": iou, "precision": precision, "recall": recall}
 
 
 def _checkpoint(engine, ckpt_dir: Path, step: int, best_f1, rank: int, dist) -> str:

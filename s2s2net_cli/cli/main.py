@@ -65,9 +65,11 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, debug: bool, local_rank: 
 
 
 def _register() -> None:
-    from . import chip, predict, synth, train
+    from . import chip, evaluate, predict, synth, train
 
     cli.add_command(chip.chip)
+    cli.add_command(evaluate.compare)
+    cli.add_command(evaluate.evaluate)
     cli.add_command(predict.predict)
     cli.add_command(synth.synth)
     cli.add_command(train.train)

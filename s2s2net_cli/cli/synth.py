@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -21,7 +20,8 @@ from ..io import check_output
               help="Top-of-atmosphere haze (L1C) or surface reflectance (L2A).")
 @click.option("--manifest/--no-manifest", default=True, show_default=True, help="Write manifest.csv (image,mask,id).")
 @overwrite_option
-def synth(out_dir: Path, count: int, size: int, seed: int, level: str, manifest: bool, overwrite: bool) -> None:
+@click.pass_context
+def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, manifest: bool, overwrite: bool) -> None:
     """Make synthetic Sentinel-2 scenes (6 bands, 10 m, uint16) with exact 2 m water masks.
 
     Each pair is OUT_DIR/synth_<seed>_scene.tif and OUT_DIR/synth_<seed>_mask.tif, on the
@@ -41,7 +41,8 @@ def synth(out_dir: Path, count: int, size: int, seed: int, level: str, manifest:
         pair = make_pair(size, seed=s, level=None if level == "mixed" else level)
         write_pair(pair, scene_path, mask_path)
         rows.append({"image": scene_path.name, "mask": mask_path.name, "id": f"synth_{s}"})
-        click.echo(f"{scene_path}  {mask_path}  water {float((pair.mask == 1).mean()):.1%}", err=True)
+        if not ctx.obj.get("quiet"):
+            click.echo(f"{scene_path}  {mask_path}  water {float((pair.mask == 1).mean()):.1%}", err=True)
     if manifest:
         from ..manifest import write_manifest
 

@@ -1,0 +1,120 @@
+"""Scoring models and baselines on hold-out scenes, with the same pixels counted for all.
+
+Each model's 2 m prediction is made by the same streaming code as ``predict`` and written to
+a GeoTIFF; it is then brought to the reference's grid window by window: compared directly on
+the same grid, by nearest when the reference is finer or in another CRS, and averaged to a
+water fraction then thresholded at 0.5 when the reference is coarser (a 10 m label). Pixels
+that are nodata in the reference or in the image are left out of every count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import rasterio
+
+from .align import binarise, check_transformable, mask_bounds_in, mask_resolution_in, open_mask, warp_mask
+from .baselines import BASELINES, BaselinePredictor
+from .errors import InputError, describe
+from .manifest import Pair
+from .metrics import Counts, count
+
+
+@dataclass
+class ModelScores:
+    model: str
+    images: list[dict] = field(default_factory=list)
+    counts: Counts = field(default_factory=Counts)
+
+    @property
+    def overall(self) -> dict:
+        return self.counts.scores()
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "images": self.images, "overall": _public(self.overall)}
+
+
+def make_models(weights: list, baselines: list[str], predict_options=None) -> list:
+    """Predictors for each weights file and baseline name (default: the bundled model)."""
+    from .predict import Predictor, PredictOptions, default_weights
+
+    for name in baselines:
+        if name not in BASELINES:
+            raise InputError(describe(name, f"unknown baseline (choose from {', '.join(BASELINES)})"))
+    if not weights and not baselines:
+        weights = [default_weights()]
+    options = predict_options or PredictOptions()
+    models = [Predictor(w, options) for w in weights]
+    models += [BaselinePredictor(b, options.bands, options.overwrite) for b in baselines]
+    names = [m.model_name for m in models]
+    if len(set(names)) != len(names):
+        raise InputError(describe(names[0], "two models have the same name; give weights files distinct names"))
+    return models
+
+
+def score_pair(prediction_path, pair: Pair, nodata: float | None = None, block: int = 1024) -> Counts:
+    """Counts of a 2 m prediction GeoTIFF against ``pair.mask``, on the reference's grid."""
+    ref = open_mask(pair.mask, nodata)
+    pred = open_mask(prediction_path, 255)
+    check_transformable(pair.mask, ref.crs, pred.crs)
+    finer = mask_resolution_in(pred, ref.crs) < abs(ref.transform.a) * 0.999
+    counts = Counts()
+    with rasterio.open(pair.mask) as src:
+        for row0 in range(0, src.height, block):
+            for col0 in range(0, src.width, block):
+                window = rasterio.windows.Window(col0, row0, min(block, src.width - col0), min(block, src.height - row0))
+                reference = binarise(src.read(1, window=window), ref.nodata)
+                predicted = warp_mask(pred, src.window_transform(window), ref.crs, reference.shape, finer)
+                valid = ~np.isnan(reference) & ~np.isnan(predicted)
+                counts += count(predicted == 1, reference == 1, valid)
+    return counts
+
+
+def check_pair(pair: Pair, nodata: float | None) -> None:
+    """Reference and image must overlap and the reference must hold valid pixels."""
+    from .bands import open_scene
+    from .chip import _check_mask_has_valid
+
+    scene = open_scene(pair.image)
+    ref = open_mask(pair.mask, nodata)
+    left, bottom, right, top = mask_bounds_in(ref, scene.crs)
+    s_left, s_top = scene.transform.c, scene.transform.f
+    s_right, s_bottom = scene.transform * (scene.width, scene.height)
+    if left >= s_right or right <= s_left or bottom >= s_top or top <= s_bottom:
+        raise InputError(describe(pair.mask, f"reference does not overlap its image {Path(pair.image).name}"))
+    _check_mask_has_valid(ref)
+
+
+def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | None = None,
+             on_progress: Callable[[str, str], None] | None = None) -> list[ModelScores]:
+    """Score every model on every pair. Each 2 m prediction is written to ``predictions_dir``
+    (see prediction_path) and scored on the reference's grid."""
+    for pair in pairs:
+        check_pair(pair, nodata)
+    predictions_dir = Path(predictions_dir)
+    predictions_dir.mkdir(parents=True, exist_ok=True)
+    results = [ModelScores(m.model_name) for m in models]
+    for pair in pairs:
+        for model, result in zip(models, results):
+            if on_progress:
+                on_progress(pair.id, model.model_name)
+            pred_path = prediction_path(predictions_dir, pair, model.model_name)
+            model.predict_scene(pair.image, pred_path)
+            counts = score_pair(pred_path, pair, nodata)
+            result.counts += counts
+            result.images.append({"image": str(pair.image), "reference": str(pair.mask), "id": pair.id,
+                                  **_public(counts.scores()), "prediction": str(pred_path)})
+    return results
+
+
+def prediction_path(out_dir: Path, pair: Pair, model_name: str) -> Path:
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in f"{pair.id}__{Path(model_name).stem}")
+    return out_dir / f"{safe}.tif"
+
+
+def _public(scores: dict) -> dict:
+    return {k: scores[k] for k in ("f1", "iou", "precision", "recall", "pixels")} | {
+        k: scores[k] for k in ("tp", "fp", "fn", "tn") if k in scores}

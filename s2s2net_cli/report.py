@@ -1,0 +1,95 @@
+"""Reports of a comparison: CSV rows and a PNG of scenes, references and predictions."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import rasterio
+from rasterio.enums import Resampling
+
+from .evaluate import ModelScores, prediction_path
+from .io import atomic_path
+from .manifest import Pair
+
+COLUMNS = ("model", "image", "f1", "iou", "precision", "recall", "pixels")
+
+
+def table_rows(results: list[ModelScores]) -> list[dict]:
+    """One row per model and image, then one 'overall' row per model."""
+    rows = []
+    for r in results:
+        for img in r.images:
+            rows.append({"model": r.model, "image": img["id"], **{k: img[k] for k in COLUMNS[2:]}})
+    for r in results:
+        rows.append({"model": r.model, "image": "overall", **{k: r.overall[k] for k in COLUMNS[2:]}})
+    return rows
+
+
+def write_csv(path, results: list[ModelScores]) -> None:
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=COLUMNS)
+            writer.writeheader()
+            for row in table_rows(results):
+                writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+
+
+def false_colour(scene_path, max_side: int = 400) -> np.ndarray:
+    """SWIR1 / NIR / green composite (water dark blue), stretched per band, at most max_side px."""
+    with rasterio.open(scene_path) as src:
+        scale = max(src.width, src.height) / max_side
+        shape = (max(1, round(src.height / max(scale, 1))), max(1, round(src.width / max(scale, 1))))
+        data = src.read([5, 4, 2], out_shape=(3, *shape), resampling=Resampling.average).astype(np.float32)
+    valid = (data > 0).any(axis=0)
+    out = np.zeros((*shape, 3), np.float32)
+    for i in range(3):
+        if valid.any():
+            lo, hi = np.percentile(data[i][valid], (2, 98))
+            out[..., i] = np.clip((data[i] - lo) / max(hi - lo, 1e-6), 0, 1)
+    return out
+
+
+def _mask_preview(path, shape) -> np.ndarray:
+    from .align import binarise
+
+    with rasterio.open(path) as src:
+        raw = src.read(1, out_shape=shape, resampling=Resampling.nearest)
+        return binarise(raw, src.nodata)
+
+
+def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predictions_dir) -> None:
+    """A PNG: one row per image; scene in false colour, reference, then each model's prediction."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+
+    cmap = ListedColormap(["#d9c89e", "#1f5fbf"])
+    cmap.set_bad("#808080")
+    ncols = 2 + len(results)
+    fig, axes = plt.subplots(len(pairs), ncols, figsize=(3 * ncols, 3 * len(pairs)), squeeze=False)
+    for i, pair in enumerate(pairs):
+        rgb = false_colour(pair.image)
+        shape = rgb.shape[:2]
+        panels = [("scene (SWIR/NIR/green)", rgb), ("reference", _mask_preview(pair.mask, shape))]
+        for r in results:
+            img = next(x for x in r.images if x["id"] == pair.id)
+            f1 = "undefined" if img["f1"] is None else f"{img['f1']:.3f}"
+            panels.append((f"{Path(r.model).stem}\nF1 {f1}", _mask_preview(prediction_path(predictions_dir, pair, r.model), shape)))
+        for j, (title, data) in enumerate(panels):
+            ax = axes[i, j]
+            if data.ndim == 3:
+                ax.imshow(data, interpolation="nearest")
+            else:
+                ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=0, vmax=1, interpolation="nearest")
+            ax.set_title(title if i == 0 or j >= 2 else "", fontsize=9)
+            ax.set_xticks([])
+            ax.set_yticks([])
+        axes[i, 0].set_ylabel(pair.id, fontsize=9)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
