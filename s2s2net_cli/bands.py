@@ -112,6 +112,17 @@ def open_scene(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(
     return Scene(str(path), crs, transform, width, height, dtype, count, indexes, nodata, descriptions)
 
 
+def read_sample(scene: Scene, size: int = 256) -> np.ndarray:
+    """A decimated view of the scene's bands (at most size x size), read across the whole
+    file, so a truncated or damaged file is caught before any output is started."""
+    shape = (len(scene.indexes), min(size, scene.height), min(size, scene.width))
+    try:
+        with rasterio.open(scene.path) as src:
+            return src.read(list(scene.indexes), out_shape=shape)
+    except RasterioIOError as exc:
+        raise InputError(describe(scene.path, f"cannot be read, damaged or truncated ({_first_line(exc)})")) from exc
+
+
 def valid_mask(raw: np.ndarray, nodata: float | None) -> np.ndarray:
     """Pixels that hold data: not NaN in any band, not all-nodata, not all-zero. ``raw`` is (bands, h, w)."""
     valid = np.ones(raw.shape[1:], dtype=bool)

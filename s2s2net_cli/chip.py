@@ -22,7 +22,7 @@ from rasterio.windows import Window
 from shapely.geometry import box
 
 from .align import MaskInfo, mask_bounds_in, mask_resolution_in, open_mask, warp_mask
-from .bands import DEFAULT_SCALE, open_scene, read_window, valid_mask
+from .bands import DEFAULT_SCALE, open_scene, read_sample, read_window, valid_mask
 from .errors import InputError, OutputExistsError, describe
 from .grid import SCALE_FACTOR, fine_transform
 from .io import atomic_path
@@ -142,6 +142,8 @@ def chip_pairs(pairs: list[Pair], out_dir, options: ChipOptions,
 
 def _prepare(pair: Pair, options: ChipOptions) -> _Prepared:
     scene = open_scene(pair.image, options.bands)
+    if not valid_mask(read_sample(scene), scene.nodata).any():
+        raise InputError(describe(pair.image, "has no valid pixel (all nodata)"))
     mask = open_mask(pair.mask, options.nodata)
     left, bottom, right, top = mask_bounds_in(mask, scene.crs)
     s_left, s_top = scene.transform.c, scene.transform.f

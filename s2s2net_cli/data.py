@@ -81,11 +81,9 @@ class ChipDataset(Dataset):
 
     def __getitem__(self, i: int):
         image_rel, mask_rel = self.records[i]
-        with rasterio.open(self.dir / image_rel) as src:
-            raw = src.read()
-            nodata = src.nodata
-        with rasterio.open(self.dir / mask_rel) as src:
-            mask = src.read(1)
+        raw, nodata = _read_chip(self.dir / image_rel)
+        mask, _ = _read_chip(self.dir / mask_rel)
+        mask = mask[0]
         rng = np.random.default_rng([self.seed, self.epoch, i])
         valid = valid_mask(raw, nodata)
         refl = raw.astype(np.float32) / np.float32(10000.0)  # chips store reflectance x 10000
@@ -115,6 +113,16 @@ class ChipDataset(Dataset):
         if a.noise:
             refl = refl + rng.normal(0, rng.uniform(0, a.noise), refl.shape).astype(np.float32)
         return refl
+
+
+def _read_chip(path: Path):
+    from rasterio.errors import RasterioIOError
+
+    try:
+        with rasterio.open(path) as src:
+            return src.read(), src.nodata
+    except RasterioIOError as exc:
+        raise InputError(describe(path, f"chip cannot be read ({str(exc).splitlines()[0]})")) from exc
 
 
 def chip_splits(chips_dir, seed: int = 42, val_fraction: float = 0.1) -> tuple[list, list]:

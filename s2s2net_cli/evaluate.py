@@ -75,10 +75,12 @@ def score_pair(prediction_path, pair: Pair, nodata: float | None = None, block: 
 
 def check_pair(pair: Pair, nodata: float | None) -> None:
     """Reference and image must overlap and the reference must hold valid pixels."""
-    from .bands import open_scene
+    from .bands import open_scene, read_sample, valid_mask
     from .chip import _check_mask_has_valid
 
     scene = open_scene(pair.image)
+    if not valid_mask(read_sample(scene), scene.nodata).any():
+        raise InputError(describe(pair.image, "has no valid pixel (all nodata)"))
     ref = open_mask(pair.mask, nodata)
     left, bottom, right, top = mask_bounds_in(ref, scene.crs)
     s_left, s_top = scene.transform.c, scene.transform.f

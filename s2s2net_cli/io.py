@@ -35,15 +35,27 @@ def atomic_path(path):
     if str(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_sibling(path)
+    from rasterio.errors import RasterioIOError
+
     try:
         yield tmp
         os.replace(tmp, path)
     except OSError as exc:
         _remove(tmp)
         raise S2S2NetError(describe(path, f"could not be written ({exc.strerror or exc})")) from exc
+    except RasterioIOError as exc:
+        _remove(tmp)
+        if tmp.name in str(exc):  # an error writing our file (disk full, ...), not reading an input
+            raise S2S2NetError(describe(path, f"could not be written ({_first_line(exc)})")) from exc
+        raise
     except BaseException:
         _remove(tmp)
         raise
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _remove(path: Path) -> None:

@@ -20,10 +20,12 @@ from typing import Callable
 import numpy as np
 import rasterio
 import torch
+from rasterio.errors import RasterioIOError
 from rasterio.windows import Window
 
 from . import __version__
-from .bands import BAND_NAMES, BandSpec, band_order_warnings, open_scene, read_normalised, scale_warning
+from .bands import (BAND_NAMES, BandSpec, band_order_warnings, open_scene, read_normalised, read_sample, scale_warning,
+                    valid_mask)
 from .checkpoint import WeightsCard, load_model
 from .errors import InputError, describe
 from .grid import SCALE_FACTOR, fine_transform
@@ -133,10 +135,7 @@ class Predictor:
         output_path = check_output(output_path, opts.overwrite)
         scene = open_scene(scene_path, opts.bands, len(self.spec.names))
         warnings = band_order_warnings(scene, self.spec)
-        with rasterio.open(scene.path) as src:
-            sample = src.read(list(scene.indexes), out_shape=(len(scene.indexes), min(256, scene.height), min(256, scene.width)))
-        from .bands import valid_mask
-
+        sample = read_sample(scene)
         sample_valid = valid_mask(sample, scene.nodata)
         if not sample_valid.any() and not _any_valid(scene):
             raise InputError(describe(scene.path, "has no valid pixel (all nodata)"))
@@ -149,7 +148,12 @@ class Predictor:
             gtiff = temporary_sibling(tmp) if opts.cog else tmp
             try:
                 with rasterio.open(scene.path) as src, rasterio.open(gtiff, "w", **profile) as dst:
-                    stats = self._stream(src, scene, dst, on_tile)
+                    try:
+                        stats = self._stream(src, scene, dst, on_tile)
+                    except RasterioIOError as exc:
+                        if gtiff.name in str(exc):
+                            raise
+                        raise InputError(describe(scene.path, f"cannot be read ({str(exc).splitlines()[0]})")) from exc
                     dst.set_band_description(1, "water probability (percent)" if opts.probability else "water (1), land (0)")
                     dst.update_tags(**self._tags(scene))
                 if opts.cog:
@@ -277,8 +281,6 @@ def _normalised_weights(size: int, T: int, O: int) -> list[np.ndarray]:
 
 
 def _any_valid(scene) -> bool:
-    from .bands import valid_mask
-
     with rasterio.open(scene.path) as src:
         for _, window in src.block_windows(1):
             if valid_mask(src.read(list(scene.indexes), window=window), scene.nodata).any():

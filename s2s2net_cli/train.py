@@ -73,6 +73,8 @@ class TrainResult:
     seconds: float
     world_size: int
     records: list = field(default_factory=list)
+    optimizer_state_bytes: int = 0  # this rank's Adam moments (ZeRO shards them across ranks)
+    master_weight_bytes: int = 0  # this rank's fp32 master copy held by ZeRO (0 without ZeRO)
 
 
 # ---------------------------------------------------------------------------------------
@@ -273,6 +275,8 @@ def _train(deepspeed, dist, chips_dir, run_dir, options, ds_config, spec, init_s
         _cast_norm_buffers(engine.module, dtype)
     if rank == 0:
         _write_config(run_dir, chips_dir, options, ds_config, world, len(train_ds), len(val_ds), max_steps, resumed_at=step)
+        if options.resume:
+            _truncate_metrics(run_dir / "metrics.jsonl", step)
 
     stop = {"flag": False}
     handlers = _install_stop_handlers(stop)
@@ -338,7 +342,19 @@ def _train(deepspeed, dist, chips_dir, run_dir, options, ds_config, spec, init_s
     best = run_dir / "best.safetensors"
     last = run_dir / "last.safetensors"
     return TrainResult(step, interrupted, str(last) if last.exists() else None, str(best) if best.exists() else None,
-                       best_f1, time.perf_counter() - start_time, world, records)
+                       best_f1, time.perf_counter() - start_time, world, records,
+                       *optimizer_memory(engine.optimizer))
+
+
+def optimizer_memory(optimizer) -> tuple[int, int]:
+    """Bytes of optimizer state (Adam moments) and of fp32 master weights on this rank."""
+    def nbytes(t):
+        return t.numel() * t.element_size() if torch.is_tensor(t) else 0
+
+    base = getattr(optimizer, "optimizer", optimizer)  # ZeRO wraps the torch optimizer
+    moments = sum(nbytes(v) for state in base.state.values() for v in state.values() if torch.is_tensor(v) and v.dim() > 0)
+    master = sum(nbytes(t) for t in getattr(optimizer, "single_partition_of_fp32_groups", []))
+    return moments, master
 
 
 def _lr_lambda(warmup: int, total: int):
@@ -451,6 +467,23 @@ def _write_config(run_dir, chips_dir, options, ds_config, world, n_train, n_val,
 
     with atomic_path(run_dir / "config.json") as tmp:
         tmp.write_text(json.dumps(data, indent=2, default=str))
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drop records logged after the checkpoint a run resumes from (they will be logged again)."""
+    if not path.exists():
+        return
+    keep = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            if json.loads(line).get("step", 0) <= step:
+                keep.append(line)
+        except json.JSONDecodeError:  # a line cut short by a kill
+            continue
+    from .io import atomic_path
+
+    with atomic_path(path) as tmp:
+        tmp.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
 
 
 class _MetricsWriter:

@@ -7,6 +7,7 @@ import signal
 import sys
 
 import click
+from rasterio.errors import RasterioError
 
 from .. import __version__
 from ..errors import S2S2NetError
@@ -23,6 +24,11 @@ class S2S2NetGroup(click.Group):
                 raise
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except RasterioError as exc:  # GDAL's messages name the file
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"Error: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}", err=True)
+            ctx.exit(1)
         except KeyboardInterrupt:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
@@ -54,7 +60,8 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, debug: bool, local_rank: 
     level = logging.WARNING if quiet else (logging.DEBUG if verbose > 1 else logging.INFO)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     for noisy in ("rasterio", "fiona", "pyogrio", "DeepSpeed", "deepspeed", "torch.distributed"):
-        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+        # GDAL's own warnings only with -v: the one-line error says what matters
+        logging.getLogger(noisy).setLevel(logging.WARNING if verbose else logging.ERROR)
     ctx.ensure_object(dict)
     ctx.obj.update(debug=debug, local_rank=local_rank, quiet=quiet)
     if local_rank is not None:

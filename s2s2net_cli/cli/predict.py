@@ -10,11 +10,13 @@ from pathlib import Path
 import click
 
 from ..errors import S2S2NetError
+from ..io import check_output
 from ..predict import Predictor, PredictOptions, default_weights
 from .options import bands_option, creation_options, device_option, json_option, overwrite_option, precision_option
 from .render import progress_bar
 
 log = logging.getLogger("s2s2net")
+VECTOR_SUFFIXES = {".gpkg", ".geojson", ".json", ".shp", ".fgb"}
 
 
 @click.command()
@@ -56,6 +58,11 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
         raise click.BadParameter(f"overlap {overlap} is larger than the tile size {tile_size}", ctx, param_hint="'--overlap'")
     if vector and len(scenes) > 1:
         raise click.BadParameter("--vector takes one scene", ctx, param_hint="'--vector'")
+    if vector:
+        if vector.suffix.lower() not in VECTOR_SUFFIXES:
+            raise click.BadParameter(f"{vector.name}: use one of {', '.join(sorted(VECTOR_SUFFIXES))}", ctx,
+                                     param_hint="'--vector'")
+        check_output(vector, overwrite)
     options = PredictOptions(tile_size=tile_size, overlap=overlap, batch_size=batch_size, device=device,
                              precision=precision, bands=bands, scale=scale, probability=probability,
                              threshold=threshold, cog=cog, creation_options=creation_options, overwrite=overwrite)
