@@ -123,6 +123,34 @@ def binarise(raw: np.ndarray, nodata: float | None) -> np.ndarray:
     return out
 
 
+def check_has_valid(mask: MaskInfo) -> None:
+    """InputError when the mask holds no valid pixel."""
+    with rasterio.open(mask.path) as src:
+        for _, window in src.block_windows(1):
+            if (~np.isnan(binarise(src.read(1, window=window), mask.nodata))).any():
+                return
+    raise InputError(describe(mask.path, "mask has no valid pixel (all nodata)"))
+
+
+def open_pair(image, mask_path, bands=None, nodata: float | None = None):
+    """Open and check a scene and its mask: both readable with valid pixels, CRSs that
+    transform, and overlapping. Returns (Scene, MaskInfo, mask bounds in the scene's CRS)."""
+    from pathlib import Path
+
+    from .bands import check_has_valid_pixels, open_scene
+
+    scene = open_scene(image, bands)
+    check_has_valid_pixels(scene)
+    mask = open_mask(mask_path, nodata)
+    left, bottom, right, top = mask_bounds_in(mask, scene.crs)
+    s_left, s_top = scene.transform.c, scene.transform.f
+    s_right, s_bottom = scene.transform * (scene.width, scene.height)
+    if left >= s_right or right <= s_left or bottom >= s_top or top <= s_bottom:
+        raise InputError(describe(mask_path, f"does not overlap its scene {Path(image).name}"))
+    check_has_valid(mask)
+    return scene, mask, (left, bottom, right, top)
+
+
 def _overlaps(window: Window, src) -> bool:
     return (window.col_off < src.width and window.row_off < src.height
             and window.col_off + window.width > 0 and window.row_off + window.height > 0)

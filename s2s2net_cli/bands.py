@@ -123,6 +123,18 @@ def read_sample(scene: Scene, size: int = 256) -> np.ndarray:
         raise InputError(describe(scene.path, f"cannot be read, damaged or truncated ({_first_line(exc)})")) from exc
 
 
+def check_has_valid_pixels(scene: Scene) -> np.ndarray:
+    """InputError when the scene holds no valid pixel; returns the decimated sample read."""
+    sample = read_sample(scene)
+    if valid_mask(sample, scene.nodata).any():
+        return sample
+    with rasterio.open(scene.path) as src:  # the sample can miss a small valid area
+        for _, window in src.block_windows(1):
+            if valid_mask(src.read(list(scene.indexes), window=window), scene.nodata).any():
+                return sample
+    raise InputError(describe(scene.path, "has no valid pixel (all nodata)"))
+
+
 def valid_mask(raw: np.ndarray, nodata: float | None) -> np.ndarray:
     """Pixels that hold data: not NaN in any band, not all-nodata, not all-zero. ``raw`` is (bands, h, w)."""
     valid = np.ones(raw.shape[1:], dtype=bool)

@@ -9,7 +9,6 @@ missing files.
 
 from __future__ import annotations
 
-import math
 import random
 import shutil
 from dataclasses import dataclass, field
@@ -21,8 +20,8 @@ import rasterio
 from rasterio.windows import Window
 from shapely.geometry import box
 
-from .align import MaskInfo, mask_bounds_in, mask_resolution_in, open_mask, warp_mask
-from .bands import DEFAULT_SCALE, open_scene, read_sample, read_window, valid_mask
+from .align import MaskInfo, mask_resolution_in, open_pair, warp_mask
+from .bands import DEFAULT_SCALE, read_window, valid_mask
 from .errors import InputError, OutputExistsError, describe
 from .grid import SCALE_FACTOR, fine_transform
 from .io import atomic_path
@@ -141,16 +140,7 @@ def chip_pairs(pairs: list[Pair], out_dir, options: ChipOptions,
 
 
 def _prepare(pair: Pair, options: ChipOptions) -> _Prepared:
-    scene = open_scene(pair.image, options.bands)
-    if not valid_mask(read_sample(scene), scene.nodata).any():
-        raise InputError(describe(pair.image, "has no valid pixel (all nodata)"))
-    mask = open_mask(pair.mask, options.nodata)
-    left, bottom, right, top = mask_bounds_in(mask, scene.crs)
-    s_left, s_top = scene.transform.c, scene.transform.f
-    s_right, s_bottom = scene.transform * (scene.width, scene.height)
-    if left >= s_right or right <= s_left or bottom >= s_top or top <= s_bottom:
-        raise InputError(describe(pair.mask, f"does not overlap its scene {Path(pair.image).name}"))
-    _check_mask_has_valid(mask)
+    scene, mask, (left, bottom, right, top) = open_pair(pair.image, pair.mask, options.bands, options.nodata)
     finer = mask_resolution_in(mask, scene.crs) < abs(scene.transform.a) / SCALE_FACTOR
     size, stride = options.size, options.stride
     if scene.height < size or scene.width < size:
@@ -172,16 +162,6 @@ def _positions(length: int, size: int, stride: int) -> list[int]:
     if pos[-1] + size < length:
         pos.append(length - size)
     return pos
-
-
-def _check_mask_has_valid(mask: MaskInfo) -> None:
-    from .align import binarise
-
-    with rasterio.open(mask.path) as src:
-        for _, window in src.block_windows(1):
-            if (~np.isnan(binarise(src.read(1, window=window), mask.nodata))).any():
-                return
-    raise InputError(describe(mask.path, "mask has no valid pixel (all nodata)"))
 
 
 def _cut_chip(src, prep: _Prepared, row: int, col: int, options: ChipOptions, out_dir: Path, index_crs) -> dict | None:

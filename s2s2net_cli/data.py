@@ -41,7 +41,7 @@ class Augment:
         return cls(gain=0.08, offset=0.01, brightness=0.1, noise=0.006, blur=0.3)
 
 
-def read_chip_index(chips_dir) -> "geopandas.GeoDataFrame":  # noqa: F821
+def read_chip_index(chips_dir):
     import geopandas as gpd
 
     chips_dir = Path(chips_dir)

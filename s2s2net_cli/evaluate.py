@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 import rasterio
 
-from .align import binarise, check_transformable, mask_bounds_in, mask_resolution_in, open_mask, warp_mask
+from .align import binarise, check_transformable, mask_resolution_in, open_mask, open_pair, warp_mask
 from .baselines import BASELINES, BaselinePredictor
 from .errors import InputError, describe
 from .manifest import Pair
@@ -73,29 +73,12 @@ def score_pair(prediction_path, pair: Pair, nodata: float | None = None, block: 
     return counts
 
 
-def check_pair(pair: Pair, nodata: float | None) -> None:
-    """Reference and image must overlap and the reference must hold valid pixels."""
-    from .bands import open_scene, read_sample, valid_mask
-    from .chip import _check_mask_has_valid
-
-    scene = open_scene(pair.image)
-    if not valid_mask(read_sample(scene), scene.nodata).any():
-        raise InputError(describe(pair.image, "has no valid pixel (all nodata)"))
-    ref = open_mask(pair.mask, nodata)
-    left, bottom, right, top = mask_bounds_in(ref, scene.crs)
-    s_left, s_top = scene.transform.c, scene.transform.f
-    s_right, s_bottom = scene.transform * (scene.width, scene.height)
-    if left >= s_right or right <= s_left or bottom >= s_top or top <= s_bottom:
-        raise InputError(describe(pair.mask, f"reference does not overlap its image {Path(pair.image).name}"))
-    _check_mask_has_valid(ref)
-
-
 def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | None = None,
              on_progress: Callable[[str, str], None] | None = None) -> list[ModelScores]:
     """Score every model on every pair. Each 2 m prediction is written to ``predictions_dir``
     (see prediction_path) and scored on the reference's grid."""
     for pair in pairs:
-        check_pair(pair, nodata)
+        open_pair(pair.image, pair.mask, nodata=nodata)
     predictions_dir = Path(predictions_dir)
     predictions_dir.mkdir(parents=True, exist_ok=True)
     results = [ModelScores(m.model_name) for m in models]

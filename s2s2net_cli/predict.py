@@ -24,9 +24,9 @@ from rasterio.errors import RasterioIOError
 from rasterio.windows import Window
 
 from . import __version__
-from .bands import (BAND_NAMES, BandSpec, band_order_warnings, open_scene, read_normalised, read_sample, scale_warning,
-                    valid_mask)
-from .checkpoint import WeightsCard, load_model
+from .bands import (BAND_NAMES, BandSpec, band_order_warnings, check_has_valid_pixels, open_scene, read_normalised,
+                    scale_warning, valid_mask)
+from .checkpoint import load_model
 from .errors import InputError, describe
 from .grid import SCALE_FACTOR, fine_transform
 from .io import atomic_path, check_output, temporary_sibling
@@ -135,11 +135,8 @@ class Predictor:
         output_path = check_output(output_path, opts.overwrite)
         scene = open_scene(scene_path, opts.bands, len(self.spec.names))
         warnings = band_order_warnings(scene, self.spec)
-        sample = read_sample(scene)
-        sample_valid = valid_mask(sample, scene.nodata)
-        if not sample_valid.any() and not _any_valid(scene):
-            raise InputError(describe(scene.path, "has no valid pixel (all nodata)"))
-        warn = scale_warning(scene, sample, sample_valid, self.spec)
+        sample = check_has_valid_pixels(scene)
+        warn = scale_warning(scene, sample, valid_mask(sample, scene.nodata), self.spec)
         if warn:
             warnings.append(warn)
 
@@ -278,14 +275,6 @@ def _normalised_weights(size: int, T: int, O: int) -> list[np.ndarray]:
     for i in range(n):
         total[f * i * T: f * i * T + length] += base
     return [(base / total[f * i * T: f * i * T + length]).astype(np.float32) for i in range(n)]
-
-
-def _any_valid(scene) -> bool:
-    with rasterio.open(scene.path) as src:
-        for _, window in src.block_windows(1):
-            if valid_mask(src.read(list(scene.indexes), window=window), scene.nodata).any():
-                return True
-    return False
 
 
 def _to_cog(src_path, dst_path, profile) -> None:

@@ -21,7 +21,7 @@ from affine import Affine
 from rasterio.crs import CRS
 from rasterio.features import rasterize
 from scipy import ndimage
-from shapely.geometry import LineString, Point, Polygon, box
+from shapely.geometry import LineString, Polygon, box
 
 from .grid import SCALE_FACTOR, fine_transform
 from .io import atomic_path

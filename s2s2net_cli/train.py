@@ -30,7 +30,7 @@ from . import __version__
 from .bands import BandSpec
 from .checkpoint import WeightsCard, load_weights, save_weights
 from .data import Augment, ChipDataset, chip_splits
-from .errors import InputError, OutputExistsError, S2S2NetError, describe
+from .errors import InputError, OutputExistsError, describe
 from .losses import WaterLoss
 from .metrics import scores_from_counts
 from .model import ModelConfig, S2S2Net
@@ -268,7 +268,8 @@ def _train(deepspeed, dist, chips_dir, run_dir, options, ds_config, spec, init_s
     ckpt_dir = run_dir / CHECKPOINTS
     step, best_f1 = 0, None
     if options.resume:
-        _, client = engine.load_checkpoint(str(ckpt_dir), load_optimizer_states=True, load_lr_scheduler_states=True)
+        with weights_only_loading(ckpt_dir):
+            _, client = engine.load_checkpoint(str(ckpt_dir), load_optimizer_states=True, load_lr_scheduler_states=True)
         if client is None:
             raise InputError(describe(ckpt_dir, "checkpoint could not be loaded"))
         step, best_f1 = int(client["step"]), client.get("best_f1")
@@ -355,6 +356,31 @@ def optimizer_memory(optimizer) -> tuple[int, int]:
     moments = sum(nbytes(v) for state in base.state.values() for v in state.values() if torch.is_tensor(v) and v.dim() > 0)
     master = sum(nbytes(t) for t in getattr(optimizer, "single_partition_of_fp32_groups", []))
     return moments, master
+
+
+@contextlib.contextmanager
+def weights_only_loading(ckpt_dir):
+    """Load DeepSpeed checkpoints with torch's weights-only unpickler: tensors, plain
+    containers and the few DeepSpeed records a checkpoint holds, never arbitrary code."""
+    import pickle
+
+    from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+    from deepspeed.utils.tensor_fragment import fragment_address
+
+    torch.serialization.add_safe_globals([LossScaler, DynamicLossScaler, ZeroStageEnum, fragment_address])
+    previous = os.environ.get("TORCH_FORCE_WEIGHTS_ONLY_LOAD")
+    os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
+    try:
+        yield
+    except pickle.UnpicklingError as exc:
+        raise InputError(describe(ckpt_dir, f"checkpoint holds objects that are not weights; refusing to load it "
+                                            f"({str(exc).splitlines()[0][:200]})")) from exc
+    finally:
+        if previous is None:
+            os.environ.pop("TORCH_FORCE_WEIGHTS_ONLY_LOAD", None)
+        else:
+            os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = previous
 
 
 def _lr_lambda(warmup: int, total: int):

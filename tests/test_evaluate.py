@@ -5,7 +5,7 @@ import pytest
 import rasterio
 from affine import Affine
 
-from s2s2net_cli.baselines import BaselinePredictor, bilinear_to_fine, water_index
+from s2s2net_cli.baselines import BaselinePredictor, bilinear_to_fine
 from s2s2net_cli.evaluate import score_pair
 from s2s2net_cli.manifest import Pair
 from s2s2net_cli.metrics import Counts, count
@@ -155,8 +155,6 @@ def test_bad_input_gets_one_line(tmp_path, truth_pair, random_weights, case):
     elif case == "unknown_baseline":
         args = ["--baseline", "magic"]
     elif case == "other_bands":
-        import torch
-
         from s2s2net_cli.bands import BandSpec
         from s2s2net_cli.checkpoint import WeightsCard, save_weights
         from s2s2net_cli.model import ModelConfig, S2S2Net

@@ -11,7 +11,6 @@ import pytest
 import rasterio
 from affine import Affine
 from rasterio.features import rasterize
-from scipy import ndimage
 
 from s2s2net_cli.predict import Predictor, PredictOptions, _normalised_weights
 

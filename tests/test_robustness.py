@@ -4,8 +4,6 @@ nothing; grid, tiling and metric arithmetic hold for any size (hypothesis)."""
 
 import os
 import pickle
-import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -13,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import rasterio
 import torch
 from affine import Affine
 from hypothesis import given, settings
@@ -88,7 +85,6 @@ def test_debug_shows_the_traceback(tmp_path, random_weights):
 
 
 def test_vector_file_that_is_not_one_and_an_empty_folder(tmp_path, random_weights):
-    p = subprocess.run
     scene = tmp_path / "s.tif"
     write_raster(scene, np.random.default_rng(1).integers(100, 3000, (6, 40, 40)).astype("uint16"), transform=T10, nodata=0)
     mask = write_raster(tmp_path / "m.tif", np.zeros((200, 200), "float32"), transform=T10 @ Affine.scale(0.2))
@@ -258,3 +254,21 @@ def test_metric_counts_partition_the_valid_pixels(seed, h, w):
     s = c.scores()
     if s["f1"] is not None:
         assert 0 <= s["iou"] <= s["f1"] <= 1
+
+
+def test_a_poisoned_deepspeed_checkpoint_is_not_unpickled(tmp_path):
+    from s2s2net_cli.synthetic import make_pair, write_pair
+
+    p = make_pair(32, seed=79, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    chips = tmp_path / "chips"
+    assert run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", chips, "--size", 16).returncode == 0
+    run = tmp_path / "run"
+    assert run_cli("train", chips, "-o", run, "--max-steps", 1, "--batch-size", 2, "--val-every", 1).returncode == 0
+    marker = tmp_path / "PWNED"
+    os.environ["S2S2NET_PWNED"] = str(marker)
+    states = run / "checkpoints" / "step00000001" / "mp_rank_00_model_states.pt"
+    torch.save({"module": Payload()}, states)
+    r = run_cli("train", chips, "-o", run, "--max-steps", 2, "--batch-size", 2, "--resume")
+    assert r.returncode == 1 and "refusing to load" in r.stderr, r.stderr[-2000:]
+    assert not marker.exists()

@@ -76,7 +76,7 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
     results, failures = [], []
     for scene, target in targets[rank::world]:
         try:
-            with progress_bar(f"{scene.name}", quiet=ctx.obj.get("quiet")) as on_tile:
+            with progress_bar(f"{scene.name}", quiet=ctx.obj.get("quiet"), km2_per_step=(tile_size * 0.01) ** 2) as on_tile:
                 result = predictor.predict_scene(scene, target, on_tile=on_tile)
             for w in result.warnings:
                 log.warning(w)

@@ -11,15 +11,18 @@ stderr = Console(stderr=True)
 
 
 @contextlib.contextmanager
-def progress_bar(description: str, quiet: bool = False):
+def progress_bar(description: str, quiet: bool = False, km2_per_step: float | None = None):
     """Yield an ``on_step(done, total)`` callback that drives a progress bar on stderr.
 
     The bar appears at the first step, so input checks that fail first print only their error.
+    With ``km2_per_step`` it also shows the area covered per second.
     """
     if quiet:
         yield None
         return
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
+    if km2_per_step:
+        columns.append(TextColumn("{task.fields[rate]}"))
     progress = Progress(*columns, console=stderr, transient=False)
     task = None
 
@@ -27,8 +30,10 @@ def progress_bar(description: str, quiet: bool = False):
         nonlocal task
         if task is None:
             progress.start()
-            task = progress.add_task(description, total=total)
-        progress.update(task, completed=done, total=total)
+            task = progress.add_task(description, total=total, rate="")
+        elapsed = progress.tasks[0].elapsed or 0
+        rate = f"{done * km2_per_step / elapsed:.2f} km2/s" if km2_per_step and elapsed > 0 else ""
+        progress.update(task, completed=done, total=total, rate=rate)
 
     try:
         yield on_step
