@@ -209,3 +209,24 @@ def test_interrupted_predict_leaves_no_file_at_output(tmp_path, random_weights, 
     assert not out.exists()
     if sig != signal.SIGKILL:  # a catchable signal also removes the temporary file
         assert [p.name for p in tmp_path.iterdir() if ".tmp" in p.name] == []
+
+
+def test_the_bundled_model_maps_the_sample_scene_without_weights(tmp_path):
+    from s2s2net_cli.checkpoint import read_card
+    from s2s2net_cli.predict import default_weights
+
+    card = read_card(default_weights())
+    assert card.training["recipe"] == "scripts/train_default.sh" and card.training["steps"] > 0
+    assert default_weights().stat().st_size < 30 * 2 ** 20
+    out = tmp_path / "water.tif"
+    r = run_cli("predict", "sample_data/virginia_shoreline_s2_6band_10m.tif", "-o", out, "--json", cwd=os.getcwd())
+    assert r.returncode == 0, r.stderr
+    mask, profile, tags = read(out)
+    assert tags["model"] == "default.safetensors" and profile["width"] == 2560
+    # a third of the crop is Chesapeake Bay water, which MNDWI > 0 finds too
+    with rasterio.open("sample_data/virginia_shoreline_s2_6band_10m.tif") as src:
+        g, swir = src.read(2).astype(float), src.read(5).astype(float)
+    mndwi_water = ((g - swir) / (g + swir) > 0)
+    model_water = mask.reshape(512, 5, 512, 5).mean(axis=(1, 3)) >= 0.5
+    assert 0.2 < model_water.mean() < 0.4
+    assert (model_water == mndwi_water).mean() > 0.9

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -25,13 +26,14 @@ def progress_bar(description: str, quiet: bool = False, km2_per_step: float | No
         columns.append(TextColumn("{task.fields[rate]}"))
     progress = Progress(*columns, console=stderr, transient=False)
     task = None
+    started = time.monotonic()
 
     def on_step(done: int, total: int) -> None:
         nonlocal task
         if task is None:
             progress.start()
             task = progress.add_task(description, total=total, rate="")
-        elapsed = progress.tasks[0].elapsed or 0
+        elapsed = time.monotonic() - started
         rate = f"{done * km2_per_step / elapsed:.2f} km2/s" if km2_per_step and elapsed > 0 else ""
         progress.update(task, completed=done, total=total, rate=rate)
 
