@@ -114,7 +114,7 @@ def test_cog_vector_and_json(tmp_path, random_weights):
     summary = json.loads(r.stdout)["scenes"][0]
     with rasterio.open(out) as src:
         assert src.tags(ns="IMAGE_STRUCTURE")["LAYOUT"] == "COG"
-        assert src.overviews(1) and src.is_tiled
+        assert src.overviews(1) and src.profile["tiled"]
         mask, transform = src.read(1), src.transform
         assert src.tags()["threshold"] == "0.45"
     water = mask == 1
