@@ -176,8 +176,7 @@ def _cut_chip(src, prep: _Prepared, row: int, col: int, options: ChipOptions, ou
     nodata_fraction = 1.0 - float(valid2.mean())
     if nodata_fraction > options.max_nodata or not valid2.any():
         return None
-    dn = np.clip(np.rint(raw.astype(np.float64) / options.scale * 10000), 1, 65535).astype(np.uint16)
-    dn[:, ~valid10] = 0
+    dn = reflectance_dn(raw, valid10, options.scale)
     mask_u8 = np.where(valid2, mask, MASK_NODATA).astype(np.uint8)
     name = f"{_safe(prep.pair.id)}_r{row}_c{col}.tif"
     image_rel, mask_rel = f"images/{name}", f"masks/{name}"
@@ -191,6 +190,13 @@ def _cut_chip(src, prep: _Prepared, row: int, col: int, options: ChipOptions, ou
     return {"image": image_rel, "mask": mask_rel, "split": None, "scene_id": prep.pair.id,
             "water_fraction": float(mask[valid2].mean()), "nodata_fraction": nodata_fraction,
             "row": row, "col": col, "geometry": footprint}
+
+
+def reflectance_dn(raw: np.ndarray, valid: np.ndarray, scale: float) -> np.ndarray:
+    """Scene values as uint16 reflectance x 10000 (what chips store), 0 where not valid."""
+    dn = np.clip(np.rint(raw.astype(np.float64) / scale * 10000), 1, 65535).astype(np.uint16)
+    dn[:, ~valid] = 0
+    return dn
 
 
 def _write(path: Path, data: np.ndarray, transform, crs, dtype: str, nodata, descriptions) -> None:
@@ -254,9 +260,7 @@ def _write_test_pair(prep: _Prepared, options: ChipOptions, out_dir: Path) -> No
                     w = Window(c, r, min(step, scene.width - c), min(step, scene.height - r))
                     raw = read_window(src, scene, w)
                     valid10 = valid_mask(raw, scene.nodata)
-                    dn = np.clip(np.rint(raw.astype(np.float64) / options.scale * 10000), 1, 65535).astype(np.uint16)
-                    dn[:, ~valid10] = 0
-                    img.write(dn, window=w)
+                    img.write(reflectance_dn(raw, valid10, options.scale), window=w)
                     m = warp_mask(prep.mask, fine_transform(src.window_transform(w)), scene.crs,
                                   (int(w.height) * f, int(w.width) * f), prep.finer)
                     valid2 = ~np.isnan(m) & np.repeat(np.repeat(valid10, f, 0), f, 1)
