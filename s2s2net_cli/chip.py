@@ -201,9 +201,10 @@ def reflectance_dn(raw: np.ndarray, valid: np.ndarray, scale: float) -> np.ndarr
 
 def _write(path: Path, data: np.ndarray, transform, crs, dtype: str, nodata, descriptions) -> None:
     with atomic_path(path) as tmp:
-        blocks = {} if data.shape[-1] >= 256 and data.shape[-2] >= 256 else {"tiled": False, "blockxsize": None, "blockysize": None}
-        profile = {**CHIP_PROFILE, **blocks}
-        profile = {k: v for k, v in profile.items() if v is not None}
+        profile = dict(CHIP_PROFILE)
+        if min(data.shape[-2:]) < 256:  # chips smaller than one 256 px block are written in strips
+            profile.update(tiled=False)
+            del profile["blockxsize"], profile["blockysize"]
         with rasterio.open(tmp, "w", width=data.shape[2], height=data.shape[1], count=data.shape[0], dtype=dtype,
                            crs=crs, transform=transform, nodata=nodata, **profile) as dst:
             dst.write(data)

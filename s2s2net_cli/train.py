@@ -207,9 +207,9 @@ def train(chips_dir, run_dir, options: TrainOptions, on_record: Callable[[dict],
     chips_dir, run_dir = Path(chips_dir), Path(run_dir)
     if options.max_steps is None and options.epochs is None:
         options.max_steps = 1000
+    init_state, init_card = (load_weights(options.init_weights) if options.init_weights else (None, None))
     train_records, val_records = chip_splits(chips_dir, options.seed)
     check_run_dir(run_dir, options)
-    init_state, init_card = (load_weights(options.init_weights) if options.init_weights else (None, None))
     spec = init_card.bands if init_card else BandSpec()
 
     rank, local_rank, world = ensure_world()

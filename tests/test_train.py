@@ -66,7 +66,8 @@ def test_two_ranks_match_one_rank_and_export_weights_predict_accepts(chips, tmp_
     out = tmp_path / "pred.tif"
     r = run_cli("predict", chips.parent / "s31.tif", "-o", out, "--weights", tmp_path / "two" / "last.safetensors",
                 "--tile-size", 32, "--overlap", 8)
-    assert r.returncode == 0, r.stderr and out.exists()
+    assert r.returncode == 0, r.stderr
+    assert out.exists()
 
 
 def test_resume_continues_at_the_right_step_with_the_same_results(chips, tmp_path):
