@@ -1,12 +1,15 @@
 """Synthetic Sentinel-2 scenes whose 2 m water truth is known exactly.
 
-A landscape is drawn at 2 m as a class map (water bodies from vector shapes, land cover from
-noise fields and parcels, dark confusers such as asphalt, shadow and burnt ground). Each class
-has a 6-band reflectance spectrum taken from published Sentinel-2 ranges and varied per
-scene. The 2 m reflectance is the class spectrum times a smooth brightness texture; the 10 m
-scene is its area average over each 5 x 5 block (computed exactly as class fractions times
-spectra), blurred slightly, with B11/B12 averaged to 20 m and brought back to 10 m, sensor
-noise, optional top-of-atmosphere haze (L1C-like) and optional nodata margins.
+A landscape is drawn at 2 m as a class map (water bodies from vector shapes: rivers, streams
+a few metres wide, canals, lakes, coasts; land cover from noise fields and rotated parcels;
+buildings with the shadows they cast; dark confusers such as asphalt and burnt ground). Each
+class has a 6-band reflectance spectrum taken from published Sentinel-2 ranges and varied per
+scene. The 10 m scene is the area average over each 5 x 5 block (computed exactly as class
+fractions times spectra) times a smooth brightness texture, blurred slightly, with B11/B12
+averaged to 20 m and brought back to 10 m, and sensor noise. On top of that, drawn per scene:
+terrain shading and cloud shadows (lit by blue-rich skylight only, so that shadowed land has a
+positive MNDWI, as in real scenes), thin semi-transparent cloud, top-of-atmosphere path radiance
+(L1C-like) and nodata margins.
 
 The 2 m mask lies on the exact 5x sub-grid of the scene (transform times Affine.scale(1/5)).
 """
@@ -31,6 +34,7 @@ SPECTRA = {
     "clear_water": (0.050, 0.045, 0.030, 0.015, 0.008, 0.005),
     "turbid_water": (0.070, 0.090, 0.085, 0.045, 0.020, 0.012),
     "shallow_water": (0.085, 0.100, 0.070, 0.035, 0.015, 0.010),
+    "dark_water": (0.022, 0.026, 0.020, 0.010, 0.005, 0.003),  # humic, deep or shaded
     "grass": (0.035, 0.070, 0.045, 0.320, 0.200, 0.110),
     "forest": (0.020, 0.040, 0.025, 0.260, 0.130, 0.060),
     "crop_green": (0.030, 0.070, 0.035, 0.420, 0.220, 0.110),
@@ -39,16 +43,21 @@ SPECTRA = {
     "wet_soil": (0.050, 0.070, 0.085, 0.130, 0.170, 0.120),
     "urban": (0.090, 0.100, 0.110, 0.160, 0.200, 0.180),
     "asphalt": (0.060, 0.065, 0.070, 0.085, 0.100, 0.090),
-    "shadow": (0.020, 0.022, 0.020, 0.040, 0.030, 0.020),
+    "shadow": (0.030, 0.028, 0.022, 0.045, 0.018, 0.012),  # skylight only: blue-rich, MNDWI > 0
+    "metal_roof": (0.140, 0.145, 0.130, 0.190, 0.110, 0.095),  # MNDWI > 0, NDWI < 0
     "burnt": (0.030, 0.040, 0.050, 0.090, 0.150, 0.140),
     "sand": (0.150, 0.180, 0.210, 0.260, 0.330, 0.270),
     "marsh": (0.030, 0.055, 0.045, 0.180, 0.110, 0.060),
 }
 CLASSES = tuple(SPECTRA)
 CLASS = {name: i for i, name in enumerate(CLASSES)}
-WATER_CLASSES = (CLASS["clear_water"], CLASS["turbid_water"], CLASS["shallow_water"])
+WATER_CLASSES = (CLASS["clear_water"], CLASS["turbid_water"], CLASS["shallow_water"], CLASS["dark_water"])
 # Path radiance added by the atmosphere (reflectance units), for L1C-like scenes.
 TOA_OFFSET = np.array([0.070, 0.050, 0.035, 0.020, 0.006, 0.003], dtype=np.float32)
+# Share of each band's illumination that is diffuse skylight, all that reaches a shadow.
+DIFFUSE = np.array([0.40, 0.30, 0.25, 0.15, 0.07, 0.05], dtype=np.float32)
+# Thin cloud: bright, nearly flat, a little darker in the SWIR.
+CLOUD = np.array([0.38, 0.37, 0.36, 0.36, 0.27, 0.19], dtype=np.float32)
 PIXEL_SIZE = 10.0
 
 
@@ -70,11 +79,12 @@ class SyntheticPair:
 
 def make_pair(height: int = 256, width: int | None = None, seed: int = 0, *, level: str | None = None,
               nodata_margin: bool | None = None, blur: float | None = None, noise: float | None = None,
-              texture: float = 0.08) -> SyntheticPair:
+              texture: float = 0.08, effects: bool = True) -> SyntheticPair:
     """A seeded scene of ``height`` x ``width`` 10 m pixels and its exact 2 m truth.
 
     ``level``, ``nodata_margin``, ``blur`` (sigma in 10 m pixels) and ``noise`` (reflectance sd)
-    are drawn from the seed when None; pass 0 for blur, noise and texture to get the bare
+    are drawn from the seed when None. ``effects`` False leaves out terrain and cloud shadow and
+    thin cloud; with it, level "L2A" and 0 for blur, noise and texture the scene is the bare
     area average of the 2 m landscape.
     """
     width = height if width is None else width
@@ -85,7 +95,7 @@ def make_pair(height: int = 256, width: int | None = None, seed: int = 0, *, lev
     spectra = scene_spectra(rng)
     refl = sense(classes, spectra, rng, level=level, texture=texture,
                  blur=rng.uniform(0.3, 0.6) if blur is None else blur,
-                 noise=rng.uniform(0.002, 0.005) if noise is None else noise)
+                 noise=rng.uniform(0.002, 0.005) if noise is None else noise, effects=effects)
     scene = np.clip(np.rint(refl * 10000), 1, 65535).astype(np.uint16)
     mask = np.isin(classes, WATER_CLASSES).astype(np.float32)
     if nodata_margin if nodata_margin is not None else rng.random() < 0.3:
@@ -129,7 +139,7 @@ def draw_landscape(H: int, W: int, rng: np.random.Generator) -> np.ndarray:
     confusers = []
     for _ in range(rng.poisson(1 + H * W / 2e6)):  # roads and parking lots
         confusers.append((_straight_line(H, W, rng).buffer(rng.uniform(1.5, 5)), CLASS["asphalt"]))
-    for _ in range(rng.poisson(3 + H * W / 5e5)):  # building and cliff shadows
+    for _ in range(rng.poisson(2 + H * W / 1e6)):  # shadows of trees, cliffs and lone buildings
         r = rng.uniform(2, 15)
         confusers.append((_blob(rng.uniform(0, W), rng.uniform(0, H), r, rng, 0.3), CLASS["shadow"]))
     if rng.random() < 0.3:
@@ -138,7 +148,7 @@ def draw_landscape(H: int, W: int, rng: np.random.Generator) -> np.ndarray:
     _burn(classes, confusers)
 
     water, shores = [], []
-    water_types = [CLASS["clear_water"], CLASS["turbid_water"], CLASS["shallow_water"]]
+    water_types = [CLASS["clear_water"], CLASS["turbid_water"], CLASS["shallow_water"], CLASS["dark_water"]]
     if rng.random() < 0.2:  # a coastline
         coast = _coast(H, W, rng)
         shores.append((coast.buffer(rng.uniform(3, 15)), CLASS["sand"]))
@@ -147,7 +157,7 @@ def draw_landscape(H: int, W: int, rng: np.random.Generator) -> np.ndarray:
     for _ in range(n_rivers):
         line = _meander(H, W, rng)
         width_px = np.exp(rng.uniform(np.log(2), np.log(40)))  # 4 to 80 m
-        kind = water_types[rng.choice([0, 1, 1, 2])]
+        kind = water_types[rng.choice([0, 1, 1, 2, 3])]
         water.append((line.buffer(width_px / 2, cap_style="flat"), kind))
         for _ in range(rng.poisson(1.5)):
             start = line.interpolate(rng.uniform(0.1, 0.9), normalized=True)
@@ -155,37 +165,72 @@ def draw_landscape(H: int, W: int, rng: np.random.Generator) -> np.ndarray:
             water.append((trib.buffer(max(2.0, width_px * rng.uniform(0.15, 0.5)) / 2), kind))
     for _ in range(rng.poisson(1.0)):  # narrow straight canals, 4 to 14 m
         water.append((_straight_line(H, W, rng).buffer(rng.uniform(1, 3.5), cap_style="flat"), CLASS["turbid_water"]))
+    for _ in range(rng.poisson(1.0)):  # streams 3 to 8 m wide, under a 10 m pixel
+        stream = _meander(H, W, rng, start=(rng.uniform(0, W), rng.uniform(0, H)), length=rng.uniform(0.3, 1.0) * (H + W))
+        water.append((stream.buffer(rng.uniform(0.75, 2.0)), water_types[rng.choice([0, 1, 3])]))
     for _ in range(rng.poisson(3 + H * W / 5e5)):  # lakes and ponds, 10 m to 1 km across
         radius = np.exp(rng.uniform(np.log(2.5), np.log(min(250, 0.3 * min(H, W)))))
         lake = _blob(rng.uniform(0, W), rng.uniform(0, H), radius, rng, 0.25)
         if radius > 10 and rng.random() < 0.5:
             shores.append((lake.buffer(rng.uniform(2, 8)), CLASS["marsh"]))
-        water.append((lake, water_types[rng.integers(0, 3)]))
+        water.append((lake, water_types[rng.integers(0, 4)]))
     _burn(classes, shores)
     _burn(classes, [(g.intersection(bounds), v) for g, v in water])
     return classes
 
 
 def _land_cover(H: int, W: int, rng: np.random.Generator) -> np.ndarray:
-    parcel = rng.uniform(20, 60)  # parcels of 40 to 120 m
-    gh, gw = int(np.ceil(H / parcel)) + 1, int(np.ceil(W / parcel)) + 1
+    # rectangular parcels of 40 to 160 m on a grid turned by a random angle
+    size_u, size_v = rng.uniform(20, 80, size=2)
+    angle = rng.uniform(0, np.pi / 2)
+    yy, xx = np.mgrid[0:H, 0:W].astype(np.float32)
+    u = np.floor((xx * np.cos(angle) + yy * np.sin(angle)) / size_u).astype(np.int64)
+    v = np.floor((yy * np.cos(angle) - xx * np.sin(angle)) / size_v).astype(np.int64)
+    u -= u.min()
+    v -= v.min()
     farm_kinds = np.array([CLASS[c] for c in ("grass", "crop_green", "crop_dry", "bare_soil", "wet_soil", "grass")])
-    parcels = farm_kinds[rng.integers(0, len(farm_kinds), size=(gh, gw))]
-    ys = (np.arange(H) / parcel).astype(int)
-    xs = (np.arange(W) / parcel).astype(int)
-    classes = parcels[ys[:, None], xs[None, :]].astype(np.uint8)
+    parcels = farm_kinds[rng.integers(0, len(farm_kinds), size=(u.max() + 1, v.max() + 1))]
+    classes = parcels[u, v].astype(np.uint8)
     forest = smooth_noise(H, W, rng, scale=rng.uniform(80, 300)) > rng.uniform(0.2, 1.0)
-    urban = smooth_noise(H, W, rng, scale=rng.uniform(100, 300)) > rng.uniform(0.8, 1.6)
+    urban = smooth_noise(H, W, rng, scale=rng.uniform(100, 300)) > rng.uniform(0.6, 1.6)
     classes[forest] = CLASS["forest"]
     classes[urban] = CLASS["urban"]
+    _buildings(classes, urban, rng)
     return classes
+
+
+def _buildings(classes: np.ndarray, urban: np.ndarray, rng: np.random.Generator) -> None:
+    """Buildings on lots of 12 to 40 m inside ``urban``, each casting a shadow away from the sun."""
+    H, W = classes.shape
+    lot = int(rng.integers(6, 21))
+    gh, gw = H // lot + 1, W // lot + 1
+    lot_y, lot_x = np.arange(H) // lot, np.arange(W) // lot
+    in_y, in_x = np.arange(H) % lot, np.arange(W) % lot
+    size_y = rng.integers(2, lot - 1, size=(gh, gw))
+    size_x = rng.integers(2, lot - 1, size=(gh, gw))
+    built = rng.random((gh, gw)) < rng.uniform(0.5, 0.9)
+    roof = np.where(rng.random((gh, gw)) < rng.uniform(0.1, 0.5), CLASS["metal_roof"], CLASS["urban"])
+    footprint = (built[lot_y[:, None], lot_x[None, :]]
+                 & (in_y[:, None] < size_y[lot_y[:, None], lot_x[None, :]])
+                 & (in_x[None, :] < size_x[lot_y[:, None], lot_x[None, :]])) & urban
+    sun = rng.uniform(0, 2 * np.pi)
+    length = rng.uniform(1, 6)  # shadow length in 2 m pixels
+    dy, dx = int(round(length * np.sin(sun))), int(round(length * np.cos(sun)))
+    cast = np.zeros_like(footprint)
+    for k in range(1, max(abs(dy), abs(dx)) + 1):
+        t = k / max(abs(dy), abs(dx))
+        cast |= np.roll(footprint, (int(round(t * dy)), int(round(t * dx))), axis=(0, 1))
+    classes[cast & ~footprint & urban] = CLASS["shadow"]
+    classes[footprint] = roof[lot_y[:, None], lot_x[None, :]][footprint]
 
 
 def smooth_noise(H: int, W: int, rng: np.random.Generator, scale: float) -> np.ndarray:
     """Gaussian noise with features of about ``scale`` pixels, unit sd, at (H, W)."""
-    gh, gw = max(2, int(H / scale) + 2), max(2, int(W / scale) + 2)
+    # at least 4 x 4 coarse cells: on 2 x 2, the wrapped filter leaves almost no variance and
+    # dividing by that tiny sd blew the field up to huge values
+    gh, gw = max(4, int(H / scale) + 2), max(4, int(W / scale) + 2)
     coarse = ndimage.gaussian_filter(rng.standard_normal((gh, gw)), 0.7, mode="wrap")
-    coarse /= coarse.std() + 1e-9
+    coarse = (coarse - coarse.mean()) / max(coarse.std(), 1e-3)
     field = ndimage.zoom(coarse, (H / gh * 1.0001, W / gw * 1.0001), order=1, prefilter=False)
     return field[:H, :W].astype(np.float32)
 
@@ -282,13 +327,18 @@ def class_fractions(classes: np.ndarray, n_classes: int, factor: int = SCALE_FAC
 
 
 def sense(classes: np.ndarray, spectra: np.ndarray, rng: np.random.Generator, *, level: str,
-          texture: float, blur: float, noise: float) -> np.ndarray:
+          texture: float, blur: float, noise: float, effects: bool = True) -> np.ndarray:
     """The (6, h, w) reflectance a 10 m sensor records over the 2 m landscape."""
     frac = class_fractions(classes, len(spectra))
     h, w, _ = frac.shape
     refl = np.einsum("hwk,kb->bhw", frac, spectra, optimize=True)
     if texture:
         refl *= 1 + texture * np.clip(smooth_noise(h, w, rng, scale=rng.uniform(3, 12)), -3, 3)
+    if effects:
+        direct = illumination(h, w, rng)
+        refl *= DIFFUSE[:, None, None] + (1 - DIFFUSE[:, None, None]) * direct[None]
+        alpha = thin_cloud(h, w, rng)
+        refl = (1 - alpha[None]) * refl + alpha[None] * CLOUD[:, None, None] * rng.uniform(0.8, 1.2)
     if blur:
         refl = ndimage.gaussian_filter(refl, sigma=(0, blur, blur), mode="reflect")
     refl[4:] = _at_20m(refl[4:])
@@ -298,6 +348,38 @@ def sense(classes: np.ndarray, spectra: np.ndarray, rng: np.random.Generator, *,
         haze = rng.uniform(0.6, 1.4) * (1 + 0.2 * smooth_noise(h, w, rng, scale=rng.uniform(50, 200)))
         refl += TOA_OFFSET[:, None, None] * haze[None]
     return np.clip(refl, 0.0001, 6.5).astype(np.float32)
+
+
+def illumination(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
+    """Direct sunlight reaching each 10 m pixel, 0 to about 1.3: hill shading and cloud shadows.
+
+    Hilly in about 30 % of the scenes (steep slopes facing away from the sun go dark), cloud
+    shadows of 200 m to 1 km in about a fifth; elsewhere 1.
+    """
+    direct = np.ones((h, w), np.float32)
+    if rng.random() < 0.3:
+        relief = smooth_noise(h, w, rng, scale=rng.uniform(15, 60))
+        sun = rng.uniform(0, 2 * np.pi)
+        gy, gx = np.gradient(relief)
+        slope = (gx * np.cos(sun) + gy * np.sin(sun)) * rng.uniform(3, 12)
+        direct = np.clip(1 + slope, 0, 1.3).astype(np.float32)
+    if rng.random() < 0.2:
+        shadows = np.zeros((h, w), np.uint8)
+        for _ in range(rng.integers(1, 4)):
+            r = rng.uniform(10, 50)
+            rasterize([(_blob(rng.uniform(0, w), rng.uniform(0, h), r, rng, 0.4), 1)], out=shadows,
+                      transform=Affine.identity())
+        soft = ndimage.gaussian_filter(shadows.astype(np.float32), 1.0)
+        direct *= 1 - rng.uniform(0.8, 1.0) * soft
+    return direct
+
+
+def thin_cloud(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
+    """Opacity of thin cloud over each pixel: 0 except in about a fifth of the scenes (up to 0.45)."""
+    if rng.random() >= 0.2:
+        return np.zeros((h, w), np.float32)
+    field = smooth_noise(h, w, rng, scale=rng.uniform(20, 80))
+    return (rng.uniform(0.15, 0.45) * np.clip(field - rng.uniform(-0.5, 1.0), 0, 1)).astype(np.float32)
 
 
 def _at_20m(bands: np.ndarray) -> np.ndarray:

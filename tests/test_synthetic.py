@@ -21,7 +21,7 @@ def test_mask_lines_up_with_scene_pixel_by_pixel():
     # 5 x 5 cells of 2 m landscape: its reflectance is the class fractions times the spectra,
     # and its water fraction is the mean of its 5 x 5 truth cells.
     for seed in range(6):
-        p = make_pair(48, 40, seed=seed, level="L2A", blur=0, noise=0, texture=0, nodata_margin=False)
+        p = make_pair(48, 40, seed=seed, level="L2A", blur=0, noise=0, texture=0, effects=False, nodata_margin=False)
         assert p.scene.shape == (6, 48, 40) and p.mask.shape == (240, 200)
         frac = class_fractions(p.classes, len(SPECTRA))
         expected = np.einsum("hwk,kb->bhw", frac, p.spectra)
