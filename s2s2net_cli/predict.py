@@ -12,6 +12,7 @@ later tile can touch them, so memory grows with the scene's width only by a stri
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +25,8 @@ from rasterio.errors import RasterioIOError
 from rasterio.windows import Window
 
 from . import __version__
-from .bands import (BAND_NAMES, BandSpec, band_order_warnings, check_has_valid_pixels, open_scene, read_normalised,
-                    scale_warning, valid_mask)
+from .bands import (BAND_NAMES, BandSpec, Scene, band_order_warnings, check_has_valid_pixels, open_scene,
+                    read_normalised, read_window, scale_warning, valid_mask)
 from .checkpoint import load_model
 from .errors import InputError, describe
 from .grid import SCALE_FACTOR, fine_transform
@@ -80,11 +81,14 @@ def default_weights() -> Path:
 
 
 def resolve_device(device: str) -> torch.device:
+    """The torch device for ``device``; "auto" and "cuda" take this rank's GPU (LOCAL_RANK) under a launcher."""
     if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise InputError(describe(device, "CUDA was asked for but no GPU is available"))
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
     return dev
 
 
@@ -127,26 +131,46 @@ class Predictor:
             logits = self.model(x)
         return torch.sigmoid(logits.float())[:, 0].cpu().numpy()
 
-    def predict_scene(self, scene_path, output_path, on_tile: Callable[[int, int], None] | None = None,
-                      rows: tuple[int, int] | None = None) -> SceneResult:
+    def predict_scene(self, scene_path, output_path, on_tile: Callable[[int, int], None] | None = None) -> SceneResult:
         """Predict ``scene_path`` into ``output_path`` (GeoTIFF, uint8), atomically."""
         start = time.perf_counter()
-        opts = self.options
-        output_path = check_output(output_path, opts.overwrite)
-        scene = open_scene(scene_path, opts.bands, len(self.spec.names))
+        scene, warnings = self.prepare(scene_path, output_path)
+
+        def fill(dst) -> dict:
+            stats = {"water": 0, "nodata": 0, "tiles": 0}
+            with rasterio.open(scene.path) as src:
+                self.run_rows(src, scene, 0, self.tile_rows(scene),
+                              lambda row0, prob, valid: self.write_rows(dst, prob, row0, valid, stats), stats, on_tile)
+            return stats
+
+        stats = self.write_output(scene, output_path, fill)
+        return self.result(scene, output_path, stats, warnings, start)
+
+    def prepare(self, scene_path, output_path) -> tuple[Scene, list[str]]:
+        """Check the output path and the scene; the scene and its warnings (band order, scale)."""
+        check_output(output_path, self.options.overwrite)
+        scene = open_scene(scene_path, self.options.bands, len(self.spec.names))
         warnings = band_order_warnings(scene, self.spec)
         sample = check_has_valid_pixels(scene)
         warn = scale_warning(scene, sample, valid_mask(sample, scene.nodata), self.spec)
         if warn:
             warnings.append(warn)
+        return scene, warnings
 
+    def tile_rows(self, scene) -> int:
+        return math.ceil(scene.height / self.options.tile_size)
+
+    def write_output(self, scene, output_path, fill: Callable) -> dict:
+        """Open the 2 m mask of ``scene`` at a temporary name, let ``fill(dst)`` write its rows
+        (it returns the stats), add description and tags, make it a COG if asked, then rename."""
+        opts = self.options
         profile = self._profile(scene)
-        with atomic_path(output_path) as tmp:
+        with atomic_path(check_output(output_path, opts.overwrite)) as tmp:
             gtiff = temporary_sibling(tmp) if opts.cog else tmp
             try:
-                with rasterio.open(scene.path) as src, rasterio.open(gtiff, "w", **profile) as dst:
+                with rasterio.open(gtiff, "w", **profile) as dst:
                     try:
-                        stats = self._stream(src, scene, dst, on_tile)
+                        stats = fill(dst)
                     except RasterioIOError as exc:
                         if gtiff.name in str(exc):
                             raise
@@ -158,9 +182,12 @@ class Predictor:
             finally:
                 if opts.cog and gtiff.exists():
                     gtiff.unlink()
-        px_area = abs(profile["transform"].a * profile["transform"].e)
+        return stats
+
+    def result(self, scene, output_path, stats: dict, warnings: list[str], start: float) -> SceneResult:
+        px_area = abs(fine_transform(scene.transform).a * fine_transform(scene.transform).e)
         total = scene.width * scene.height * SCALE_FACTOR ** 2
-        return SceneResult(str(scene_path), str(output_path), time.perf_counter() - start,
+        return SceneResult(str(scene.path), str(output_path), time.perf_counter() - start,
                            water_km2=stats["water"] * px_area / 1e6, nodata_fraction=stats["nodata"] / total,
                            tiles=stats["tiles"], warnings=warnings)
 
@@ -177,8 +204,16 @@ class Predictor:
             "source_scene": Path(scene.path).name, "bands": ",".join(map(str, scene.indexes)),
         }
 
-    def _stream(self, src, scene, dst, on_tile) -> dict:
-        """Run every tile and write the blended result strip by strip."""
+    def run_rows(self, src, scene, first: int, last: int, emit: Callable, stats: dict,
+                 on_tile: Callable[[int, int], None] | None = None) -> np.ndarray:
+        """Run the tile rows ``first`` to ``last - 1`` and blend them on the 2 m grid.
+
+        Each run of 2 m rows that no tile row of the range can still touch goes to
+        ``emit(row0, prob, valid_10m)`` as soon as it is complete (``valid_10m`` starts at 10 m
+        row ``row0 // 5``). The first ``2 * overlap`` 2 m rows of a range that does not start at
+        the top only hold this range's share of the blend, like the rows below its last tile row
+        that the next tile row would reach: those are returned, (rows, 5 * width) float32.
+        """
         opts, f = self.options, SCALE_FACTOR
         T, O = opts.tile_size, opts.overlap
         H, W = scene.height, scene.width
@@ -188,12 +223,13 @@ class Predictor:
         wy = _normalised_weights(H, T, O)  # per tile row, the weight of each of its 2 m rows
         wx = _normalised_weights(W, T, O)
         W2 = W * f
-        carry = np.zeros((0, W2), dtype=np.float32)  # rows touched by earlier tiles, not yet written
-        valid_carry = np.zeros((0, W), dtype=bool)  # 10 m validity of the rows above r0 still to write
-        written = 0
-        stats = {"water": 0, "nodata": 0, "tiles": 0}
-        total = n_rows * n_cols
-        for i in range(n_rows):
+        written = max(f * (first * T - O), 0)  # 2 m rows above this are done (or another range's)
+        carry = np.zeros((0, W2), dtype=np.float32)  # rows touched by earlier tiles, not yet emitted
+        # 10 m validity of the rows from written // f to the current tile row's top
+        valid_carry = valid_rows(src, scene, written // f, first * T)
+        total = (last - first) * n_cols
+        done = 0
+        for i in range(first, last):
             r0 = i * T
             top = f * (r0 - O)
             strip_top, strip_bottom = max(top, 0), min(f * (r0 + T + O), H * f)
@@ -214,19 +250,26 @@ class Predictor:
                     core = tiles[k][1][O: O + valid.shape[0], O: O + min(T, W - c0)]
                     valid[:, c0: c0 + core.shape[1]] = core
                     stats["tiles"] += 1
+                    done += 1
                     if on_tile:
-                        on_tile(stats["tiles"], total)
+                        on_tile(done, total)
             # rows that no later tile row reaches are final
             final_bottom = H * f if i == n_rows - 1 else f * (r0 + T - O)
             valid_strip = np.concatenate([valid_carry, valid])  # 10 m rows from written // f
-            self._write_rows(dst, strip[: final_bottom - strip_top], written, valid_strip, stats)
+            if final_bottom > written:
+                emit(written, strip[: final_bottom - strip_top], valid_strip)
             carry = strip[final_bottom - strip_top:].copy()
             valid_carry = valid_strip[final_bottom // f - written // f:]
             written = final_bottom
-        return stats
+        return carry
 
-    def _write_rows(self, dst, prob: np.ndarray, row0: int, valid_10m: np.ndarray, stats) -> None:
-        """Write 2 m rows [row0, row0 + len(prob)); ``valid_10m`` starts at 10 m row row0 // 5."""
+    def write_rows(self, dst, prob: np.ndarray, row0: int, valid_10m: np.ndarray, stats: dict,
+                   dst_row0: int | None = None) -> None:
+        """Write 2 m rows [row0, row0 + len(prob)) at ``dst_row0`` (default row0) of ``dst``;
+        ``valid_10m`` starts at 10 m row row0 // 5."""
+        self._write_rows(dst, prob, row0, valid_10m, stats, row0 if dst_row0 is None else dst_row0)
+
+    def _write_rows(self, dst, prob: np.ndarray, row0: int, valid_10m: np.ndarray, stats, dst_row0: int) -> None:
         if prob.shape[0] == 0:
             return
         f = SCALE_FACTOR
@@ -240,7 +283,14 @@ class Predictor:
             stats["water"] += int(out[valid].sum())
         out[~valid] = NODATA
         stats["nodata"] += int((~valid).sum())
-        dst.write(out, 1, window=Window(0, row0, out.shape[1], out.shape[0]))
+        dst.write(out, 1, window=Window(0, dst_row0, out.shape[1], out.shape[0]))
+
+
+def valid_rows(src, scene, row0: int, row1: int) -> np.ndarray:
+    """10 m validity (rows, width) of the scene rows [row0, row1); empty when row1 <= row0."""
+    if row1 <= row0:
+        return np.zeros((0, scene.width), dtype=bool)
+    return valid_mask(read_window(src, scene, Window(0, row0, scene.width, row1 - row0)), scene.nodata)
 
 
 def mask_profile(scene, creation_options: dict | None = None) -> dict:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 
 import click
@@ -12,6 +11,7 @@ import click
 from ..errors import S2S2NetError
 from ..io import check_output
 from ..predict import Predictor, PredictOptions, default_weights
+from ..shared_scene import launcher_world, predict_scene_shared, process_group
 from .options import bands_option, creation_options, device_option, json_option, overwrite_option, precision_option
 from .render import progress_bar
 
@@ -53,6 +53,10 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
       s2s2net predict scene.tif -o water.tif
       s2s2net predict a.tif b.tif -o masks/ --tile-size 256 --json
       s2s2net predict stack.tif -o water.tif --bands 2,3,4,8,11,12 --cog --vector water.gpkg
+      deepspeed --num_gpus 4 --module s2s2net_cli predict tile.tif -o water.tif
+
+    Under a launcher (deepspeed --module, torchrun) several scenes are shared among the
+    ranks, and one scene's rows of tiles are.
     """
     if overlap > tile_size:
         raise click.BadParameter(f"overlap {overlap} is larger than the tile size {tile_size}", ctx, param_hint="'--overlap'")
@@ -72,12 +76,21 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
     else:
         output.mkdir(parents=True, exist_ok=True)
         targets = [(s, output / f"{s.stem}_water.tif") for s in scenes]
-    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    rank, world = launcher_world()
+    if world > 1:
+        process_group()
+    share_one = world > 1 and len(targets) == 1  # one scene: its rows of tiles are shared
+    quiet = ctx.obj.get("quiet") or (share_one and rank != 0)
     results, failures = [], []
-    for scene, target in targets[rank::world]:
+    for scene, target in (targets if share_one else targets[rank::world]):
         try:
-            with progress_bar(f"{scene.name}", quiet=ctx.obj.get("quiet"), km2_per_step=(tile_size * 0.01) ** 2) as on_tile:
-                result = predictor.predict_scene(scene, target, on_tile=on_tile)
+            with progress_bar(f"{scene.name}", quiet=quiet, km2_per_step=(tile_size * 0.01) ** 2) as on_tile:
+                if share_one:
+                    result = predict_scene_shared(predictor, scene, target, on_tile=on_tile)
+                else:
+                    result = predictor.predict_scene(scene, target, on_tile=on_tile)
+            if result is None:  # another rank writes the shared scene
+                return
             for w in result.warnings:
                 log.warning(w)
             if vector:

@@ -1,0 +1,182 @@
+"""One scene's rows of tiles shared among the ranks of a launcher (deepspeed, torchrun).
+
+Rank k runs a contiguous band of tile rows. The 2 m rows that only its own tiles reach are
+final: it writes them (uint8) to its part file. The ``2 * overlap`` rows at each border between
+two bands (the seams) are reached by tiles of both: each rank keeps its share of their blend
+(float32 ``.npy``). When every rank is done, rank 0 stitches the parts and the summed seams
+into OUTPUT, written atomically like a single-process prediction, and removes the parts.
+The result is the same mask one process writes.
+
+The ranks talk through a gloo process group (set up from the launcher's MASTER_ADDR,
+MASTER_PORT, RANK and WORLD_SIZE); the parts lie in a hidden folder beside OUTPUT.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import rasterio
+import torch.distributed as dist
+from affine import Affine
+from rasterio.windows import Window
+
+from .errors import S2S2NetError
+from .grid import SCALE_FACTOR
+from .predict import Predictor, SceneResult, mask_profile, valid_rows
+
+STITCH_ROWS = 512  # 2 m rows copied at a time
+
+
+def launcher_world() -> tuple[int, int]:
+    """(rank, world size) from the launcher's environment; (0, 1) without one."""
+    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+def process_group(timeout_hours: float = 12) -> None:
+    """Join the launcher's ranks in a gloo group (once). Long timeout: one rank may wait for
+    another's band of a whole scene."""
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", init_method="env://", timeout=timedelta(hours=timeout_hours))
+
+
+def bands_of_rows(n_rows: int, world: int) -> list[tuple[int, int]]:
+    """Contiguous [first, last) ranges of tile rows, one per rank, as even as possible."""
+    edges = np.linspace(0, n_rows, world + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def can_share(n_rows: int, world: int, tile_size: int, overlap: int) -> bool:
+    """Every rank gets a tile row, and seams of neighbouring bands do not touch (2 overlap <= tile)."""
+    return world > 1 and n_rows >= world and 2 * overlap <= tile_size
+
+
+def predict_scene_shared(predictor: Predictor, scene_path, output_path,
+                         on_tile: Callable[[int, int], None] | None = None) -> SceneResult | None:
+    """Predict one scene with every rank of the process group; rank 0 writes OUTPUT and returns
+    the result, the other ranks return None. Bad input raises on every rank that meets it; the
+    others stop too (rank 0 naming the failed rank's problem)."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    start = time.perf_counter()
+    opts = predictor.options
+    prepared = _on_every_rank(lambda: predictor.prepare(scene_path, output_path), rank, world)
+    if prepared is None:
+        return None
+    scene, warnings = prepared
+    n_rows = predictor.tile_rows(scene)
+    if not can_share(n_rows, world, opts.tile_size, opts.overlap):
+        # too few rows for every rank (or overlaps wider than half a tile): rank 0 runs it all
+        result = _on_every_rank(lambda: predictor.predict_scene(scene_path, output_path, on_tile) if rank == 0 else 0,
+                                rank, world)
+        return result if rank == 0 else None
+
+    bands = bands_of_rows(n_rows, world)
+    parts = Path(output_path).parent / f".{Path(output_path).name}.parts"
+    if rank == 0:
+        shutil.rmtree(parts, ignore_errors=True)
+        parts.mkdir(parents=True)
+    dist.barrier()
+    try:
+        band_stats = _on_every_rank(lambda: predict_band(predictor, scene, parts, rank, bands, on_tile), rank, world,
+                                    gather=True)
+        if band_stats is None or rank != 0:
+            return None
+        stats = {key: sum(s[key] for s in band_stats) for key in ("water", "nodata", "tiles")}
+        predictor.write_output(scene, output_path, lambda dst: stitch(predictor, scene, parts, bands, dst, stats))
+        return predictor.result(scene, output_path, stats, warnings, start)
+    finally:
+        if rank == 0:
+            shutil.rmtree(parts, ignore_errors=True)
+
+
+def predict_band(predictor: Predictor, scene, parts: Path, rank: int, bands, on_tile) -> dict:
+    """Run this rank's tile rows: final rows to ``rank<k>.tif``, seam shares to ``.npy``."""
+    first, last = bands[rank]
+    f, T, O = SCALE_FACTOR, predictor.options.tile_size, predictor.options.overlap
+    H2 = scene.height * f
+    top_seam = (f * (first * T - O), min(f * (first * T + O), H2)) if first > 0 else (0, 0)
+    part_top, part_bottom = _part_rows(first, last, len_rows=predictor.tile_rows(scene), T=T, O=O, H2=H2)
+    stats = {"water": 0, "nodata": 0, "tiles": 0}
+    top_share = np.zeros((top_seam[1] - top_seam[0], scene.width * f), dtype=np.float32)
+    profile = _part_profile(scene, part_top, part_bottom)
+    with rasterio.open(scene.path) as src, rasterio.open(parts / f"rank{rank}.tif", "w", **profile) as part:
+        def emit(row0: int, prob: np.ndarray, valid_10m: np.ndarray) -> None:
+            n_seam = int(np.clip(top_seam[1] - row0, 0, len(prob)))
+            if n_seam:
+                top_share[row0 - top_seam[0]: row0 - top_seam[0] + n_seam] = prob[:n_seam]
+            if n_seam < len(prob):
+                row = row0 + n_seam
+                predictor.write_rows(part, prob[n_seam:], row, valid_10m[row // f - row0 // f:], stats,
+                                     dst_row0=row - part_top)
+
+        bottom_share = predictor.run_rows(src, scene, first, last, emit, stats, on_tile)
+    if first > 0:
+        np.save(parts / f"rank{rank}.top.npy", top_share)
+    if last < predictor.tile_rows(scene):
+        np.save(parts / f"rank{rank}.bottom.npy", bottom_share)
+    return stats
+
+
+def _part_rows(first: int, last: int, len_rows: int, T: int, O: int, H2: int) -> tuple[int, int]:
+    """The 2 m rows [top, bottom) that only the band's own tiles reach."""
+    f = SCALE_FACTOR
+    top = min(f * (first * T + O), H2) if first > 0 else 0
+    bottom = min(f * (last * T - O), H2) if last < len_rows else H2
+    return top, bottom
+
+
+def _part_profile(scene, top: int, bottom: int) -> dict:
+    profile = mask_profile(scene)
+    profile.update(height=max(bottom - top, 1), transform=profile["transform"] * Affine.translation(0, top),
+                   zlevel=1)
+    return profile
+
+
+def stitch(predictor: Predictor, scene, parts: Path, bands, dst, stats: dict) -> dict:
+    """Write each band's part, and the two shares of each seam summed, into ``dst``."""
+    f, T = SCALE_FACTOR, predictor.options.tile_size
+    n_rows, H2, W2 = predictor.tile_rows(scene), scene.height * f, scene.width * f
+    with rasterio.open(scene.path) as src:
+        for k, (first, last) in enumerate(bands):
+            if first > 0:
+                above = np.load(parts / f"rank{k - 1}.bottom.npy", mmap_mode="r")
+                below = np.load(parts / f"rank{k}.top.npy", mmap_mode="r")
+                seam0 = f * (first * T - predictor.options.overlap)
+                for r in range(0, len(below), STITCH_ROWS):
+                    prob = np.asarray(above[r: r + STITCH_ROWS]) + np.asarray(below[r: r + STITCH_ROWS])
+                    row0 = seam0 + r
+                    valid = valid_rows(src, scene, row0 // f, (row0 + len(prob) - 1) // f + 1)
+                    predictor.write_rows(dst, prob, row0, valid, stats)
+            top, bottom = _part_rows(first, last, n_rows, T, predictor.options.overlap, H2)
+            if bottom > top:
+                with rasterio.open(parts / f"rank{k}.tif") as part:
+                    for r in range(0, bottom - top, STITCH_ROWS):
+                        h = min(STITCH_ROWS, bottom - top - r)
+                        dst.write(part.read(1, window=Window(0, r, W2, h)), 1, window=Window(0, top + r, W2, h))
+    return stats
+
+
+def _on_every_rank(fn: Callable, rank: int, world: int, gather: bool = False):
+    """Run ``fn`` on every rank and agree on the outcome: a rank whose ``fn`` raised re-raises
+    its own error; if another rank failed, rank 0 raises that rank's error and the others
+    return None. With ``gather``, every rank gets the list of all ranks' values."""
+    try:
+        value, error = fn(), None
+    except S2S2NetError as exc:
+        value, error = None, exc
+    outcomes = [None] * world
+    dist.all_gather_object(outcomes, ("error", str(error)) if error else ("ok", value if gather else None))
+    if error is not None:
+        raise error
+    failed = [(k, message) for k, (kind, message) in enumerate(outcomes) if kind == "error"]
+    if failed:
+        if rank == 0:
+            k, message = failed[0]
+            raise S2S2NetError(f"{message} (on rank {k})")
+        return None
+    return [v for _, v in outcomes] if gather else value

@@ -1,0 +1,117 @@
+"""One scene's tile rows shared among ranks: the stitched mask equals one process's mask."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rasterio
+
+from .conftest import write_raster
+from s2s2net_cli.predict import PredictOptions
+from s2s2net_cli.shared_scene import bands_of_rows, can_share, predict_band, stitch
+from .test_predict import PointwiseModel
+
+LAUNCHER = Path(sys.executable).parent / "deepspeed"
+
+
+def read(path):
+    with rasterio.open(path) as src:
+        return src.read(1), src.profile, src.tags()
+
+
+def test_bands_of_rows_cover_every_row_once():
+    for n_rows in range(1, 30):
+        for world in range(1, 9):
+            bands = bands_of_rows(n_rows, world)
+            assert len(bands) == world and bands[0][0] == 0 and bands[-1][1] == n_rows
+            assert all(a[1] == b[0] for a, b in zip(bands, bands[1:]))
+            if n_rows >= world:
+                assert all(last > first for first, last in bands)
+    assert not can_share(3, 4, 64, 8) and not can_share(10, 2, 64, 40) and can_share(10, 2, 64, 32)
+
+
+@pytest.mark.parametrize("tile,overlap,world", [(32, 8, 2), (32, 16, 3), (40, 13, 4), (24, 0, 3), (24, 12, 6)])
+def test_bands_stitched_equal_one_process(tmp_path, random_weights, tile, overlap, world):
+    # Each rank's band run in turn in this process, then stitched: the result must be the
+    # mask one process writes, nodata holes across the seams included.
+    rng = np.random.default_rng(tile + world)
+    data = rng.integers(100, 5000, size=(6, 150, 83)).astype("uint16")
+    data[:, 55:75, 10:50] = 0  # nodata across the first seams
+    scene_path = write_raster(tmp_path / "s.tif", data, nodata=0)
+    opts = PredictOptions(tile_size=tile, overlap=overlap, probability=True)
+    predictor = PointwiseModel(random_weights, opts)
+    single = tmp_path / "single.tif"
+    predictor.predict_scene(scene_path, single)
+
+    scene, _ = predictor.prepare(scene_path, tmp_path / "shared.tif")
+    bands = bands_of_rows(predictor.tile_rows(scene), world)
+    assert can_share(predictor.tile_rows(scene), world, tile, overlap)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    band_stats = [predict_band(predictor, scene, parts, rank, bands, None) for rank in range(world)]
+    stats = {k: sum(s[k] for s in band_stats) for k in ("water", "nodata", "tiles")}
+    predictor.write_output(scene, tmp_path / "shared.tif", lambda dst: stitch(predictor, scene, parts, bands, dst, stats))
+
+    got, profile, _ = read(tmp_path / "shared.tif")
+    want, want_profile, _ = read(single)
+    assert profile["transform"] == want_profile["transform"] and got.shape == want.shape
+    assert np.array_equal(got == 255, want == 255)
+    assert np.abs(got.astype(int) - want.astype(int)).max() <= 1  # float sums in another order
+    assert stats["tiles"] == predictor.tile_rows(scene) * -(-83 // tile)
+    assert stats["nodata"] == int((want == 255).sum())
+
+
+def launch(port, *args, timeout=400):
+    return subprocess.run([str(LAUNCHER), "--num_gpus", "2", "--master_port", str(port), "--module", "s2s2net_cli",
+                           *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"})
+
+
+def test_two_ranks_share_one_scene_and_write_what_one_process_writes(tmp_path, random_weights):
+    rng = np.random.default_rng(5)
+    data = rng.integers(100, 5000, size=(6, 97, 71)).astype("uint16")
+    data[:, 40:52, 5:30] = 0
+    scene = write_raster(tmp_path / "scene.tif", data, nodata=0)
+    common = ["--weights", random_weights, "--tile-size", 32, "--overlap", 8, "--probability", "--device", "cpu"]
+    r = launch(29801, "predict", scene, "-o", tmp_path / "shared.tif", *common, "--json")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    single = subprocess.run([sys.executable, "-m", "s2s2net_cli", "predict", str(scene), "-o", str(tmp_path / "one.tif"),
+                             *map(str, common)], capture_output=True, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert single.returncode == 0, single.stderr
+    got, profile, tags = read(tmp_path / "shared.tif")
+    want, want_profile, _ = read(tmp_path / "one.tif")
+    assert profile["transform"] == want_profile["transform"] and profile["crs"] == want_profile["crs"]
+    assert np.array_equal(got == 255, want == 255) and (got == 255).any()
+    assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+    assert tags["source_scene"] == "scene.tif"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.tif", "scene.tif", "shared.tif"]  # no parts left
+    assert r.stdout.count('"tiles": 12') == 1  # rank 0 reports the whole scene, once
+
+
+def test_two_ranks_share_several_scenes(tmp_path, random_weights):
+    scenes = [write_raster(tmp_path / f"s{i}.tif", np.random.default_rng(i).integers(100, 5000, size=(6, 40, 50)),
+                           nodata=0, dtype="uint16") for i in range(3)]
+    common = ["--weights", random_weights, "--tile-size", 32, "--overlap", 8, "--device", "cpu"]
+    r = launch(29802, "predict", *scenes, "-o", tmp_path / "masks", *common)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for s in scenes:
+        one = tmp_path / f"{s.stem}_one.tif"
+        assert subprocess.run([sys.executable, "-m", "s2s2net_cli", "predict", str(s), "-o", str(one), *map(str, common)],
+                              capture_output=True).returncode == 0
+        got, _, tags = read(tmp_path / "masks" / f"{s.stem}_water.tif")
+        assert tags["source_scene"] == s.name
+        assert (got != read(one)[0]).mean() < 1e-3  # the same mask, up to float noise at the threshold
+
+
+def test_two_ranks_one_bad_scene_fail_with_one_line_and_leave_nothing(tmp_path, random_weights):
+    bad = tmp_path / "scene.tif"
+    bad.write_text("not a raster")
+    r = launch(29803, "predict", bad, "-o", tmp_path / "out.tif", "--weights", random_weights, "--tile-size", 32,
+               "--overlap", 8)
+    assert r.returncode != 0
+    assert f"Error: {bad}:" in r.stdout + r.stderr and "Traceback" not in r.stdout + r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scene.tif"]
