@@ -10,6 +10,7 @@ import pytest
 import rasterio
 
 from .conftest import write_raster
+from s2s2net_cli.errors import OutputExistsError
 from s2s2net_cli.predict import PredictOptions
 from s2s2net_cli.shared_scene import bands_of_rows, can_share, predict_band, stitch
 from .test_predict import PointwiseModel
@@ -115,3 +116,25 @@ def test_two_ranks_one_bad_scene_fail_with_one_line_and_leave_nothing(tmp_path, 
     assert r.returncode != 0
     assert f"Error: {bad}:" in r.stdout + r.stderr and "Traceback" not in r.stdout + r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scene.tif"]
+
+
+def test_a_scene_too_small_to_share_runs_on_rank_zero(tmp_path, random_weights, monkeypatch):
+    # One tile row cannot be split: rank 0 predicts it all, through the same agreement steps.
+    import torch.distributed as dist
+
+    from s2s2net_cli.shared_scene import predict_scene_shared
+
+    scene = write_raster(tmp_path / "s.tif", np.random.default_rng(1).integers(100, 5000, size=(6, 20, 30)),
+                         nodata=0, dtype="uint16")
+    store = dist.HashStore()
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        predictor = PointwiseModel(random_weights, PredictOptions(tile_size=32, overlap=8))
+        result = predict_scene_shared(predictor, scene, tmp_path / "out.tif")
+        assert result is not None and result.tiles == 1
+        assert read(tmp_path / "out.tif")[0].shape == (100, 150)
+        with pytest.raises(OutputExistsError, match="already exists"):
+            predict_scene_shared(predictor, scene, tmp_path / "out.tif")
+    finally:
+        dist.destroy_process_group()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.tif", "s.tif"]
