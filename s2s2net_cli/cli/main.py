@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 
@@ -11,6 +12,11 @@ from rasterio.errors import RasterioError
 
 from .. import __version__
 from ..errors import S2S2NetError
+
+# GDAL's block cache defaults to 5 % of RAM and keeps dirty output blocks in it: on a full
+# Sentinel-2 tile that is gigabytes that predict and chip, which stream row by row, never use
+# again. A user's own GDAL_CACHEMAX wins.
+GDAL_CACHE_MB = 256
 
 
 class S2S2NetGroup(click.Group):
@@ -65,9 +71,8 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, debug: bool, local_rank: 
     ctx.ensure_object(dict)
     ctx.obj.update(debug=debug, local_rank=local_rank, quiet=quiet)
     if local_rank is not None:
-        import os
-
         os.environ.setdefault("LOCAL_RANK", str(local_rank))
+    os.environ.setdefault("GDAL_CACHEMAX", str(GDAL_CACHE_MB))  # read by GDAL when it first caches a block
     signal.signal(signal.SIGTERM, _terminate)
 
 
