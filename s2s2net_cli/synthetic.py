@@ -143,7 +143,7 @@ def draw_landscape(H: int, W: int, rng: np.random.Generator) -> np.ndarray:
         r = rng.uniform(2, 15)
         confusers.append((_blob(rng.uniform(0, W), rng.uniform(0, H), r, rng, 0.3), CLASS["shadow"]))
     if rng.random() < 0.3:
-        r = rng.uniform(30, 0.3 * min(H, W))
+        r = rng.uniform(30, max(30, 0.3 * min(H, W)))  # a whole small scene may burn
         confusers.append((_blob(rng.uniform(0, W), rng.uniform(0, H), r, rng, 0.4), CLASS["burnt"]))
     _burn(classes, confusers)
 

@@ -25,3 +25,20 @@ def test_python_dash_m_is_the_same_cli_and_takes_the_launchers_local_rank(tmp_pa
                            capture_output=True, text=True)
     assert again.returncode == 1
     assert again.stderr.strip().splitlines() == [f"Error: {tmp_path / 'synth_0_scene.tif'}: already exists (use --overwrite to replace it)"]
+
+
+
+def test_gdal_block_cache_is_capped_unless_the_user_sets_it(tmp_path):
+    # GDAL reads GDAL_CACHEMAX from the process environment when it first caches a block:
+    # after a command has run, the process must hold 256 (MB), or the user's own value.
+    import os
+
+    code = ("import os, sys; from click.testing import CliRunner; from s2s2net_cli.cli.main import cli; "
+            "r = CliRunner().invoke(cli, ['synth', sys.argv[1], '--size', '8', '--no-manifest']); "
+            "print(r.exit_code, os.environ.get('GDAL_CACHEMAX'))")
+    env = {k: v for k, v in os.environ.items() if k != "GDAL_CACHEMAX"}
+    for user_value, expected in ((None, "256"), ("1024", "1024")):
+        run_env = env if user_value is None else {**env, "GDAL_CACHEMAX": user_value}
+        out = subprocess.run([sys.executable, "-c", code, str(tmp_path / str(user_value))], capture_output=True,
+                             text=True, env=run_env)
+        assert out.stdout.split() == ["0", expected], out.stderr

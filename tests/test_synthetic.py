@@ -54,3 +54,9 @@ def test_written_pair_is_on_the_exact_five_times_grid(tmp_path):
     fine_invalid = np.repeat(np.repeat(invalid, 5, 0), 5, 1)
     assert np.array_equal(np.isnan(mask), fine_invalid)
     assert set(np.unique(mask[~fine_invalid])) <= {0.0, 1.0}
+
+
+def test_the_smallest_scenes_synth_allows_are_made_for_any_seed():
+    for seed in range(40):
+        p = make_pair(8, 9, seed=seed)
+        assert p.scene.shape == (6, 8, 9) and p.mask.shape == (40, 45)
