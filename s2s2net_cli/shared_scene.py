@@ -45,6 +45,14 @@ def process_group(timeout_hours: float = 12) -> None:
         dist.init_process_group("gloo", init_method="env://", timeout=timedelta(hours=timeout_hours))
 
 
+def close_process_group() -> None:
+    """Wait for every rank, then leave the group: a rank that exits while gloo still runs
+    aborts ("terminate called without an active exception")."""
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def bands_of_rows(n_rows: int, world: int) -> list[tuple[int, int]]:
     """Contiguous [first, last) ranges of tile rows, one per rank, as even as possible."""
     edges = np.linspace(0, n_rows, world + 1).round().astype(int)

@@ -11,7 +11,7 @@ import click
 from ..errors import S2S2NetError
 from ..io import check_output
 from ..predict import Predictor, PredictOptions, default_weights
-from ..shared_scene import launcher_world, predict_scene_shared, process_group
+from ..shared_scene import close_process_group, launcher_world, predict_scene_shared, process_group
 from .options import bands_option, creation_options, device_option, json_option, overwrite_option, precision_option
 from .render import progress_bar
 
@@ -90,7 +90,7 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
                 else:
                     result = predictor.predict_scene(scene, target, on_tile=on_tile)
             if result is None:  # another rank writes the shared scene
-                return
+                continue
             for w in result.warnings:
                 log.warning(w)
             if vector:
@@ -103,6 +103,10 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
                 raise
             click.echo(f"Error: {exc}", err=True)
             failures.append({"scene": str(scene), "error": str(exc)})
+    if world > 1:
+        close_process_group()
+    if share_one and rank != 0:
+        return
     if as_json:
         click.echo(json.dumps({"scenes": results, "failures": failures}, indent=2))
     elif not ctx.obj.get("quiet"):
