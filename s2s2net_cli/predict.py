@@ -185,7 +185,8 @@ class Predictor:
         return stats
 
     def result(self, scene, output_path, stats: dict, warnings: list[str], start: float) -> SceneResult:
-        px_area = abs(fine_transform(scene.transform).a * fine_transform(scene.transform).e)
+        fine = fine_transform(scene.transform)
+        px_area = abs(fine.a * fine.e)
         total = scene.width * scene.height * SCALE_FACTOR ** 2
         return SceneResult(str(scene.path), str(output_path), time.perf_counter() - start,
                            water_km2=stats["water"] * px_area / 1e6, nodata_fraction=stats["nodata"] / total,
@@ -267,9 +268,6 @@ class Predictor:
                    dst_row0: int | None = None) -> None:
         """Write 2 m rows [row0, row0 + len(prob)) at ``dst_row0`` (default row0) of ``dst``;
         ``valid_10m`` starts at 10 m row row0 // 5."""
-        self._write_rows(dst, prob, row0, valid_10m, stats, row0 if dst_row0 is None else dst_row0)
-
-    def _write_rows(self, dst, prob: np.ndarray, row0: int, valid_10m: np.ndarray, stats, dst_row0: int) -> None:
         if prob.shape[0] == 0:
             return
         f = SCALE_FACTOR
@@ -283,7 +281,7 @@ class Predictor:
             stats["water"] += int(out[valid].sum())
         out[~valid] = NODATA
         stats["nodata"] += int((~valid).sum())
-        dst.write(out, 1, window=Window(0, dst_row0, out.shape[1], out.shape[0]))
+        dst.write(out, 1, window=Window(0, row0 if dst_row0 is None else dst_row0, out.shape[1], out.shape[0]))
 
 
 def valid_rows(src, scene, row0: int, row1: int) -> np.ndarray:
