@@ -132,21 +132,21 @@ def check_has_valid(mask: MaskInfo) -> None:
     raise InputError(describe(mask.path, "mask has no valid pixel (all nodata)"))
 
 
-def open_pair(image, mask_path, bands=None, nodata: float | None = None):
-    """Open and check a scene and its mask: both readable with valid pixels, CRSs that
-    transform, and overlapping. Returns (Scene, MaskInfo, mask bounds in the scene's CRS)."""
-    from pathlib import Path
+def open_pair(image, mask_path, scene_options=None, nodata: float | None = None):
+    """Open and check a scene (any source, read with ``scene_options``) and its mask: both
+    readable with valid pixels, CRSs that transform, and overlapping. Returns (Scene,
+    MaskInfo, mask bounds in the scene's CRS)."""
+    from .bands import check_has_valid_pixels
+    from .sources import SceneOptions, open_scene
 
-    from .bands import check_has_valid_pixels, open_scene
-
-    scene = open_scene(image, bands)
+    scene = open_scene(image, scene_options or SceneOptions())
     check_has_valid_pixels(scene)
     mask = open_mask(mask_path, nodata)
     left, bottom, right, top = mask_bounds_in(mask, scene.crs)
     s_left, s_top = scene.transform.c, scene.transform.f
     s_right, s_bottom = scene.transform * (scene.width, scene.height)
     if left >= s_right or right <= s_left or bottom >= s_top or top <= s_bottom:
-        raise InputError(describe(mask_path, f"does not overlap its scene {Path(image).name}"))
+        raise InputError(describe(mask_path, f"does not overlap its scene {scene.name}"))
     check_has_valid(mask)
     return scene, mask, (left, bottom, right, top)
 

@@ -9,16 +9,15 @@ bounded. Band positions follow the model's order B02, B03, B04, B08, B11, B12.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import rasterio
 from rasterio.windows import Window
 
-from .bands import open_scene, read_window, valid_mask
+from .bands import SceneReader
 from .errors import InputError, describe
 from .grid import SCALE_FACTOR
 from .io import atomic_path, check_output
+from .sources import SceneOptions, open_scene
 
 GREEN, NIR, SWIR1 = 1, 3, 4
 BASELINES = ("ndwi", "mndwi", "ndwi-otsu", "mndwi-otsu", "mndwi-bilinear")
@@ -26,11 +25,11 @@ STRIP = 256
 _BINS = np.linspace(-1, 1, 2001)
 
 
-def water_index(raw: np.ndarray, name: str) -> np.ndarray:
+def water_index(reflectance: np.ndarray, name: str) -> np.ndarray:
     """The normalised difference index named by ``name`` ('ndwi...' or 'mndwi...') of a
-    (6, h, w) array; NaN where undefined."""
+    (6, h, w) reflectance array; NaN where undefined."""
     other = NIR if name.startswith("ndwi") else SWIR1
-    g, o = raw[GREEN].astype(np.float32), raw[other].astype(np.float32)
+    g, o = reflectance[GREEN].astype(np.float32), reflectance[other].astype(np.float32)
     with np.errstate(invalid="ignore", divide="ignore"):
         return (g - o) / (g + o)
 
@@ -68,11 +67,11 @@ def bilinear_to_fine(values: np.ndarray, valid: np.ndarray, factor: int = SCALE_
 class BaselinePredictor:
     """Writes a baseline's 2 m mask for a scene, like Predictor does for the network."""
 
-    def __init__(self, name: str, bands: tuple[int, ...] | None = None, overwrite: bool = False):
+    def __init__(self, name: str, scene_options: SceneOptions = SceneOptions(), overwrite: bool = False):
         if name not in BASELINES:
             raise InputError(describe(name, f"unknown baseline (choose from {', '.join(BASELINES)})"))
         self.name = name
-        self.bands = bands
+        self.scene_options = scene_options
         self.overwrite = overwrite
 
     @property
@@ -83,18 +82,17 @@ class BaselinePredictor:
         from .predict import mask_profile
 
         output_path = check_output(output_path, self.overwrite)
-        scene = open_scene(scene_path, self.bands)
+        scene = open_scene(scene_path, self.scene_options)
         f = SCALE_FACTOR
         threshold = self._threshold(scene) if self.name.endswith("-otsu") else 0.0
         profile = mask_profile(scene)
-        with atomic_path(output_path) as tmp, rasterio.open(scene.path) as src, rasterio.open(tmp, "w", **profile) as dst:
+        with atomic_path(output_path) as tmp, SceneReader(scene) as reader, rasterio.open(tmp, "w", **profile) as dst:
             for row0 in range(0, scene.height, STRIP):
                 h = min(STRIP, scene.height - row0)
                 halo = 1 if self.name == "mndwi-bilinear" else 0
                 top, bottom = max(0, row0 - halo), min(scene.height, row0 + h + halo)
-                raw = read_window(src, scene, Window(0, top, scene.width, bottom - top))
-                valid = valid_mask(raw, scene.nodata)
-                index = water_index(raw, self.name)
+                raw, _, valid = reader.read(Window(0, top, scene.width, bottom - top))
+                index = water_index(scene.reflectance(raw), self.name)
                 valid &= np.isfinite(index)
                 if self.name == "mndwi-bilinear":
                     fine = bilinear_to_fine(index, valid)[f * (row0 - top): f * (row0 - top + h)]
@@ -105,15 +103,15 @@ class BaselinePredictor:
                 out = np.where(core_valid, water, 255).astype(np.uint8)
                 dst.write(out, 1, window=Window(0, row0 * f, out.shape[1], out.shape[0]))
             dst.set_band_description(1, "water (1), land (0)")
-            dst.update_tags(model=self.name, threshold=f"{threshold:.4f}", source_scene=Path(scene.path).name)
+            dst.update_tags(model=self.name, threshold=f"{threshold:.4f}", source_scene=scene.name)
         return output_path
 
     def _threshold(self, scene) -> float:
         hist = np.zeros(len(_BINS) - 1, dtype=np.int64)
-        with rasterio.open(scene.path) as src:
+        with SceneReader(scene) as reader:
             for row0 in range(0, scene.height, STRIP):
-                raw = read_window(src, scene, Window(0, row0, scene.width, min(STRIP, scene.height - row0)))
-                index = water_index(raw, self.name)
-                ok = valid_mask(raw, scene.nodata) & np.isfinite(index)
+                raw, _, keep = reader.read(Window(0, row0, scene.width, min(STRIP, scene.height - row0)))
+                index = water_index(scene.reflectance(raw), self.name)
+                ok = keep & np.isfinite(index)
                 hist += np.histogram(np.clip(index[ok], -1, 1), bins=_BINS)[0]
         return otsu_threshold(hist)

@@ -21,11 +21,12 @@ from rasterio.windows import Window
 from shapely.geometry import box
 
 from .align import MaskInfo, mask_resolution_in, open_pair, warp_mask
-from .bands import DEFAULT_SCALE, read_window, valid_mask
+from .bands import BAND_NAMES, DEFAULT_SCALE, SceneReader
 from .errors import InputError, OutputExistsError, describe
 from .grid import SCALE_FACTOR, fine_transform
 from .io import atomic_path
 from .manifest import Pair, write_manifest
+from .sources import SceneOptions
 
 MASK_NODATA = 255
 CHIP_PROFILE = dict(driver="GTiff", tiled=True, blockxsize=256, blockysize=256, compress="deflate", predictor=2)
@@ -42,8 +43,14 @@ class ChipOptions:
     seed: int = 42
     bands: tuple[int, ...] | None = None
     scale: float = DEFAULT_SCALE
+    offset: float = 0.0
+    keep_clouds: bool = False
     nodata: float | None = None  # mask nodata value
     overwrite: bool = False
+
+    @property
+    def scene_options(self) -> SceneOptions:
+        return SceneOptions(bands=self.bands, scale=self.scale, offset=self.offset, keep_clouds=self.keep_clouds)
 
 
 @dataclass
@@ -104,10 +111,10 @@ def chip_pairs(pairs: list[Pair], out_dir, options: ChipOptions,
     done = 0
     for prep in prepared:
         is_test_scene = prep.pair.id in options.test_ids or prep.pair.split == "test"
-        with rasterio.open(prep.scene.path) as src:
+        with SceneReader(prep.scene) as reader:
             for row, col in prep.windows:
                 done += 1
-                record = _cut_chip(src, prep, row, col, options, out_dir, index_crs)
+                record = _cut_chip(reader, prep, row, col, options, out_dir, index_crs)
                 if on_progress:
                     on_progress(prep.pair.id, done, total)
                 if record is None:
@@ -140,7 +147,7 @@ def chip_pairs(pairs: list[Pair], out_dir, options: ChipOptions,
 
 
 def _prepare(pair: Pair, options: ChipOptions) -> _Prepared:
-    scene, mask, (left, bottom, right, top) = open_pair(pair.image, pair.mask, options.bands, options.nodata)
+    scene, mask, (left, bottom, right, top) = open_pair(pair.image, pair.mask, options.scene_options, options.nodata)
     finer = mask_resolution_in(mask, scene.crs) < abs(scene.transform.a) / SCALE_FACTOR
     size, stride = options.size, options.stride
     if scene.height < size or scene.width < size:
@@ -164,25 +171,25 @@ def _positions(length: int, size: int, stride: int) -> list[int]:
     return pos
 
 
-def _cut_chip(src, prep: _Prepared, row: int, col: int, options: ChipOptions, out_dir: Path, index_crs) -> dict | None:
+def _cut_chip(reader: SceneReader, prep: _Prepared, row: int, col: int, options: ChipOptions, out_dir: Path,
+              index_crs) -> dict | None:
     size, f = options.size, SCALE_FACTOR
     scene = prep.scene
     window = Window(col, row, size, size)
-    raw = read_window(src, scene, window)
-    valid10 = valid_mask(raw, scene.nodata)
-    chip_transform = src.window_transform(window)
+    raw, valid10, keep10 = reader.read(window)
+    chip_transform = reader.window_transform(window)
     mask = warp_mask(prep.mask, fine_transform(chip_transform), scene.crs, (size * f, size * f), prep.finer)
-    valid2 = ~np.isnan(mask) & np.repeat(np.repeat(valid10, f, 0), f, 1)
+    valid2 = ~np.isnan(mask) & np.repeat(np.repeat(keep10, f, 0), f, 1)
     nodata_fraction = 1.0 - float(valid2.mean())
     if nodata_fraction > options.max_nodata or not valid2.any():
         return None
-    dn = reflectance_dn(raw, valid10, options.scale)
+    dn = reflectance_dn(scene.reflectance(raw), valid10)
     mask_u8 = np.where(valid2, mask, MASK_NODATA).astype(np.uint8)
     name = f"{_safe(prep.pair.id)}_r{row}_c{col}.tif"
     image_rel, mask_rel = f"images/{name}", f"masks/{name}"
-    _write(out_dir / image_rel, dn, chip_transform, scene.crs, "uint16", 0, ("B02", "B03", "B04", "B08", "B11", "B12"))
+    _write(out_dir / image_rel, dn, chip_transform, scene.crs, "uint16", 0, BAND_NAMES)
     _write(out_dir / mask_rel, mask_u8[None], fine_transform(chip_transform), scene.crs, "uint8", MASK_NODATA, ("water",))
-    footprint = box(*rasterio.windows.bounds(window, src.transform))
+    footprint = box(*rasterio.windows.bounds(window, scene.transform))
     if str(index_crs) != str(scene.crs):
         import geopandas as gpd
 
@@ -192,9 +199,9 @@ def _cut_chip(src, prep: _Prepared, row: int, col: int, options: ChipOptions, ou
             "row": row, "col": col, "geometry": footprint}
 
 
-def reflectance_dn(raw: np.ndarray, valid: np.ndarray, scale: float) -> np.ndarray:
-    """Scene values as uint16 reflectance x 10000 (what chips store), 0 where not valid."""
-    dn = np.clip(np.rint(raw.astype(np.float64) / scale * 10000), 1, 65535).astype(np.uint16)
+def reflectance_dn(reflectance: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Reflectance as uint16 reflectance x 10000 (what chips store), 0 where not valid."""
+    dn = np.clip(np.rint(reflectance.astype(np.float64) * 10000), 1, 65535).astype(np.uint16)
     dn[:, ~valid] = 0
     return dn
 
@@ -250,21 +257,20 @@ def _write_test_pair(prep: _Prepared, options: ChipOptions, out_dir: Path) -> No
     common = dict(driver="GTiff", crs=scene.crs, tiled=True, blockxsize=256, blockysize=256, compress="deflate", BIGTIFF="IF_SAFER")
     step = 512
     with atomic_path(image_path) as itmp, atomic_path(mask_path) as mtmp:
-        with rasterio.open(scene.path) as src, \
+        with SceneReader(scene) as reader, \
                 rasterio.open(itmp, "w", width=scene.width, height=scene.height, count=6, dtype="uint16", nodata=0,
                               transform=scene.transform, predictor=2, **common) as img, \
                 rasterio.open(mtmp, "w", width=scene.width * f, height=scene.height * f, count=1, dtype="uint8",
                               nodata=MASK_NODATA, transform=fine_transform(scene.transform), **common) as msk:
-            img.descriptions = ("B02", "B03", "B04", "B08", "B11", "B12")
+            img.descriptions = BAND_NAMES
             for r in range(0, scene.height, step):
                 for c in range(0, scene.width, step):
                     w = Window(c, r, min(step, scene.width - c), min(step, scene.height - r))
-                    raw = read_window(src, scene, w)
-                    valid10 = valid_mask(raw, scene.nodata)
-                    img.write(reflectance_dn(raw, valid10, options.scale), window=w)
-                    m = warp_mask(prep.mask, fine_transform(src.window_transform(w)), scene.crs,
+                    raw, valid10, keep10 = reader.read(w)
+                    img.write(reflectance_dn(scene.reflectance(raw), valid10), window=w)
+                    m = warp_mask(prep.mask, fine_transform(reader.window_transform(w)), scene.crs,
                                   (int(w.height) * f, int(w.width) * f), prep.finer)
-                    valid2 = ~np.isnan(m) & np.repeat(np.repeat(valid10, f, 0), f, 1)
+                    valid2 = ~np.isnan(m) & np.repeat(np.repeat(keep10, f, 0), f, 1)
                     msk.write(np.where(valid2, m, MASK_NODATA).astype(np.uint8), 1,
                               window=Window(c * f, r * f, int(w.width) * f, int(w.height) * f))
 

@@ -48,7 +48,7 @@ def make_models(weights: list, baselines: list[str], predict_options=None) -> li
         weights = [default_weights()]
     options = predict_options or PredictOptions()
     models = [Predictor(w, options) for w in weights]
-    models += [BaselinePredictor(b, options.bands, options.overwrite) for b in baselines]
+    models += [BaselinePredictor(b, options.scene_options(), options.overwrite) for b in baselines]
     names = [m.model_name for m in models]
     if len(set(names)) != len(names):
         raise InputError(describe(names[0], "two models have the same name; give weights files distinct names"))
@@ -74,11 +74,12 @@ def score_pair(prediction_path, pair: Pair, nodata: float | None = None, block: 
 
 
 def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | None = None,
-             on_progress: Callable[[str, str], None] | None = None) -> list[ModelScores]:
+             on_progress: Callable[[str, str], None] | None = None, scene_options=None) -> list[ModelScores]:
     """Score every model on every pair. Each 2 m prediction is written to ``predictions_dir``
-    (see prediction_path) and scored on the reference's grid."""
+    (see prediction_path) and scored on the reference's grid. Pixels a model's output leaves
+    out (nodata, clouds, --mask) are left out of every count."""
     for pair in pairs:
-        open_pair(pair.image, pair.mask, nodata=nodata)
+        open_pair(pair.image, pair.mask, scene_options, nodata=nodata)
     predictions_dir = Path(predictions_dir)
     predictions_dir.mkdir(parents=True, exist_ok=True)
     results = [ModelScores(m.model_name) for m in models]

@@ -6,13 +6,15 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
+from .bands import source_stem
 from .errors import InputError, describe
 from .io import atomic_path
+from .sources import is_remote
 
 
 @dataclass(frozen=True)
 class Pair:
-    image: Path
+    image: Path | str  # a stack, product or STAC item; a string when it is a URL or GDAL path
     mask: Path
     id: str
     split: str | None = None
@@ -20,12 +22,12 @@ class Pair:
 
 def pairs_from_options(pairs: list[tuple[str, str]] | None, manifest: str | None) -> list[Pair]:
     """Pairs given as ``--pair IMAGE MASK`` and/or read from ``--manifest FILE``; files must exist."""
-    out = [Pair(Path(i), Path(m), Path(i).stem) for i, m in (pairs or [])]
+    out = [Pair(_image(i), Path(m), source_stem(i)) for i, m in (pairs or [])]
     if manifest:
         out.extend(read_manifest(manifest))
     for p in out:
         for f in (p.image, p.mask):
-            if not f.exists():
+            if not is_remote(f) and not Path(f).exists():
                 raise InputError(describe(f, "file not found"))
     ids = [p.id for p in out]
     dup = {i for i in ids if ids.count(i) > 1}
@@ -60,8 +62,15 @@ def read_manifest(path) -> list[Pair]:
         split = (row.get("split") or "").strip() or None
         if split not in (None, "train", "val", "test"):
             raise InputError(describe(path, f"line {n}: split {split!r} is not train, val or test"))
-        pairs.append(Pair(base / image, base / mask, (row.get("id") or "").strip() or Path(image).stem, split))
+        pairs.append(Pair(_image(image, base), base / mask, (row.get("id") or "").strip() or source_stem(image), split))
     return pairs
+
+
+def _image(text: str, base: Path | None = None) -> Path | str:
+    """A scene path relative to ``base``; URLs and GDAL paths stay strings, as GDAL takes them."""
+    if is_remote(text):
+        return text
+    return base / text if base is not None else Path(text)
 
 
 def write_manifest(path, rows: list[dict], overwrite: bool = False) -> None:

@@ -25,12 +25,13 @@ from rasterio.errors import RasterioIOError
 from rasterio.windows import Window
 
 from . import __version__
-from .bands import (BAND_NAMES, BandSpec, Scene, band_order_warnings, check_has_valid_pixels, open_scene,
-                    read_normalised, read_window, scale_warning, valid_mask)
+from .bands import (BAND_NAMES, DEFAULT_SCALE, Scene, SceneReader, band_order_warnings, check_has_valid_pixels, offset_warning,
+                    read_normalised, scale_warning, valid_mask)
 from .checkpoint import load_model
 from .errors import InputError, describe
 from .grid import SCALE_FACTOR, fine_transform
 from .io import atomic_path, check_output, temporary_sibling
+from .sources import SceneOptions, open_scene
 
 NODATA = 255
 DEFAULT_WEIGHTS = Path(__file__).parent / "weights" / "default.safetensors"
@@ -44,12 +45,22 @@ class PredictOptions:
     device: str = "auto"
     precision: str = "auto"
     bands: tuple[int, ...] | None = None
-    scale: float | None = None  # None: the weights' scale
+    scale: float | None = None  # None: the weights' scale (stacks; products say their own)
+    offset: float = 0.0  # added to a stack's DNs before dividing by scale
+    keep_clouds: bool = False
+    mask: str | None = None  # raster of pixels to leave out (nonzero)
+    bbox: tuple[float, float, float, float] | None = None
+    aoi: str | None = None
     probability: bool = False
     threshold: float = 0.5
     cog: bool = False
     creation_options: dict = field(default_factory=dict)
     overwrite: bool = False
+
+    def scene_options(self, model_scale: float = DEFAULT_SCALE) -> SceneOptions:
+        """How scenes are read under these options (``model_scale`` when no --scale is given)."""
+        return SceneOptions(bands=self.bands, scale=self.scale or model_scale, offset=self.offset,
+                            keep_clouds=self.keep_clouds, mask=self.mask, bbox=self.bbox, aoi=self.aoi)
 
     def __post_init__(self):
         if self.tile_size < 1 or self.overlap < 0:
@@ -67,11 +78,12 @@ class SceneResult:
     nodata_fraction: float
     tiles: int
     warnings: list[str] = field(default_factory=list)
+    masked_fraction: float = 0.0  # of the output's pixels: data left out (clouds, --mask, outside --aoi)
 
     def to_dict(self) -> dict:
         return {"scene": self.scene, "output": self.output, "seconds": round(self.seconds, 3),
-                "water_km2": self.water_km2, "nodata_fraction": self.nodata_fraction, "tiles": self.tiles,
-                "warnings": self.warnings}
+                "water_km2": self.water_km2, "nodata_fraction": self.nodata_fraction,
+                "masked_fraction": self.masked_fraction, "tiles": self.tiles, "warnings": self.warnings}
 
 
 def default_weights() -> Path:
@@ -113,8 +125,8 @@ class Predictor:
             raise InputError(describe(self.weights, f"weights were trained on bands {', '.join(self.card.bands.names)}; "
                                                     f"s2s2net reads {', '.join(BAND_NAMES)}"))
         self.amp = autocast_dtype(self.options.precision, self.device)
-        spec = self.card.bands
-        self.spec = spec if self.options.scale is None else BandSpec(spec.names, self.options.scale, spec.mean, spec.std)
+        self.spec = self.card.bands
+        self.scene_options = self.options.scene_options(self.spec.scale)
 
     @property
     def model_name(self) -> str:
@@ -137,9 +149,9 @@ class Predictor:
         scene, warnings = self.prepare(scene_path, output_path)
 
         def fill(dst) -> dict:
-            stats = {"water": 0, "nodata": 0, "tiles": 0}
-            with rasterio.open(scene.path) as src:
-                self.run_rows(src, scene, 0, self.tile_rows(scene),
+            stats = new_stats()
+            with SceneReader(scene) as reader:
+                self.run_rows(reader, 0, self.tile_rows(scene),
                               lambda row0, prob, valid: self.write_rows(dst, prob, row0, valid, stats), stats, on_tile)
             return stats
 
@@ -149,12 +161,11 @@ class Predictor:
     def prepare(self, scene_path, output_path) -> tuple[Scene, list[str]]:
         """Check the output path and the scene; the scene and its warnings (band order, scale)."""
         check_output(output_path, self.options.overwrite)
-        scene = open_scene(scene_path, self.options.bands, len(self.spec.names))
+        scene = open_scene(scene_path, self.scene_options, len(self.spec.names))
         warnings = band_order_warnings(scene, self.spec)
         sample = check_has_valid_pixels(scene)
-        warn = scale_warning(scene, sample, valid_mask(sample, scene.nodata), self.spec)
-        if warn:
-            warnings.append(warn)
+        valid = valid_mask(sample, scene.nodata)
+        warnings += [w for w in (scale_warning(scene, sample, valid), offset_warning(scene, sample, valid)) if w]
         return scene, warnings
 
     def tile_rows(self, scene) -> int:
@@ -174,7 +185,7 @@ class Predictor:
                     except RasterioIOError as exc:
                         if gtiff.name in str(exc):
                             raise
-                        raise InputError(describe(scene.path, f"cannot be read ({str(exc).splitlines()[0]})")) from exc
+                        raise InputError(describe(scene.path, f"cannot be read ({str(exc).strip().splitlines()[0]})")) from exc
                     dst.set_band_description(1, "water probability (percent)" if opts.probability else "water (1), land (0)")
                     dst.update_tags(**self._tags(scene))
                 if opts.cog:
@@ -190,7 +201,7 @@ class Predictor:
         total = scene.width * scene.height * SCALE_FACTOR ** 2
         return SceneResult(str(scene.path), str(output_path), time.perf_counter() - start,
                            water_km2=stats["water"] * px_area / 1e6, nodata_fraction=stats["nodata"] / total,
-                           tiles=stats["tiles"], warnings=warnings)
+                           tiles=stats["tiles"], warnings=warnings, masked_fraction=stats["masked"] / total)
 
     # -- internals ---------------------------------------------------------------------
 
@@ -202,10 +213,12 @@ class Predictor:
             "s2s2net_version": __version__, "model": self.model_name,
             "model_version": self.card.version, "threshold": str(self.options.threshold),
             "values": "probability percent 0-100, 255 nodata" if self.options.probability else "0 land, 1 water, 255 nodata",
-            "source_scene": Path(scene.path).name, "bands": ",".join(map(str, scene.indexes)),
+            "source_scene": scene.name, "source_kind": scene.kind, "bands": ",".join(map(str, scene.indexes)),
+            "scale": f"{scene.scale:g}", "offset": ",".join(f"{v:g}" for v in scene.offset),
+            "clouds_left_out": "yes" if scene.cloud_band else "no",
         }
 
-    def run_rows(self, src, scene, first: int, last: int, emit: Callable, stats: dict,
+    def run_rows(self, reader: SceneReader, first: int, last: int, emit: Callable, stats: dict,
                  on_tile: Callable[[int, int], None] | None = None) -> np.ndarray:
         """Run the tile rows ``first`` to ``last - 1`` and blend them on the 2 m grid.
 
@@ -215,7 +228,7 @@ class Predictor:
         the top only hold this range's share of the blend, like the rows below its last tile row
         that the next tile row would reach: those are returned, (rows, 5 * width) float32.
         """
-        opts, f = self.options, SCALE_FACTOR
+        opts, f, scene = self.options, SCALE_FACTOR, reader.scene
         T, O = opts.tile_size, opts.overlap
         H, W = scene.height, scene.width
         n_rows, n_cols = math.ceil(H / T), math.ceil(W / T)
@@ -227,7 +240,7 @@ class Predictor:
         written = max(f * (first * T - O), 0)  # 2 m rows above this are done (or another range's)
         carry = np.zeros((0, W2), dtype=np.float32)  # rows touched by earlier tiles, not yet emitted
         # 10 m validity of the rows from written // f to the current tile row's top
-        valid_carry = valid_rows(src, scene, written // f, first * T)
+        valid_carry = valid_rows(reader, written // f, first * T)
         total = (last - first) * n_cols
         done = 0
         for i in range(first, last):
@@ -240,8 +253,8 @@ class Predictor:
             valid = np.zeros((min(r0 + T, H) - r0, W), dtype=bool)
             for j0 in range(0, n_cols, batch_size):
                 cols = range(j0, min(j0 + batch_size, n_cols))
-                tiles = [read_normalised(src, scene, Window(j * T - O, r0 - O, S, S), self.spec) for j in cols]
-                probs = self.probabilities(np.stack([x for x, _ in tiles]))
+                tiles = [read_normalised(reader, Window(j * T - O, r0 - O, S, S), self.spec) for j in cols]
+                probs = self.probabilities(np.stack([x for x, _, _ in tiles]))
                 for k, j in enumerate(cols):
                     c0 = j * T
                     left, right = f * (c0 - O), f * (c0 + T + O)
@@ -250,6 +263,7 @@ class Predictor:
                         strip_top - top: strip_bottom - top, max(left, 0) - left: min(right, W2) - left]
                     core = tiles[k][1][O: O + valid.shape[0], O: O + min(T, W - c0)]
                     valid[:, c0: c0 + core.shape[1]] = core
+                    stats["masked"] += f * f * int(tiles[k][2][O: O + valid.shape[0], O: O + min(T, W - c0)].sum())
                     stats["tiles"] += 1
                     done += 1
                     if on_tile:
@@ -284,11 +298,16 @@ class Predictor:
         dst.write(out, 1, window=Window(0, row0 if dst_row0 is None else dst_row0, out.shape[1], out.shape[0]))
 
 
-def valid_rows(src, scene, row0: int, row1: int) -> np.ndarray:
-    """10 m validity (rows, width) of the scene rows [row0, row1); empty when row1 <= row0."""
+def valid_rows(reader: SceneReader, row0: int, row1: int) -> np.ndarray:
+    """Where the output counts (10 m, rows x width) in the scene rows [row0, row1); empty when row1 <= row0."""
     if row1 <= row0:
-        return np.zeros((0, scene.width), dtype=bool)
-    return valid_mask(read_window(src, scene, Window(0, row0, scene.width, row1 - row0)), scene.nodata)
+        return np.zeros((0, reader.scene.width), dtype=bool)
+    return reader.read(Window(0, row0, reader.scene.width, row1 - row0))[2]
+
+
+def new_stats() -> dict:
+    """Counters of a prediction: 2 m pixels of water, nodata and left out (masked), tiles run."""
+    return {"water": 0, "nodata": 0, "masked": 0, "tiles": 0}
 
 
 def mask_profile(scene, creation_options: dict | None = None) -> dict:

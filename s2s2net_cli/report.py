@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import rasterio
+import rasterio.windows
 from rasterio.enums import Resampling
 
 from .evaluate import ModelScores, prediction_path
@@ -36,12 +37,18 @@ def write_csv(path, results: list[ModelScores]) -> None:
                 writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
 
 
-def false_colour(scene_path, max_side: int = 400) -> np.ndarray:
-    """SWIR1 / NIR / green composite (water dark blue), stretched per band, at most max_side px."""
-    with rasterio.open(scene_path) as src:
-        scale = max(src.width, src.height) / max_side
-        shape = (max(1, round(src.height / max(scale, 1))), max(1, round(src.width / max(scale, 1))))
-        data = src.read([5, 4, 2], out_shape=(3, *shape), resampling=Resampling.average).astype(np.float32)
+def false_colour(scene_path, max_side: int = 400, scene_options=None) -> np.ndarray:
+    """SWIR1 / NIR / green composite (water dark blue), stretched per band, at most max_side px.
+    ``scene_path`` is any scene source; its B11, B08 and B03 are found as predict finds them."""
+    from .sources import SceneOptions, open_scene
+
+    scene = open_scene(scene_path, scene_options or SceneOptions())
+    scale = max(scene.width, scene.height) / max_side
+    shape = (max(1, round(scene.height / max(scale, 1))), max(1, round(scene.width / max(scale, 1))))
+    window = rasterio.windows.Window(scene.origin[1], scene.origin[0], scene.width, scene.height)
+    with rasterio.open(scene.dataset) as src:
+        data = src.read([scene.indexes[i] for i in (4, 3, 1)], out_shape=(3, *shape), window=window,
+                        resampling=Resampling.average).astype(np.float32)
     valid = (data > 0).any(axis=0)
     out = np.zeros((*shape, 3), np.float32)
     for i in range(3):
@@ -59,7 +66,7 @@ def _mask_preview(path, shape) -> np.ndarray:
         return binarise(raw, src.nodata)
 
 
-def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predictions_dir) -> None:
+def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predictions_dir, scene_options=None) -> None:
     """A PNG: one row per image; scene in false colour, reference, then each model's prediction."""
     import matplotlib
 
@@ -72,7 +79,7 @@ def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predict
     ncols = 2 + len(results)
     fig, axes = plt.subplots(len(pairs), ncols, figsize=(3 * ncols, 3 * len(pairs)), squeeze=False)
     for i, pair in enumerate(pairs):
-        rgb = false_colour(pair.image)
+        rgb = false_colour(pair.image, scene_options=scene_options)
         shape = rgb.shape[:2]
         panels = [("scene (SWIR/NIR/green)", rgb), ("reference", _mask_preview(pair.mask, shape))]
         for r in results:

@@ -28,7 +28,8 @@ from rasterio.windows import Window
 
 from .errors import S2S2NetError
 from .grid import SCALE_FACTOR
-from .predict import Predictor, SceneResult, mask_profile, valid_rows
+from .bands import SceneReader
+from .predict import Predictor, SceneResult, mask_profile, new_stats, valid_rows
 
 STITCH_ROWS = 512  # 2 m rows copied at a time
 
@@ -94,7 +95,7 @@ def predict_scene_shared(predictor: Predictor, scene_path, output_path,
                                     gather=True)
         if band_stats is None or rank != 0:
             return None
-        stats = {key: sum(s[key] for s in band_stats) for key in ("water", "nodata", "tiles")}
+        stats = {key: sum(s[key] for s in band_stats) for key in new_stats()}
         predictor.write_output(scene, output_path, lambda dst: stitch(predictor, scene, parts, bands, dst, stats))
         return predictor.result(scene, output_path, stats, warnings, start)
     finally:
@@ -109,10 +110,10 @@ def predict_band(predictor: Predictor, scene, parts: Path, rank: int, bands, on_
     H2 = scene.height * f
     top_seam = (f * (first * T - O), min(f * (first * T + O), H2)) if first > 0 else (0, 0)
     part_top, part_bottom = _part_rows(first, last, len_rows=predictor.tile_rows(scene), T=T, O=O, H2=H2)
-    stats = {"water": 0, "nodata": 0, "tiles": 0}
+    stats = new_stats()
     top_share = np.zeros((top_seam[1] - top_seam[0], scene.width * f), dtype=np.float32)
     profile = _part_profile(scene, part_top, part_bottom)
-    with rasterio.open(scene.path) as src, rasterio.open(parts / f"rank{rank}.tif", "w", **profile) as part:
+    with SceneReader(scene) as reader, rasterio.open(parts / f"rank{rank}.tif", "w", **profile) as part:
         def emit(row0: int, prob: np.ndarray, valid_10m: np.ndarray) -> None:
             n_seam = int(np.clip(top_seam[1] - row0, 0, len(prob)))
             if n_seam:
@@ -122,7 +123,7 @@ def predict_band(predictor: Predictor, scene, parts: Path, rank: int, bands, on_
                 predictor.write_rows(part, prob[n_seam:], row, valid_10m[row // f - row0 // f:], stats,
                                      dst_row0=row - part_top)
 
-        bottom_share = predictor.run_rows(src, scene, first, last, emit, stats, on_tile)
+        bottom_share = predictor.run_rows(reader, first, last, emit, stats, on_tile)
     if first > 0:
         np.save(parts / f"rank{rank}.top.npy", top_share)
     if last < predictor.tile_rows(scene):
@@ -149,7 +150,7 @@ def stitch(predictor: Predictor, scene, parts: Path, bands, dst, stats: dict) ->
     """Write each band's part, and the two shares of each seam summed, into ``dst``."""
     f, T = SCALE_FACTOR, predictor.options.tile_size
     n_rows, H2, W2 = predictor.tile_rows(scene), scene.height * f, scene.width * f
-    with rasterio.open(scene.path) as src:
+    with SceneReader(scene) as reader:
         for k, (first, last) in enumerate(bands):
             if first > 0:
                 above = np.load(parts / f"rank{k - 1}.bottom.npy", mmap_mode="r")
@@ -158,7 +159,7 @@ def stitch(predictor: Predictor, scene, parts: Path, bands, dst, stats: dict) ->
                 for r in range(0, len(below), STITCH_ROWS):
                     prob = np.asarray(above[r: r + STITCH_ROWS]) + np.asarray(below[r: r + STITCH_ROWS])
                     row0 = seam0 + r
-                    valid = valid_rows(src, scene, row0 // f, (row0 + len(prob) - 1) // f + 1)
+                    valid = valid_rows(reader, row0 // f, (row0 + len(prob) - 1) // f + 1)
                     predictor.write_rows(dst, prob, row0, valid, stats)
             top, bottom = _part_rows(first, last, n_rows, T, predictor.options.overlap, H2)
             if bottom > top:

@@ -4,8 +4,9 @@ import rasterio
 from affine import Affine
 from rasterio.windows import Window
 
-from s2s2net_cli.bands import BandSpec, band_order_warnings, open_scene, read_scene, read_window, valid_mask
+from s2s2net_cli.bands import BandSpec, SceneReader, band_order_warnings, read_scene, valid_mask
 from s2s2net_cli.errors import InputError
+from s2s2net_cli.sources import SceneOptions, open_scene
 
 from .conftest import write_raster
 
@@ -25,7 +26,7 @@ def test_bad_scenes_get_one_clear_error(tmp_path, scene_factory):
     with pytest.raises(InputError, match="dtype uint8"):
         open_scene(u8)
     with pytest.raises(InputError, match="band index 9 does not exist"):
-        open_scene(scene_factory(), indexes=(1, 2, 3, 4, 5, 9))
+        open_scene(scene_factory(), SceneOptions(bands=(1, 2, 3, 4, 5, 9)))
 
 
 def test_band_indexes_pick_and_reorder(tmp_path):
@@ -45,9 +46,10 @@ def test_nodata_nan_and_all_zero_pixels_are_invalid_and_filled_with_the_mean():
     valid = valid_mask(raw, -9999)
     assert valid.tolist() == [[False, False, False], [True, True, True], [True, True, True]]
     spec = BandSpec()
-    from s2s2net_cli.bands import normalise, to_reflectance
+    from s2s2net_cli.bands import Scene, normalise
 
-    norm = normalise(to_reflectance(raw, spec.scale), valid, spec)
+    scene = Scene("x.tif", None, None, 3, 3, "float32", 6, (1, 2, 3, 4, 5, 6), -9999)
+    norm = normalise(scene.reflectance(raw), valid, spec)
     assert np.isfinite(norm).all() and (norm[:, 0] == 0).all()
 
 
@@ -56,7 +58,9 @@ def test_windows_past_the_edge_are_reflected(scene_factory):
     scene = open_scene(path)
     with rasterio.open(path) as src:
         full = src.read()
-        tile = read_window(src, scene, Window(-3, -2, 18, 16))
+    with SceneReader(scene) as reader:
+        tile, valid, keep = reader.read(Window(-3, -2, 18, 16))
+    assert valid.shape == keep.shape == (16, 18) and (valid == keep).all()
     assert tile.shape == (6, 16, 18)
     assert np.array_equal(tile[:, 2:12, 3:15], full)
     assert np.array_equal(tile[:, 1, 3:15], full[:, 1])  # row -1 mirrors row 1

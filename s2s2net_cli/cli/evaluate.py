@@ -12,8 +12,8 @@ from ..baselines import BASELINES
 from ..evaluate import evaluate as run_evaluation, make_models
 from ..io import check_output
 from ..predict import PredictOptions
-from .options import (bands_option, device_option, json_option, manifest_option, nodata_option, overwrite_option,
-                      pair_option, require_pairs)
+from .options import (bands_option, device_option, json_option, keep_clouds_option, manifest_option, mask_option,
+                      nodata_option, offset_option, overwrite_option, pair_option, require_pairs)
 from .render import stderr, summary_table
 
 SCORE_COLUMNS = ("f1", "iou", "precision", "recall")
@@ -25,12 +25,14 @@ def _fmt(value) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
-def _run(ctx, weights, baselines, pairs, manifest, nodata, bands, device, tile_size, save_predictions, overwrite, plot=None):
+def _run(ctx, weights, baselines, pairs, manifest, nodata, bands, offset, keep_clouds, mask, device, tile_size,
+         save_predictions, overwrite, plot=None, threshold=0.5):
     pair_list = require_pairs(ctx, pairs, manifest)
     for target in (plot,):
         if target:
             check_output(target, overwrite)
     options = PredictOptions(tile_size=tile_size, overlap=min(64, tile_size // 4), device=device, bands=bands,
+                             offset=offset, keep_clouds=keep_clouds, mask=mask, threshold=threshold,
                              overwrite=overwrite or save_predictions is None)
     models = make_models(list(weights), list(baselines), options)
     quiet = ctx.obj.get("quiet")
@@ -41,7 +43,8 @@ def _run(ctx, weights, baselines, pairs, manifest, nodata, bands, device, tile_s
             if not quiet:
                 stderr.print(f"[dim]{pair_id}: {model_name}[/]")
 
-        results = run_evaluation(models, pair_list, predictions, nodata, on_progress=progress)
+        results = run_evaluation(models, pair_list, predictions, nodata, on_progress=progress,
+                                 scene_options=options.scene_options())
         if not save_predictions:
             for r in results:
                 for img in r.images:
@@ -49,7 +52,7 @@ def _run(ctx, weights, baselines, pairs, manifest, nodata, bands, device, tile_s
         if plot:
             from ..report import plot_comparison
 
-            plot_comparison(plot, pair_list, results, predictions)
+            plot_comparison(plot, pair_list, results, predictions, scene_options=options.scene_options())
     return pair_list, results
 
 
@@ -58,7 +61,8 @@ def _image_rows(result) -> list[list[str]]:
 
 
 common_options = [
-    pair_option, manifest_option, nodata_option, bands_option, device_option,
+    pair_option, manifest_option, nodata_option, bands_option, offset_option, keep_clouds_option, mask_option,
+    device_option,
     click.option("--tile-size", type=click.IntRange(32), default=512, show_default=True, help="Tile side for the network."),
     click.option("--save-predictions", type=click.Path(file_okay=False), default=None, help="Keep each 2 m prediction here as a GeoTIFF."),
     overwrite_option, json_option,
@@ -77,8 +81,8 @@ def with_common(f):
 @click.option("--threshold", type=click.FloatRange(0, 1), default=0.5, show_default=True, help="Water probability threshold.")
 @with_common
 @click.pass_context
-def evaluate(ctx, weights, baseline, threshold, pairs, manifest, nodata, bands, device, tile_size, save_predictions,
-             overwrite, as_json):
+def evaluate(ctx, weights, baseline, threshold, pairs, manifest, nodata, bands, offset, keep_clouds, mask, device,
+             tile_size, save_predictions, overwrite, as_json):
     """Score one model (or baseline) against reference masks.
 
     Pixels that are nodata in the reference or the image are left out; the pooled scores over
@@ -90,11 +94,12 @@ def evaluate(ctx, weights, baseline, threshold, pairs, manifest, nodata, bands, 
       s2s2net evaluate --manifest chips/test_manifest.csv
       s2s2net evaluate --weights run/best.safetensors --pair s2.tif label_10m.tif --json
       s2s2net evaluate --baseline mndwi-otsu --pair s2.tif label.tif --nodata -1
+      s2s2net evaluate --pair S2A_MSIL2A_20230607T024541_N0509_R132_T51RUQ.SAFE.zip label.tif --json
     """
     if weights and baseline:
         raise click.BadParameter("give --weights or --baseline, not both", ctx, param_hint="'--baseline'")
     _, results = _run(ctx, [weights] if weights else [], [baseline] if baseline else [], pairs, manifest, nodata, bands,
-                      device, tile_size, save_predictions, overwrite)
+                      offset, keep_clouds, mask, device, tile_size, save_predictions, overwrite, threshold=threshold)
     result = results[0]
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
@@ -110,8 +115,8 @@ def evaluate(ctx, weights, baseline, threshold, pairs, manifest, nodata, bands, 
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write a PNG: scene, reference and each prediction.")
 @with_common
 @click.pass_context
-def compare(ctx, weights, baselines, csv_path, plot, pairs, manifest, nodata, bands, device, tile_size, save_predictions,
-            overwrite, as_json):
+def compare(ctx, weights, baselines, csv_path, plot, pairs, manifest, nodata, bands, offset, keep_clouds, mask, device,
+            tile_size, save_predictions, overwrite, as_json):
     """Compare models and baselines on the same images and the same pixels.
 
     With neither --weights nor --baseline: the bundled model against every baseline.
@@ -127,8 +132,8 @@ def compare(ctx, weights, baselines, csv_path, plot, pairs, manifest, nodata, ba
         from ..predict import default_weights
 
         weights, baselines = (default_weights(),), BASELINES
-    _, results = _run(ctx, weights, baselines, pairs, manifest, nodata, bands, device, tile_size, save_predictions,
-                      overwrite, plot)
+    _, results = _run(ctx, weights, baselines, pairs, manifest, nodata, bands, offset, keep_clouds, mask, device,
+                      tile_size, save_predictions, overwrite, plot)
     if as_json:
         click.echo(json.dumps({"rows": [{"model": r.model, **r.to_dict()["overall"], "images": r.images} for r in results]}, indent=2))
     if csv_path:

@@ -69,3 +69,37 @@ def require_pairs(ctx, pairs, manifest):
     if not pairs and not manifest:
         raise click.UsageError("give --pair IMAGE MASK or --manifest FILE", ctx)
     return pairs_from_options(list(pairs), manifest)
+
+
+# -- where a scene comes from and which of its pixels count (predict, evaluate, compare, chip) --
+
+offset_option = click.option("--offset", type=float, default=0.0, show_default=True,
+                             help="Added to a stack's DNs before dividing by --scale: -1000 for stacks made from "
+                                  "products of processing baseline 04.00 on (2022+). Products and STAC items "
+                                  "take theirs from their metadata.")
+keep_clouds_option = click.option("--keep-clouds", is_flag=True,
+                                  help="Keep L2A pixels classed cloud, cloud shadow, cirrus, snow or defective "
+                                       "(SCL 1, 3, 8, 9, 10, 11); by default they are nodata and left out of scores.")
+mask_option = click.option("--mask", "mask", type=click.Path(dir_okay=False, exists=True), default=None,
+                           help="Raster on any grid whose nonzero pixels are left out (nodata in outputs, not scored).")
+
+
+def _parse_bbox(ctx, param, value):
+    if value is None:
+        return None
+    from ..aoi import check_bbox
+
+    try:
+        numbers = [float(v) for v in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not four numbers W,S,E,N", ctx, param) from None
+    try:
+        return check_bbox(numbers)
+    except ValueError as exc:
+        raise click.BadParameter(f"{value!r}: {exc}", ctx, param) from None
+
+
+bbox_option = click.option("--bbox", callback=_parse_bbox, metavar="W,S,E,N",
+                           help="Area of interest in longitude/latitude (WGS 84); only the windows covering it are read.")
+aoi_option = click.option("--aoi", type=click.Path(dir_okay=False, exists=True), default=None,
+                          help="Area of interest: any vector file geopandas reads, any CRS; outside its polygons is nodata.")

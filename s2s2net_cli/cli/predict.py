@@ -8,11 +8,13 @@ from pathlib import Path
 
 import click
 
+from ..bands import source_name, source_stem
 from ..errors import S2S2NetError
 from ..io import check_output
 from ..predict import Predictor, PredictOptions, default_weights
 from ..shared_scene import close_process_group, launcher_world, predict_scene_shared, process_group
-from .options import bands_option, creation_options, device_option, json_option, overwrite_option, precision_option
+from .options import (aoi_option, bands_option, bbox_option, creation_options, device_option, json_option, keep_clouds_option,
+                      mask_option, offset_option, overwrite_option, precision_option)
 from .render import progress_bar
 
 log = logging.getLogger("s2s2net")
@@ -20,7 +22,7 @@ VECTOR_SUFFIXES = {".gpkg", ".geojson", ".json", ".shp", ".fgb"}
 
 
 @click.command()
-@click.argument("scenes", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("scenes", nargs=-1, required=True, metavar="SCENE...")
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path),
               help="Output GeoTIFF (one scene) or folder (several scenes: <stem>_water.tif each).")
 @click.option("--weights", type=click.Path(dir_okay=False, path_type=Path), help="Weights file (default: the bundled model).")
@@ -31,7 +33,12 @@ VECTOR_SUFFIXES = {".gpkg", ".geojson", ".json", ".shp", ".fgb"}
 @precision_option
 @bands_option
 @click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Divisor from digital numbers to reflectance (default: the model's, 10000).")
+              help="Divisor from a stack's digital numbers to reflectance (default: the model's, 10000).")
+@offset_option
+@keep_clouds_option
+@mask_option
+@bbox_option
+@aoi_option
 @click.option("--probability", is_flag=True, help="Write water probability as uint8 0-100 instead of a 0/1 mask.")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=0.5, show_default=True, help="Probability above which a pixel is water.")
 @click.option("--cog", is_flag=True, help="Write a Cloud Optimized GeoTIFF with overviews (mode resampling).")
@@ -41,16 +48,22 @@ VECTOR_SUFFIXES = {".gpkg", ".geojson", ".json", ".shp", ".fgb"}
 @overwrite_option
 @json_option
 @click.pass_context
-def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device, precision, bands, scale, probability,
-            threshold, cog, vector, creation_options, overwrite, as_json):
+def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device, precision, bands, scale, offset,
+            keep_clouds, mask, bbox, aoi, probability, threshold, cog, vector, creation_options, overwrite, as_json):
     """Map water at 2 m in one or more Sentinel-2 scenes.
 
-    The output has the scene's CRS, its transform times Affine.scale(1/5) and exactly 5x its
-    width and height: 0 land, 1 water, 255 nodata.
+    SCENE is a 6-band GeoTIFF/VRT stack (B02, B03, B04, B08, B11, B12), a Sentinel-2 L1C or
+    L2A product (.SAFE folder, its MTD_MSIL*.xml, or the .zip), or a STAC item (.json or
+    URL). The output has the scene's CRS, its transform times Affine.scale(1/5) and exactly
+    5x its width and height (with --bbox/--aoi: of the window covering the area): 0 land,
+    1 water, 255 nodata (also L2A clouds, --mask and outside the AOI).
 
     \b
     Examples:
       s2s2net predict scene.tif -o water.tif
+      s2s2net predict S2B_MSIL2A_20230823T095559_N0509_R122_T34UCF_20230823T124759.SAFE.zip -o water.tif
+      s2s2net predict item.json -o lake.tif --bbox 8.52,47.20,8.60,47.26
+      s2s2net predict stack_2023.tif -o water.tif --offset -1000
       s2s2net predict a.tif b.tif -o masks/ --tile-size 256 --json
       s2s2net predict stack.tif -o water.tif --bands 2,3,4,8,11,12 --cog --vector water.gpkg
       deepspeed --num_gpus 4 --module s2s2net_cli predict tile.tif -o water.tif
@@ -60,6 +73,8 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
     """
     if overlap > tile_size:
         raise click.BadParameter(f"overlap {overlap} is larger than the tile size {tile_size}", ctx, param_hint="'--overlap'")
+    if bbox and aoi:
+        raise click.BadParameter("give --bbox or --aoi, not both", ctx, param_hint="'--aoi'")
     if vector and len(scenes) > 1:
         raise click.BadParameter("--vector takes one scene", ctx, param_hint="'--vector'")
     if vector:
@@ -68,14 +83,15 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
                                      param_hint="'--vector'")
         check_output(vector, overwrite)
     options = PredictOptions(tile_size=tile_size, overlap=overlap, batch_size=batch_size, device=device,
-                             precision=precision, bands=bands, scale=scale, probability=probability,
+                             precision=precision, bands=bands, scale=scale, offset=offset, keep_clouds=keep_clouds,
+                             mask=mask, bbox=bbox, aoi=aoi, probability=probability,
                              threshold=threshold, cog=cog, creation_options=creation_options, overwrite=overwrite)
     predictor = Predictor(weights or default_weights(), options)
     if len(scenes) == 1:
         targets = [(scenes[0], output)]
     else:
         output.mkdir(parents=True, exist_ok=True)
-        targets = [(s, output / f"{s.stem}_water.tif") for s in scenes]
+        targets = [(s, output / f"{source_stem(s)}_water.tif") for s in scenes]
     rank, world = launcher_world()
     if world > 1:
         process_group()
@@ -84,7 +100,7 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
     results, failures = [], []
     for scene, target in (targets if share_one else targets[rank::world]):
         try:
-            with progress_bar(f"{scene.name}", quiet=quiet, km2_per_step=(tile_size * 0.01) ** 2) as on_tile:
+            with progress_bar(source_name(scene), quiet=quiet, km2_per_step=(tile_size * 0.01) ** 2) as on_tile:
                 if share_one:
                     result = predict_scene_shared(predictor, scene, target, on_tile=on_tile)
                 else:
@@ -111,7 +127,8 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
         click.echo(json.dumps({"scenes": results, "failures": failures}, indent=2))
     elif not ctx.obj.get("quiet"):
         for r in results:
-            click.echo(f"{r['output']}: {r['water_km2']:.3f} km2 water, {r['nodata_fraction']:.1%} nodata, "
+            masked = f" ({r['masked_fraction']:.1%} left out: clouds, --mask, outside the AOI)" if r["masked_fraction"] else ""
+            click.echo(f"{r['output']}: {r['water_km2']:.3f} km2 water, {r['nodata_fraction']:.1%} nodata{masked}, "
                        f"{r['seconds']:.1f} s", err=True)
     if failures:
         ctx.exit(1)
