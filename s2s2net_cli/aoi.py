@@ -1,7 +1,8 @@
 """An area of interest: a longitude/latitude box or the polygons of a vector file.
 
 The scene is cut to the AOI's bounding window on its own grid (so the output stays on the
-exact 5x sub-grid and only the windows that cover the AOI are read); pixels outside the
+exact 5x sub-grid and only the windows that cover the AOI are read), its top-left corner
+moved out to a multiple of 32 pixels (320 m) of the scene's grid; pixels outside the
 polygons are left out (nodata in outputs). Tiles at the window's edge still see the real
 pixels beyond it as context.
 """
@@ -15,6 +16,7 @@ from affine import Affine
 
 from .bands import Scene
 from .errors import InputError, describe
+from .grid import PAD_MULTIPLE
 
 
 def check_bbox(bbox) -> tuple[float, float, float, float]:
@@ -65,8 +67,11 @@ def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
     inverse = ~scene.dataset_transform
     cols, rows = zip(*(inverse * xy for xy in ((left, top), (right, bottom), (left, bottom), (right, top))))
     H, W = scene.dataset_shape
-    col0, col1 = max(math.floor(min(cols)), 0), min(math.ceil(max(cols)), W)
-    row0, row1 = max(math.floor(min(rows)), 0), min(math.ceil(max(rows)), H)
+    # the window's corner snaps outward to a multiple of PAD_MULTIPLE pixels, so the network
+    # meets the pixels at the same phase of its strides as in the whole scene
+    col0 = max(math.floor(min(cols) / PAD_MULTIPLE) * PAD_MULTIPLE, 0)
+    row0 = max(math.floor(min(rows) / PAD_MULTIPLE) * PAD_MULTIPLE, 0)
+    col1, row1 = min(math.ceil(max(cols)), W), min(math.ceil(max(rows)), H)
     if col1 <= col0 or row1 <= row0 or not all(math.isfinite(v) for v in (left, bottom, right, top)):
         raise InputError(describe(label, f"AOI does not overlap the scene {scene.name}"))
     transform = scene.dataset_transform * Affine.translation(col0, row0)

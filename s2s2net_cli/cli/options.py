@@ -55,8 +55,8 @@ precision_option = click.option("--precision", type=click.Choice(["auto", "32", 
                                 show_default=True, help="Mixed precision on GPUs when auto; fp32 on the CPU.")
 
 
-pair_option = click.option("--pair", "pairs", nargs=2, multiple=True, type=click.Path(dir_okay=False),
-                           metavar="IMAGE MASK", help="A scene and its mask (repeatable).")
+pair_option = click.option("--pair", "pairs", nargs=2, multiple=True, type=str, metavar="SCENE MASK",
+                           help="A scene (stack, product, STAC item) and its mask (repeatable).")
 manifest_option = click.option("--manifest", type=click.Path(dir_okay=False),
                                help="CSV with columns image,mask (optional id, split); paths relative to the file.")
 nodata_option = click.option("--nodata", type=float, default=None, help="Mask value that means nodata (besides NaN and the file's nodata).")
