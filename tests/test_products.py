@@ -291,3 +291,24 @@ def test_bad_products_items_and_areas_get_one_line_and_leave_nothing(tmp_path, c
         assert len(r.stderr.strip().splitlines()) == (1 if code == 1 else r.stderr.count("\n")), r.stderr
         assert "Traceback" not in r.output and not out.exists()
         assert not (out.parent.exists() and any(out.parent.iterdir()))
+
+
+def test_a_dataarray_in_a_notebook_gives_the_stacks_mask_on_the_5x_grid(tmp_path, crop, stack):
+    import rioxarray
+    import xarray as xr
+
+    from s2s2net_cli.dataarray import predict_dataarray
+
+    expected, profile, _ = predict(stack, tmp_path / "e.tif")
+    names = ["blue", "green", "red", "nir", "swir16", "swir22"]
+    da = rioxarray.open_rasterio(stack).assign_coords(band=names)
+    da = xr.concat([da.sel(band=["red"]).assign_coords(band=["rededge"]), da], dim="band")  # an extra band first
+    water = predict_dataarray(da, tile_size=SIZE, overlap=16)
+    assert water.dims == ("y", "x") and water.shape == (5 * SIZE, 5 * SIZE)
+    assert water.rio.crs == crop[2] and water.rio.transform() == profile["transform"]
+    assert np.array_equal(water.values, expected)
+    shifted = (rioxarray.open_rasterio(stack) + 1000).where(rioxarray.open_rasterio(stack) > 0, 0)
+    assert np.array_equal(predict_dataarray(shifted.astype("uint16"), offset=-1000, tile_size=SIZE, overlap=16).values,
+                          expected)
+    with pytest.raises(InputError, match="no band B12"):
+        predict_dataarray(da.sel(band=names[:5]))
