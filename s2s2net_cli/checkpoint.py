@@ -36,6 +36,11 @@ class WeightsCard:
     tile_size: int = 512
     training: dict = field(default_factory=dict)
     version: str = __version__
+    threshold: float = 0.5  # the water probability threshold the model was calibrated for
+
+    def __post_init__(self):
+        if not 0 <= self.threshold <= 1:
+            raise ValueError(f"threshold {self.threshold} is not in 0-1")
 
     def to_dict(self) -> dict:
         return {
@@ -45,6 +50,7 @@ class WeightsCard:
             "tile_size": self.tile_size,
             "training": self.training,
             "version": self.version,
+            "threshold": self.threshold,
         }
 
     @classmethod
@@ -55,6 +61,7 @@ class WeightsCard:
             tile_size=int(data.get("tile_size", 512)),
             training=dict(data.get("training") or {}),
             version=str(data.get("version", "unknown")),
+            threshold=float(data.get("threshold", 0.5)),
         )
         if len(card.bands.names) != card.model.in_channels:
             raise ValueError(f"{len(card.bands.names)} bands named for a model of {card.model.in_channels} input channels")
@@ -145,10 +152,14 @@ def _kind_hint(head: bytes) -> str:
     return ""
 
 
-def annotate_weights(src, dst, training_notes: dict) -> Path:
-    """Copy weights from ``src`` to ``dst`` with ``training_notes`` added to the card."""
+def annotate_weights(src, dst, training_notes: dict, threshold: float | None = None) -> Path:
+    """Copy weights from ``src`` to ``dst`` with ``training_notes`` added to the card (and its
+    calibrated ``threshold`` set)."""
     state, card = load_weights(src)
     card.training = {**card.training, **training_notes}
+    if threshold is not None:
+        card.threshold = float(threshold)
+        card.__post_init__()
     return save_weights(dst, state, card)
 
 
@@ -161,6 +172,7 @@ if __name__ == "__main__":  # python -m s2s2net_cli.checkpoint annotate SRC DST 
     ann.add_argument("src")
     ann.add_argument("dst")
     ann.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ann.add_argument("--threshold", type=float, default=None, help="the calibrated water probability threshold")
     args = parser.parse_args()
     notes = dict(item.split("=", 1) for item in args.set)
-    annotate_weights(args.src, args.dst, notes)
+    annotate_weights(args.src, args.dst, notes, args.threshold)

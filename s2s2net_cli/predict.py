@@ -52,7 +52,7 @@ class PredictOptions:
     bbox: tuple[float, float, float, float] | None = None
     aoi: str | None = None
     probability: bool = False
-    threshold: float = 0.5
+    threshold: float | None = None  # None: the model's calibrated threshold (its card's)
     cog: bool = False
     creation_options: dict = field(default_factory=dict)
     overwrite: bool = False
@@ -65,7 +65,7 @@ class PredictOptions:
     def __post_init__(self):
         if self.tile_size < 1 or self.overlap < 0:
             raise ValueError("tile size must be positive and overlap not negative")
-        if not 0 <= self.threshold <= 1:
+        if self.threshold is not None and not 0 <= self.threshold <= 1:
             raise ValueError("threshold must lie in 0-1")
 
 
@@ -127,6 +127,7 @@ class Predictor:
         self.amp = autocast_dtype(self.options.precision, self.device)
         self.spec = self.card.bands
         self.scene_options = self.options.scene_options(self.spec.scale)
+        self.threshold = self.card.threshold if self.options.threshold is None else self.options.threshold
 
     @property
     def model_name(self) -> str:
@@ -211,7 +212,7 @@ class Predictor:
     def _tags(self, scene) -> dict:
         return {
             "s2s2net_version": __version__, "model": self.model_name,
-            "model_version": self.card.version, "threshold": str(self.options.threshold),
+            "model_version": self.card.version, "threshold": str(self.threshold),
             "values": "probability percent 0-100, 255 nodata" if self.options.probability else "0 land, 1 water, 255 nodata",
             "source_scene": scene.name, "source_kind": scene.kind, "bands": ",".join(map(str, scene.indexes)),
             "scale": f"{scene.scale:g}", "offset": ",".join(f"{v:g}" for v in scene.offset),
@@ -289,9 +290,9 @@ class Predictor:
         valid = np.repeat(valid_10m[rows_10m], f, axis=1)
         if self.options.probability:
             out = np.clip(np.rint(prob * 100), 0, 100).astype(np.uint8)
-            stats["water"] += int((prob[valid] >= self.options.threshold).sum())
+            stats["water"] += int((prob[valid] >= self.threshold).sum())
         else:
-            out = (prob >= self.options.threshold).astype(np.uint8)
+            out = (prob >= self.threshold).astype(np.uint8)
             stats["water"] += int(out[valid].sum())
         out[~valid] = NODATA
         stats["nodata"] += int((~valid).sum())

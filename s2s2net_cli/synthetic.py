@@ -48,10 +48,16 @@ SPECTRA = {
     "burnt": (0.030, 0.040, 0.050, 0.090, 0.150, 0.140),
     "sand": (0.150, 0.180, 0.210, 0.260, 0.330, 0.270),
     "marsh": (0.030, 0.055, 0.045, 0.180, 0.110, 0.060),
+    # what real floods and coasts add (measured on real scenes the model missed)
+    "flood_water": (0.105, 0.108, 0.104, 0.105, 0.060, 0.035),  # muddy, shallow, over fields: NIR as high as green
+    "flooded_vegetation": (0.050, 0.070, 0.055, 0.140, 0.060, 0.030),  # plants standing in water: low SWIR
+    "glint_water": (0.120, 0.115, 0.105, 0.090, 0.070, 0.060),  # sun glint on waves
+    "tidal_flat": (0.075, 0.095, 0.105, 0.140, 0.110, 0.075),  # wet mud and sand left by the tide: land
 }
 CLASSES = tuple(SPECTRA)
 CLASS = {name: i for i, name in enumerate(CLASSES)}
-WATER_CLASSES = (CLASS["clear_water"], CLASS["turbid_water"], CLASS["shallow_water"], CLASS["dark_water"])
+WATER_CLASSES = (CLASS["clear_water"], CLASS["turbid_water"], CLASS["shallow_water"], CLASS["dark_water"],
+                 CLASS["flood_water"], CLASS["flooded_vegetation"], CLASS["glint_water"])
 # Path radiance added by the atmosphere (reflectance units), for L1C-like scenes.
 TOA_OFFSET = np.array([0.070, 0.050, 0.035, 0.020, 0.006, 0.003], dtype=np.float32)
 # Share of each band's illumination that is diffuse skylight, all that reaches a shadow.
@@ -149,16 +155,25 @@ def draw_landscape(H: int, W: int, rng: np.random.Generator) -> np.ndarray:
 
     water, shores = [], []
     water_types = [CLASS["clear_water"], CLASS["turbid_water"], CLASS["shallow_water"], CLASS["dark_water"]]
-    if rng.random() < 0.2:  # a coastline
+    if rng.random() < 0.2:  # a coastline, with a beach or tidal flats, and sometimes sun glint
         coast = _coast(H, W, rng)
-        shores.append((coast.buffer(rng.uniform(3, 15)), CLASS["sand"]))
-        water.append((coast, water_types[rng.integers(0, 2)]))
+        if rng.random() < 0.4:
+            shores.append((coast.buffer(rng.uniform(10, 60)), CLASS["tidal_flat"]))
+        else:
+            shores.append((coast.buffer(rng.uniform(3, 15)), CLASS["sand"]))
+        sea = [CLASS["clear_water"], CLASS["turbid_water"], CLASS["glint_water"]][rng.choice([0, 1, 1, 2])]
+        water.append((coast, sea))
+        if rng.random() < 0.5:
+            water.extend(_harbour(H, W, rng, near=coast))
     n_rivers = rng.choice([0, 1, 1, 2])
     for _ in range(n_rivers):
         line = _meander(H, W, rng)
         width_px = np.exp(rng.uniform(np.log(2), np.log(40)))  # 4 to 80 m
         kind = water_types[rng.choice([0, 1, 1, 2, 3])]
-        water.append((line.buffer(width_px / 2, cap_style="flat"), kind))
+        channel = line.buffer(width_px / 2, cap_style="flat")
+        if rng.random() < 0.4:  # banks of mud or sand
+            shores.append((channel.buffer(rng.uniform(1, 4)), CLASS[["wet_soil", "sand", "tidal_flat"][rng.integers(0, 3)]]))
+        water.append((channel, kind))
         for _ in range(rng.poisson(1.5)):
             start = line.interpolate(rng.uniform(0.1, 0.9), normalized=True)
             trib = _meander(H, W, rng, start=(start.x, start.y), length=rng.uniform(0.2, 0.8) * max(H, W))
@@ -174,9 +189,51 @@ def draw_landscape(H: int, W: int, rng: np.random.Generator) -> np.ndarray:
         if radius > 10 and rng.random() < 0.5:
             shores.append((lake.buffer(rng.uniform(2, 8)), CLASS["marsh"]))
         water.append((lake, water_types[rng.integers(0, 4)]))
+    if rng.random() < 0.1:  # a harbour basin on a lake or river bank
+        water.extend(_harbour(H, W, rng))
     _burn(classes, shores)
-    _burn(classes, [(g.intersection(bounds), v) for g, v in water])
+    _burn(classes, [(g.intersection(bounds), v) for g, v in water if v is not None])
+    _burn(classes, [(g.intersection(bounds), CLASS["urban"]) for g, v in water if v is None])  # piers
+    if rng.random() < 0.15:
+        _flood(classes, rng)
     return classes
+
+
+def _flood(classes: np.ndarray, rng: np.random.Generator) -> None:
+    """Muddy flood water over the low-lying fields of a smooth extent, with flooded vegetation
+    where plants stand in it; towns and forest mostly stay dry."""
+    H, W = classes.shape
+    extent = smooth_noise(H, W, rng, scale=rng.uniform(60, 250)) > rng.uniform(-0.3, 0.9)
+    fields = np.isin(classes, [CLASS[c] for c in ("grass", "crop_green", "crop_dry", "bare_soil", "wet_soil", "marsh")])
+    flooded = extent & fields
+    plants = smooth_noise(H, W, rng, scale=rng.uniform(5, 30)) > rng.uniform(0.0, 1.2)
+    classes[flooded & ~plants] = CLASS["flood_water"] if rng.random() < 0.7 else CLASS["turbid_water"]
+    classes[flooded & plants] = CLASS["flooded_vegetation"]
+
+
+def _harbour(H: int, W: int, rng: np.random.Generator, near=None) -> list:
+    """A rectangular basin with piers (None: land) and moored boats (metal roofs) in it."""
+    cx, cy = rng.uniform(0, W), rng.uniform(0, H)
+    if near is not None and not near.is_empty:
+        p = near.boundary.interpolate(rng.uniform(0, 1), normalized=True)
+        cx, cy = p.x, p.y
+    length, width = rng.uniform(60, 250), rng.uniform(40, 150)
+    angle = rng.uniform(0, 180)
+    from shapely import affinity
+
+    basin = affinity.rotate(box(cx - length / 2, cy - width / 2, cx + length / 2, cy + width / 2), angle)
+    shapes = [(basin, CLASS["turbid_water"] if rng.random() < 0.6 else CLASS["clear_water"])]
+    spacing = rng.uniform(15, 40)
+    for x in np.arange(cx - length / 2 + spacing, cx + length / 2, spacing):
+        pier_w = rng.uniform(1.5, 5)
+        pier = box(x - pier_w / 2, cy - width / 2, x + pier_w / 2, cy - width / 2 + width * rng.uniform(0.4, 0.8))
+        shapes.append((affinity.rotate(pier, angle, origin=(cx, cy)), None))
+        for _ in range(rng.poisson(2)):
+            bx = x + rng.choice([-1, 1]) * (pier_w / 2 + rng.uniform(1.5, 4))
+            by = cy - width / 2 + rng.uniform(0.05, 0.7) * width
+            boat = _blob(bx, by, rng.uniform(1.0, 3.0), rng, 0.2)
+            shapes.append((affinity.rotate(boat, angle, origin=(cx, cy)), CLASS["metal_roof"]))
+    return shapes
 
 
 def _land_cover(H: int, W: int, rng: np.random.Generator) -> np.ndarray:
@@ -341,7 +398,7 @@ def sense(classes: np.ndarray, spectra: np.ndarray, rng: np.random.Generator, *,
         refl = (1 - alpha[None]) * refl + alpha[None] * CLOUD[:, None, None] * rng.uniform(0.8, 1.2)
     if blur:
         refl = ndimage.gaussian_filter(refl, sigma=(0, blur, blur), mode="reflect")
-    refl[4:] = _at_20m(refl[4:])
+    refl[4:] = _at_20m(refl[4:], rng)
     if noise:
         refl += rng.normal(0, noise, refl.shape).astype(np.float32)
     if level == "L1C":
@@ -382,10 +439,25 @@ def thin_cloud(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
     return (rng.uniform(0.15, 0.45) * np.clip(field - rng.uniform(-0.5, 1.0), 0, 1)).astype(np.float32)
 
 
-def _at_20m(bands: np.ndarray) -> np.ndarray:
-    """Average 2 x 2 blocks (the 20 m pixel) and copy each back to its four 10 m pixels."""
+# Share of scenes whose SWIR reached 10 m bilinearly (stacks users made) rather than by nearest
+# (products as s2s2net reads them): the model learns both.
+SWIR_BILINEAR = 0.25
+
+
+def _at_20m(bands: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
+    """Average 2 x 2 blocks (the 20 m pixel) and bring them back to 10 m: each copied to its
+    four 10 m pixels (nearest, as s2s2net reads products), or, in a share SWIR_BILINEAR of the
+    scenes, interpolated bilinearly. The 20 m grid starts at an even or odd 10 m row/column."""
     _, h, w = bands.shape
-    padded = np.pad(bands, ((0, 0), (0, h % 2), (0, w % 2)), mode="edge")
+    dy, dx = (int(rng.integers(0, 2)), int(rng.integers(0, 2))) if rng is not None else (0, 0)
+    padded = np.pad(bands, ((0, 0), (dy, (h + dy) % 2), (dx, (w + dx) % 2)), mode="edge")
     n, H2, W2 = padded.shape
     coarse = padded.reshape(n, H2 // 2, 2, W2 // 2, 2).mean(axis=(2, 4))
-    return np.repeat(np.repeat(coarse, 2, axis=1), 2, axis=2)[:, :h, :w]
+    if rng is not None and rng.random() < SWIR_BILINEAR:
+        from .baselines import bilinear_to_fine
+
+        ones = np.ones(coarse.shape[1:], dtype=bool)
+        fine = np.stack([bilinear_to_fine(b, ones, factor=2) for b in coarse])
+    else:
+        fine = np.repeat(np.repeat(coarse, 2, axis=1), 2, axis=2)
+    return fine[:, dy: dy + h, dx: dx + w]

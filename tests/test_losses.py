@@ -46,3 +46,14 @@ def test_loss_of_a_batch_is_the_mean_of_its_halves():
     loss = WaterLoss()
     halves = (loss(logits[:2], target[:2]) + loss(logits[2:], target[2:])) / 2
     assert torch.allclose(loss(logits, target), halves, atol=1e-6)
+
+
+def test_water_predicted_on_a_dry_chip_costs_dice():
+    dry = torch.zeros(2, 1, 16, 16)
+    clean = torch.full((2, 1, 16, 16), -8.0)
+    false_water = clean.clone()
+    false_water[1, :, 4:12, 4:12] = 8.0  # a 64 px false lake on the second, dry chip
+    loss = WaterLoss()
+    assert loss.parts(clean, dry)["dice"] < 0.01
+    # the second chip calls a quarter of itself water: its Dice part is 0.25, the batch's 0.125
+    assert abs(loss.parts(false_water, dry)["dice"] - 0.125) < 0.01

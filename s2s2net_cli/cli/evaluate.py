@@ -26,7 +26,7 @@ def _fmt(value) -> str:
 
 
 def _run(ctx, weights, baselines, pairs, manifest, nodata, bands, offset, keep_clouds, mask, device, tile_size,
-         save_predictions, overwrite, plot=None, threshold=0.5):
+         save_predictions, overwrite, plot=None, threshold=None):
     pair_list = require_pairs(ctx, pairs, manifest)
     for target in (plot,):
         if target:
@@ -78,7 +78,8 @@ def with_common(f):
 @click.command()
 @click.option("--weights", type=click.Path(dir_okay=False), default=None, help="Weights file (default: the bundled model).")
 @click.option("--baseline", type=click.Choice(BASELINES), default=None, help="Score a water-index baseline instead.")
-@click.option("--threshold", type=click.FloatRange(0, 1), default=0.5, show_default=True, help="Water probability threshold.")
+@click.option("--threshold", type=click.FloatRange(0, 1), default=None,
+              help="Water probability threshold (default: the model's calibrated threshold).")
 @with_common
 @click.pass_context
 def evaluate(ctx, weights, baseline, threshold, pairs, manifest, nodata, bands, offset, keep_clouds, mask, device,

@@ -40,7 +40,8 @@ VECTOR_SUFFIXES = {".gpkg", ".geojson", ".json", ".shp", ".fgb"}
 @bbox_option
 @aoi_option
 @click.option("--probability", is_flag=True, help="Write water probability as uint8 0-100 instead of a 0/1 mask.")
-@click.option("--threshold", type=click.FloatRange(0, 1), default=0.5, show_default=True, help="Probability above which a pixel is water.")
+@click.option("--threshold", type=click.FloatRange(0, 1), default=None,
+              help="Probability above which a pixel is water (default: the model's calibrated threshold).")
 @click.option("--cog", is_flag=True, help="Write a Cloud Optimized GeoTIFF with overviews (mode resampling).")
 @click.option("--vector", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write water polygons (GeoPackage or any format geopandas writes), with area.")
