@@ -1,0 +1,87 @@
+"""Choose a model's water probability threshold; print it (stdout), the table on stderr.
+
+    python scripts/calibrate_threshold.py WEIGHTS WORK_DIR [--realdata DIR]
+
+Scored on synthetic validation scenes (generator seeds 8000-8011: neither the training
+seeds 1000-1299 nor the hold-out seeds 9000-9011) at 2 m, pooled, and, when the real labelled
+Shanghai scene is there (../shared/realdata/), on it at 10 m as `s2s2net evaluate` scores it
+(the 2 m mask averaged onto the label's 10 m pixels, water from half). The threshold with the
+best mean of the two F1s is chosen (synthetic alone without Shanghai). Shanghai only chooses
+this one number; it is never trained on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import rasterio
+
+ROOT = Path(__file__).resolve().parent.parent
+THRESHOLDS = np.round(np.arange(0.10, 0.91, 0.05), 2)
+SHANGHAI = ("shanghai_esw_s2_l2a_6band_10m.tif", "shanghai_esw_water_10m.tif")
+
+
+def f1(tp, fp, fn) -> float:
+    return 2 * tp / max(2 * tp + fp + fn, 1)
+
+
+def counts_at(prob_pct: np.ndarray, truth: np.ndarray, valid: np.ndarray, factor: int = 1) -> np.ndarray:
+    """(len(THRESHOLDS), 3) tp, fp, fn of ``prob_pct`` (2 m, percent) against ``truth``; with
+    ``factor`` 5 the 2 m mask is averaged onto the 10 m truth first (water from half)."""
+    out = np.zeros((len(THRESHOLDS), 3), dtype=np.int64)
+    for k, t in enumerate(THRESHOLDS):
+        water = (prob_pct >= t * 100).astype(np.float32)
+        if factor > 1:
+            h, w = truth.shape
+            water = water.reshape(h, factor, w, factor).mean(axis=(1, 3)) >= 0.5
+        pred, ref = water.astype(bool) & valid, (truth == 1) & valid
+        out[k] = ((pred & ref).sum(), (pred & ~ref).sum(), (~pred & ref).sum())
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("weights")
+    parser.add_argument("work")
+    parser.add_argument("--realdata", default=str(ROOT.parent / "shared" / "realdata"))
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from s2s2net_cli.predict import Predictor, PredictOptions
+    from s2s2net_cli.synthetic import make_pair, write_pair
+
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    predictor = Predictor(args.weights, PredictOptions(tile_size=192, overlap=48, probability=True, overwrite=True))
+    synthetic = np.zeros((len(THRESHOLDS), 3), dtype=np.int64)
+    for seed in range(8000, 8012):
+        pair = make_pair(192, seed=seed)
+        scene, mask = work / f"val_{seed}_scene.tif", work / f"val_{seed}_mask.tif"
+        write_pair(pair, scene, mask)
+        predictor.predict_scene(scene, work / f"val_{seed}_prob.tif")
+        with rasterio.open(work / f"val_{seed}_prob.tif") as src:
+            prob = src.read(1)
+        synthetic += counts_at(prob, np.nan_to_num(pair.mask, nan=0), ~np.isnan(pair.mask) & (prob != 255))
+    scores = {"synthetic": [f1(*c) for c in synthetic]}
+    image, label = (Path(args.realdata) / name for name in SHANGHAI)
+    if image.exists() and label.exists():
+        real = Predictor(args.weights, PredictOptions(probability=True, overwrite=True))
+        real.predict_scene(image, work / "shanghai_prob.tif")
+        with rasterio.open(work / "shanghai_prob.tif") as src, rasterio.open(label) as lab:
+            prob, truth = src.read(1), lab.read(1)
+        valid = (truth != 255) & (prob.reshape(truth.shape[0], 5, truth.shape[1], 5) != 255).all(axis=(1, 3))
+        scores["shanghai"] = [f1(*c) for c in counts_at(prob, truth, valid, factor=5)]
+    mean = np.mean([scores[k] for k in scores], axis=0)
+    best = int(np.argmax(mean))
+    print("threshold  " + "  ".join(f"{k:>9}" for k in scores) + "       mean", file=sys.stderr)
+    for k, t in enumerate(THRESHOLDS):
+        mark = "  <-" if k == best else ""
+        print(f"{t:9.2f}  " + "  ".join(f"{scores[n][k]:9.4f}" for n in scores) + f"  {mean[k]:9.4f}{mark}",
+              file=sys.stderr)
+    print(f"{THRESHOLDS[best]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

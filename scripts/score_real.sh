@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The model card's real-scene figures: the bundled model and every water index on the real
+# labelled scenes in ../shared/realdata/ (pooled F1 at 10 m, as `s2s2net compare` scores a
+# 10 m label), the model's sensitivity to how B11/B12 reached 10 m, and docs/shanghai.png.
+#
+#   scripts/score_real.sh [WORK_DIR]        (REALDATA=DIR to read the scenes elsewhere)
+#
+# Without the real scenes it says so and exits 0. They are for validation only: no recipe
+# trains on them.
+set -euo pipefail
+REAL=${REALDATA:-$(dirname "$0")/../../shared/realdata}
+WORK=${1:-work/real}
+if ! ls "$REAL"/*_water*.tif >/dev/null 2>&1; then
+    echo "no real labelled scenes in $REAL: nothing to score"
+    exit 0
+fi
+python scripts/score_real.py manifest "$REAL" "$WORK"
+table() {
+    python - "$1" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+ids = [img["id"] for img in rows[0]["images"]]
+print(f"{'model':>22}  " + "  ".join(f"{i:>28}" for i in ids) + "    pooled F1")
+for r in rows:
+    cells = [f"F1 {img['f1']:.4f} P {img['precision']:.3f} R {img['recall']:.3f}" for img in r["images"]]
+    print(f"{r['model']:>22}  " + "  ".join(f"{c:>28}" for c in cells) + f"    {r['f1']:.4f}")
+PY
+}
+s2s2net -q compare --manifest "$WORK/real.csv" --json --save-predictions "$WORK/predictions" --overwrite \
+    > "$WORK/real_scores.json"
+table "$WORK/real_scores.json"
+echo "B11/B12 brought to 20 m and back by nearest and bilinearly (the model only):"
+s2s2net -q compare --manifest "$WORK/swir.csv" --weights s2s2net_cli/weights/default.safetensors --json \
+    --overwrite > "$WORK/swir_scores.json"
+table "$WORK/swir_scores.json"
+python scripts/score_real.py figure "$REAL" "$WORK" docs/shanghai.png
