@@ -1,10 +1,12 @@
 """Reading a Sentinel-2 scene: band order, reflectance scale, nodata, normalisation.
 
-The network reads B02, B03, B04, B08, B11, B12 at 10 m as reflectance (DN / scale). The
-band order, scale and normalisation a model was trained with travel in its weights file.
-Nodata is the file's nodata value (every band equal to it), NaN in any band, or a pixel
+The network reads B02, B03, B04, B08, B11, B12 at 10 m as reflectance, (DN + offset) /
+scale. The band order, scale and normalisation a model was trained with travel in its weights
+file. Nodata is the file's nodata value (every band equal to it), NaN in any band, or a pixel
 whose bands are all zero. Nodata never reaches the network as zeros that look like water:
 it is filled with the band mean (0 after normalisation) and reported in a valid mask.
+SceneReader reads windows of any scene (see sources.py for where scenes come from) with
+where they hold data and where that data counts in outputs.
 """
 
 from __future__ import annotations

@@ -45,12 +45,14 @@ class ChipOptions:
     scale: float = DEFAULT_SCALE
     offset: float = 0.0
     keep_clouds: bool = False
+    leave_out: str | None = None  # raster of scene pixels to leave out (nonzero), like predict's --mask
     nodata: float | None = None  # mask nodata value
     overwrite: bool = False
 
     @property
     def scene_options(self) -> SceneOptions:
-        return SceneOptions(bands=self.bands, scale=self.scale, offset=self.offset, keep_clouds=self.keep_clouds)
+        return SceneOptions(bands=self.bands, scale=self.scale, offset=self.offset, keep_clouds=self.keep_clouds,
+                            mask=self.leave_out)
 
 
 @dataclass

@@ -75,11 +75,11 @@ def _load(source: str):
 
 def _resolve(source: str, href: str) -> str:
     """The GDAL path of ``href``: URLs and GDAL paths as given, relative paths against the item."""
-    if is_remote(href):
-        return gdal_path(href)
     if href.startswith("file://"):
         href = urllib.parse.unquote(urllib.parse.urlparse(href).path)
-    if is_remote(source):
+    elif is_remote(href):
+        return gdal_path(href)
+    elif is_remote(source):
         return gdal_path(urllib.parse.urljoin(source, href))
     path = href if os.path.isabs(href) else os.path.join(os.path.dirname(os.path.abspath(source)), href)
     if not os.path.exists(path):

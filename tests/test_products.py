@@ -312,3 +312,27 @@ def test_a_dataarray_in_a_notebook_gives_the_stacks_mask_on_the_5x_grid(tmp_path
                           expected)
     with pytest.raises(InputError, match="no band B12"):
         predict_dataarray(da.sel(band=names[:5]))
+
+
+def test_a_stac_item_given_by_url_is_fetched(tmp_path, crop, stack):
+    import functools
+    import http.server
+    import threading
+
+    files = write_band_files(tmp_path / "b", *crop, offset=1000)
+    write_item(tmp_path / "item.json", {b: p.resolve().as_uri() for b, p in files.items()},
+               {"s2:processing_baseline": "05.09"})
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/item.json"
+        scene = open_scene(url)
+        assert scene.kind == "STAC item" and scene.path == url and scene.offset == (-1000.0,) * 6
+        with pytest.raises(InputError, match="missing.json: cannot be read as a STAC item"):
+            open_scene(url.replace("item.json", "missing.json"))
+    finally:
+        server.shutdown()
+    expected, _, _ = predict(stack, tmp_path / "e.tif")
+    got, _, _ = predict(tmp_path / "item.json", tmp_path / "g.tif")
+    assert np.array_equal(got, expected)

@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from ..chip import ChipOptions, chip_pairs
-from .options import (bands_option, json_option, keep_clouds_option, manifest_option, nodata_option, offset_option,
-                      overwrite_option, pair_option, require_pairs)
+from .options import (bands_option, json_option, keep_clouds_option, manifest_option, mask_option, nodata_option,
+                      offset_option, overwrite_option, pair_option, require_pairs)
 from .render import progress_bar, summary_table
 
 
@@ -31,12 +31,13 @@ from .render import progress_bar, summary_table
               help="Divisor from a stack's values to reflectance (chips store reflectance x 10000).")
 @offset_option
 @keep_clouds_option
+@mask_option
 @nodata_option
 @overwrite_option
 @json_option
 @click.pass_context
 def chip(ctx, pairs, manifest, out_dir, size, stride, max_nodata, test_ids, test_regions, val_fraction, seed, bands,
-         scale, offset, keep_clouds, nodata, overwrite, as_json):
+         scale, offset, keep_clouds, mask, nodata, overwrite, as_json):
     """Align high-resolution masks to Sentinel-2 scenes and cut training chips.
 
     Each mask is warped onto the exact 5x sub-grid of its scene (averaged to a water fraction
@@ -55,7 +56,7 @@ def chip(ctx, pairs, manifest, out_dir, size, stride, max_nodata, test_ids, test
     options = ChipOptions(size=size, stride=stride or size, max_nodata=max_nodata,
                           test_ids=tuple(t.strip() for t in test_ids.split(",") if t.strip()) if test_ids else (),
                           test_regions=test_regions, val_fraction=val_fraction, seed=seed, bands=bands, scale=scale,
-                          offset=offset, keep_clouds=keep_clouds, nodata=nodata, overwrite=overwrite)
+                          offset=offset, keep_clouds=keep_clouds, leave_out=mask, nodata=nodata, overwrite=overwrite)
     with progress_bar("chips", quiet=ctx.obj.get("quiet")) as on_step:
         summary = chip_pairs(pair_list, out_dir, options,
                              on_progress=(lambda scene_id, done, total: on_step(done, total)) if on_step else None)
