@@ -18,7 +18,8 @@ STRIP_ROWS = 2048
 
 
 def water_polygons(mask_path, strip_rows: int = STRIP_ROWS) -> gpd.GeoDataFrame:
-    """Polygons of value 1 (water) in ``mask_path``, in its CRS, with ``area_m2``.
+    """Polygons of water in ``mask_path``, in its CRS, with ``area_m2``: value 1 of a mask, or
+    probability (percent) at or above the threshold in its tags for a ``--probability`` raster.
 
     Polygons are traced per strip of rows; those that touch a strip border are merged with
     their neighbours across it afterwards, so a lake split by strips comes out whole.
@@ -26,11 +27,17 @@ def water_polygons(mask_path, strip_rows: int = STRIP_ROWS) -> gpd.GeoDataFrame:
     whole, edge = [], []
     with rasterio.open(mask_path) as src:
         crs = src.crs
+        tags = src.tags()
+        if "probability" in tags.get("values", ""):
+            cut = float(tags["threshold"]) * 100
+            is_water = lambda data: (data >= cut) & (data != 255)  # noqa: E731
+        else:
+            is_water = lambda data: data == 1  # noqa: E731
         for row0 in range(0, src.height, strip_rows):
             h = min(strip_rows, src.height - row0)
             window = Window(0, row0, src.width, h)
             data = src.read(1, window=window)
-            water = data == 1
+            water = is_water(data)
             transform = src.window_transform(window)
             top_y, bottom_y = transform.f, (transform @ (0, h))[1]
             for geom, _ in shapes(water.astype(np.uint8), mask=water, transform=transform):

@@ -336,3 +336,15 @@ def test_a_stac_item_given_by_url_is_fetched(tmp_path, crop, stack):
     expected, _, _ = predict(stack, tmp_path / "e.tif")
     got, _, _ = predict(tmp_path / "item.json", tmp_path / "g.tif")
     assert np.array_equal(got, expected)
+
+
+def test_vector_polygons_are_the_thresholded_water_also_from_a_probability_raster(tmp_path, stack):
+    areas = []
+    for extra in ([], ["--probability"]):
+        vec = tmp_path / f"w{len(extra)}.gpkg"
+        r = invoke("predict", stack, "-o", tmp_path / f"w{len(extra)}.tif", "--tile-size", SIZE, "--vector", vec,
+                   "--json", *extra)
+        assert r.exit_code == 0, r.output
+        areas.append(gpd.read_file(vec)["area_m2"].sum())
+        assert abs(areas[-1] / 1e6 - json.loads(r.stdout)["scenes"][0]["water_km2"]) < 0.01 * areas[0] / 1e6 + 1e-4
+    assert areas[0] > 0 and abs(areas[1] - areas[0]) <= 0.01 * areas[0]
