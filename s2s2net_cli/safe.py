@@ -52,6 +52,10 @@ def product_bands(source: str) -> BandFiles:
     except ET.ParseError as exc:
         raise InputError(describe(source, f"{metadata_name} is not readable XML ({exc})")) from exc
     elements = [(el.tag.rsplit("}", 1)[-1], el) for el in tree.iter()]
+    granules = sum(1 for tag, _ in elements if tag == "Granule" or tag == "Granules")
+    if granules > 1:
+        raise InputError(describe(source, f"holds {granules} granules (a product from before 2016); "
+                                          "only single-tile products are read"))
     image_files = [el.text.strip() for tag, el in elements if tag == "IMAGE_FILE" and el.text]
     if not image_files:
         raise InputError(describe(source, f"{metadata_name} lists no band files (IMAGE_FILE)"))
