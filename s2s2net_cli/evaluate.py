@@ -88,11 +88,12 @@ def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | N
             if on_progress:
                 on_progress(pair.id, model.model_name)
             pred_path = prediction_path(predictions_dir, pair, model.model_name)
-            model.predict_scene(pair.image, pred_path)
+            predicted = model.predict_scene(pair.image, pred_path)
             counts = score_pair(pred_path, pair, nodata)
             result.counts += counts
             result.images.append({"image": str(pair.image), "reference": str(pair.mask), "id": pair.id,
-                                  **_public(counts.scores()), "prediction": str(pred_path)})
+                                  **_public(counts.scores()), "prediction": str(pred_path),
+                                  "warnings": list(getattr(predicted, "warnings", []))})
     return results
 
 

@@ -257,6 +257,12 @@ def test_an_offset_stack_warns_and_offset_option_restores_the_mask(tmp_path, cro
     assert np.array_equal(fixed, expected) and tags["offset"] == "-1000,-1000,-1000,-1000,-1000,-1000"
     r = invoke("predict", stack, "-o", tmp_path / "n.tif", "--tile-size", SIZE, "--json")
     assert json.loads(r.stdout)["scenes"][0]["warnings"] == []  # the real L1C crop is not taken for offset
+    label = write_raster(tmp_path / "label.tif", (expected.reshape(SIZE, 5, SIZE, 5).mean(axis=(1, 3)) >= 0.5)
+                         .astype("uint8"), transform=t, crs=crs, nodata=255)
+    scores = [json.loads(invoke("evaluate", "--pair", shifted, label, "--tile-size", SIZE, "--json", *extra).stdout)
+              for extra in ([], ["--offset", -1000])]
+    assert "--offset -1000" in scores[0]["images"][0]["warnings"][0] and scores[1]["images"][0]["warnings"] == []
+    assert scores[1]["overall"]["f1"] > scores[0]["overall"]["f1"]
 
 
 def test_bad_products_items_and_areas_get_one_line_and_leave_nothing(tmp_path, crop, stack):

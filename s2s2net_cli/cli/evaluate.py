@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from ..predict import PredictOptions
 from .options import (bands_option, device_option, json_option, keep_clouds_option, manifest_option, mask_option,
                       nodata_option, offset_option, overwrite_option, pair_option, require_pairs)
 from .render import stderr, summary_table
+
+log = logging.getLogger("s2s2net")
 
 SCORE_COLUMNS = ("f1", "iou", "precision", "recall")
 
@@ -45,6 +48,8 @@ def _run(ctx, weights, baselines, pairs, manifest, nodata, bands, offset, keep_c
 
         results = run_evaluation(models, pair_list, predictions, nodata, on_progress=progress,
                                  scene_options=options.scene_options())
+        for warning in dict.fromkeys(w for r in results for img in r.images for w in img["warnings"]):
+            log.warning(warning)
         if not save_predictions:
             for r in results:
                 for img in r.images:
