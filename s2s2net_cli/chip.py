@@ -21,7 +21,7 @@ from rasterio.windows import Window
 from shapely.geometry import box
 
 from .align import MaskInfo, mask_resolution_in, open_pair, warp_mask
-from .bands import BAND_NAMES, DEFAULT_SCALE, SceneReader
+from .bands import BAND_NAMES, SceneReader
 from .errors import InputError, OutputExistsError, describe
 from .grid import SCALE_FACTOR, fine_transform
 from .io import atomic_path
@@ -42,7 +42,7 @@ class ChipOptions:
     val_fraction: float = 0.2
     seed: int = 42
     bands: tuple[int, ...] | None = None
-    scale: float = DEFAULT_SCALE
+    scale: float | None = None  # None: 10000, 1 for float reflectance stacks
     offset: float = 0.0
     keep_clouds: bool = False
     leave_out: str | None = None  # raster of scene pixels to leave out (nonzero), like predict's --mask

@@ -26,6 +26,29 @@ def padded_size(size: int, multiple: int = PAD_MULTIPLE) -> int:
     return max(multiple, -(-size // multiple) * multiple)
 
 
+def row_pixel_areas(crs, transform: Affine, row0: int, n_rows: int):
+    """Area in m2 of one pixel in each of the rows [row0, row0 + n_rows) of a north-up grid:
+    geodesic (WGS 84 ellipsoid) in a geographic CRS, whose pixels shrink towards the poles;
+    the pixel's width times height (in metres) in a projected one."""
+    import numpy as np
+
+    if crs is not None and crs.is_geographic:
+        from pyproj import Geod
+
+        geod = Geod(ellps="WGS84")
+        tops = transform.f + transform.e * np.arange(row0, row0 + n_rows)
+        lats = np.clip(np.stack([tops, tops + transform.e]), -90, 90)
+        # the area between two parallels over a span of longitude: a zone of the ellipsoid
+        out = np.empty(n_rows)
+        for k in range(n_rows):
+            lon = [0.0, transform.a, transform.a, 0.0]
+            lat = [lats[0, k], lats[0, k], lats[1, k], lats[1, k]]
+            out[k] = abs(geod.polygon_area_perimeter(lon, lat)[0])
+        return out
+    factor = crs.linear_units_factor[1] if crs is not None and crs.is_projected else 1.0
+    return np.full(n_rows, abs(transform.a * transform.e) * factor * factor)
+
+
 def is_rotated(transform: Affine) -> bool:
     """True for transforms with rotation or shear terms (north-up grids only are supported)."""
     return transform.b != 0 or transform.d != 0

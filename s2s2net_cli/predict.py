@@ -25,11 +25,11 @@ from rasterio.errors import RasterioIOError
 from rasterio.windows import Window
 
 from . import __version__
-from .bands import (BAND_NAMES, DEFAULT_SCALE, Scene, SceneReader, band_order_warnings, check_has_valid_pixels, offset_warning,
+from .bands import (BAND_NAMES, Scene, SceneReader, band_order_warnings, check_has_valid_pixels, offset_warning,
                     read_normalised, scale_warning, valid_mask)
 from .checkpoint import load_model
 from .errors import InputError, describe
-from .grid import SCALE_FACTOR, fine_transform
+from .grid import SCALE_FACTOR, fine_transform, row_pixel_areas
 from .io import atomic_path, check_output, temporary_sibling
 from .sources import SceneOptions, open_scene
 
@@ -45,7 +45,7 @@ class PredictOptions:
     device: str = "auto"
     precision: str = "auto"
     bands: tuple[int, ...] | None = None
-    scale: float | None = None  # None: the weights' scale (stacks; products say their own)
+    scale: float | None = None  # None: 10000, 1 for float reflectance stacks (products say their own)
     offset: float = 0.0  # added to a stack's DNs before dividing by scale
     keep_clouds: bool = False
     mask: str | None = None  # raster of pixels to leave out (nonzero)
@@ -57,9 +57,9 @@ class PredictOptions:
     creation_options: dict = field(default_factory=dict)
     overwrite: bool = False
 
-    def scene_options(self, model_scale: float = DEFAULT_SCALE) -> SceneOptions:
-        """How scenes are read under these options (``model_scale`` when no --scale is given)."""
-        return SceneOptions(bands=self.bands, scale=self.scale or model_scale, offset=self.offset,
+    def scene_options(self) -> SceneOptions:
+        """How scenes are read under these options."""
+        return SceneOptions(bands=self.bands, scale=self.scale, offset=self.offset,
                             keep_clouds=self.keep_clouds, mask=self.mask, bbox=self.bbox, aoi=self.aoi)
 
     def __post_init__(self):
@@ -126,7 +126,7 @@ class Predictor:
                                                     f"s2s2net reads {', '.join(BAND_NAMES)}"))
         self.amp = autocast_dtype(self.options.precision, self.device)
         self.spec = self.card.bands
-        self.scene_options = self.options.scene_options(self.spec.scale)
+        self.scene_options = self.options.scene_options()
         self.threshold = self.card.threshold if self.options.threshold is None else self.options.threshold
 
     @property
@@ -197,11 +197,9 @@ class Predictor:
         return stats
 
     def result(self, scene, output_path, stats: dict, warnings: list[str], start: float) -> SceneResult:
-        fine = fine_transform(scene.transform)
-        px_area = abs(fine.a * fine.e)
         total = scene.width * scene.height * SCALE_FACTOR ** 2
         return SceneResult(str(scene.path), str(output_path), time.perf_counter() - start,
-                           water_km2=stats["water"] * px_area / 1e6, nodata_fraction=stats["nodata"] / total,
+                           water_km2=stats["water_m2"] / 1e6, nodata_fraction=stats["nodata"] / total,
                            tiles=stats["tiles"], warnings=warnings, masked_fraction=stats["masked"] / total)
 
     # -- internals ---------------------------------------------------------------------
@@ -288,12 +286,12 @@ class Predictor:
         f = SCALE_FACTOR
         rows_10m = np.arange(row0, row0 + prob.shape[0]) // f - row0 // f
         valid = np.repeat(valid_10m[rows_10m], f, axis=1)
-        if self.options.probability:
-            out = np.clip(np.rint(prob * 100), 0, 100).astype(np.uint8)
-            stats["water"] += int((prob[valid] >= self.threshold).sum())
-        else:
-            out = (prob >= self.threshold).astype(np.uint8)
-            stats["water"] += int(out[valid].sum())
+        water = (prob >= self.threshold) & valid
+        out = np.clip(np.rint(prob * 100), 0, 100).astype(np.uint8) if self.options.probability else water.astype(np.uint8)
+        per_row = water.sum(axis=1)
+        stats["water"] += int(per_row.sum())
+        at = row0 if dst_row0 is None else dst_row0
+        stats["water_m2"] += float(per_row @ row_pixel_areas(dst.crs, dst.transform, at, len(per_row)))
         out[~valid] = NODATA
         stats["nodata"] += int((~valid).sum())
         dst.write(out, 1, window=Window(0, row0 if dst_row0 is None else dst_row0, out.shape[1], out.shape[0]))
@@ -307,8 +305,9 @@ def valid_rows(reader: SceneReader, row0: int, row1: int) -> np.ndarray:
 
 
 def new_stats() -> dict:
-    """Counters of a prediction: 2 m pixels of water, nodata and left out (masked), tiles run."""
-    return {"water": 0, "nodata": 0, "masked": 0, "tiles": 0}
+    """Counters of a prediction: 2 m pixels of water (and their area), nodata and left out
+    (masked), tiles run."""
+    return {"water": 0, "water_m2": 0.0, "nodata": 0, "masked": 0, "tiles": 0}
 
 
 def mask_profile(scene, creation_options: dict | None = None) -> dict:

@@ -28,7 +28,7 @@ class SceneOptions:
     their own), clouds, a mask of pixels to leave out, an area of interest."""
 
     bands: tuple[int, ...] | None = None
-    scale: float = DEFAULT_SCALE
+    scale: float | None = None  # None: 10000, or 1 for a float stack of reflectance (values 0-2)
     offset: float = 0.0
     keep_clouds: bool = False
     mask: str | None = None
@@ -81,7 +81,8 @@ def open_scene(source, options: SceneOptions = SceneOptions(), n_bands: int = le
         band_files = None
     if band_files is None:
         scene = open_stack(text, options.bands, n_bands)
-        scene = replace(scene, scale=options.scale, offset=(float(options.offset),) * n_bands)
+        scale = options.scale or (1.0 if holds_float_reflectance(scene) else DEFAULT_SCALE)
+        scene = replace(scene, scale=scale, offset=(float(options.offset),) * n_bands)
     else:
         if options.bands is not None:
             raise InputError(describe(text, f"--bands applies to stacks; a {band_files.kind} names its bands"))
@@ -96,6 +97,23 @@ def open_scene(source, options: SceneOptions = SceneOptions(), n_bands: int = le
 
         scene = restrict_to_aoi(scene, bbox=options.bbox, aoi=options.aoi)
     return scene
+
+
+def holds_float_reflectance(scene: Scene) -> bool:
+    """A float stack whose valid values lie in 0-2: reflectance itself (scale 1), as Earth
+    Engine and many notebooks export it, not DNs."""
+    if not scene.dtype.startswith("float"):
+        return False
+    import numpy as np
+
+    from .bands import read_sample, valid_mask
+
+    sample = read_sample(scene)
+    valid = valid_mask(sample, scene.nodata)
+    if not valid.any():
+        return False
+    values = sample[:, valid]
+    return bool(np.nanpercentile(values, 99) <= 2.0 and np.nanmin(values) >= -0.5)
 
 
 def band_files_scene(band_files: BandFiles, keep_clouds: bool = False) -> Scene:

@@ -49,7 +49,13 @@ def water_polygons(mask_path, strip_rows: int = STRIP_ROWS) -> gpd.GeoDataFrame:
         merged = unary_union(edge)
         whole.extend(getattr(merged, "geoms", [merged]))
     gdf = gpd.GeoDataFrame({"geometry": whole}, geometry="geometry", crs=crs)
-    gdf["area_m2"] = gdf.geometry.area
+    if crs is not None and crs.is_geographic:  # degrees: geodesic areas on the WGS 84 ellipsoid
+        from pyproj import Geod
+
+        geod = Geod(ellps="WGS84")
+        gdf["area_m2"] = [abs(geod.geometry_area_perimeter(g)[0]) for g in gdf.geometry]
+    else:
+        gdf["area_m2"] = gdf.geometry.area
     return gdf
 
 

@@ -354,3 +354,28 @@ def test_vector_polygons_are_the_thresholded_water_also_from_a_probability_raste
         areas.append(gpd.read_file(vec)["area_m2"].sum())
         assert abs(areas[-1] / 1e6 - json.loads(r.stdout)["scenes"][0]["water_km2"]) < 0.01 * areas[0] / 1e6 + 1e-4
     assert areas[0] > 0 and abs(areas[1] - areas[0]) <= 0.01 * areas[0]
+
+
+def test_float_reflectance_and_geographic_stacks_give_the_right_mask_and_area(tmp_path, crop, stack):
+    from rasterio.warp import Resampling, calculate_default_transform, reproject
+
+    data, t, crs = crop
+    expected, _, _ = predict(stack, tmp_path / "e.tif")
+    floats = write_raster(tmp_path / "refl.tif", (data / 10000).astype("float32"), transform=t, crs=crs, nodata=0)
+    r = invoke("predict", floats, "-o", tmp_path / "f.tif", "--tile-size", SIZE, "--overlap", 16, "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["scenes"][0]["warnings"] == []
+    assert np.array_equal(read_mask(tmp_path / "f.tif")[0], expected)
+    assert read_mask(tmp_path / "f.tif")[2]["scale"] == "1"
+    # the same ground in EPSG:4326: the water area in km2, not in square degrees
+    r = invoke("predict", stack, "-o", tmp_path / "utm.tif", "--tile-size", SIZE, "--json")
+    utm_km2 = json.loads(r.stdout)["scenes"][0]["water_km2"]
+    dst_t, w, h = calculate_default_transform(crs, "EPSG:4326", SIZE, SIZE, *rasterio.transform.array_bounds(SIZE, SIZE, t))
+    geo = np.zeros((6, h, w), "uint16")
+    reproject(data, geo, src_transform=t, src_crs=crs, dst_transform=dst_t, dst_crs="EPSG:4326",
+              resampling=Resampling.nearest, src_nodata=0, dst_nodata=0)
+    geo_path = write_raster(tmp_path / "geo.tif", geo, transform=dst_t, crs="EPSG:4326", nodata=0)
+    vec = tmp_path / "geo.gpkg"
+    r = invoke("predict", geo_path, "-o", tmp_path / "g.tif", "--tile-size", SIZE, "--json", "--vector", vec)
+    geo_km2 = json.loads(r.stdout)["scenes"][0]["water_km2"]
+    assert utm_km2 > 0.01 and abs(geo_km2 - utm_km2) < 0.15 * utm_km2
+    assert abs(gpd.read_file(vec)["area_m2"].sum() / 1e6 - geo_km2) < 0.01 * geo_km2

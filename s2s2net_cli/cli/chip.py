@@ -27,8 +27,9 @@ from .render import progress_bar, summary_table
 @click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.2, show_default=True)
 @click.option("--seed", type=int, default=42, show_default=True)
 @bands_option
-@click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=10000, show_default=True,
-              help="Divisor from a stack's values to reflectance (chips store reflectance x 10000).")
+@click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Divisor from a stack's values to reflectance (default 10000; 1 for a float stack of "
+                   "reflectance). Chips store reflectance x 10000.")
 @offset_option
 @keep_clouds_option
 @mask_option

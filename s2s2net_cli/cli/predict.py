@@ -33,7 +33,8 @@ VECTOR_SUFFIXES = {".gpkg", ".geojson", ".json", ".shp", ".fgb"}
 @precision_option
 @bands_option
 @click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Divisor from a stack's digital numbers to reflectance (default: the model's, 10000).")
+              help="Divisor from a stack's digital numbers to reflectance (default 10000; 1 for a float stack "
+                   "of reflectance, values 0-2).")
 @offset_option
 @keep_clouds_option
 @mask_option
