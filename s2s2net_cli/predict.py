@@ -190,7 +190,7 @@ class Predictor:
                     dst.set_band_description(1, "water probability (percent)" if opts.probability else "water (1), land (0)")
                     dst.update_tags(**self._tags(scene))
                 if opts.cog:
-                    _to_cog(gtiff, tmp, profile)
+                    _to_cog(gtiff, tmp, profile, opts.creation_options, opts.probability)
             finally:
                 if opts.cog and gtiff.exists():
                     gtiff.unlink()
@@ -344,8 +344,16 @@ def _normalised_weights(size: int, T: int, O: int) -> list[np.ndarray]:
     return [(base / total[f * i * T: f * i * T + length]).astype(np.float32) for i in range(n)]
 
 
-def _to_cog(src_path, dst_path, profile) -> None:
+def _to_cog(src_path, dst_path, profile, creation_options: dict | None = None, probability: bool = False) -> None:
+    """Copy to a Cloud Optimized GeoTIFF: overviews by mode for a 0/1 mask and by average for
+    probabilities; the user's --co options carried over under the COG driver's names."""
     from rasterio.shutil import copy
 
-    copy(str(src_path), str(dst_path), driver="COG", COMPRESS=str(profile.get("compress", "deflate")).upper(),
-         PREDICTOR="YES", OVERVIEW_RESAMPLING="MODE", BLOCKSIZE=512, BIGTIFF="IF_SAFER")
+    options = {"COMPRESS": str(profile.get("compress", "deflate")).upper(), "PREDICTOR": "YES", "BLOCKSIZE": 512,
+               "BIGTIFF": "IF_SAFER", "OVERVIEW_RESAMPLING": "AVERAGE" if probability else "MODE"}
+    renamed = {"ZLEVEL": "LEVEL", "ZSTD_LEVEL": "LEVEL", "JPEG_QUALITY": "QUALITY", "BLOCKXSIZE": "BLOCKSIZE"}
+    for key, value in (creation_options or {}).items():
+        key = renamed.get(key.upper(), key.upper())
+        if key not in ("TILED", "BLOCKYSIZE", "INTERLEAVE"):  # a COG is always tiled, with square blocks
+            options[key] = value
+    copy(str(src_path), str(dst_path), driver="COG", **options)

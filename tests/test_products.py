@@ -379,3 +379,31 @@ def test_float_reflectance_and_geographic_stacks_give_the_right_mask_and_area(tm
     geo_km2 = json.loads(r.stdout)["scenes"][0]["water_km2"]
     assert utm_km2 > 0.01 and abs(geo_km2 - utm_km2) < 0.15 * utm_km2
     assert abs(gpd.read_file(vec)["area_m2"].sum() / 1e6 - geo_km2) < 0.01 * geo_km2
+
+
+def test_several_scenes_of_one_name_or_a_file_as_folder_get_one_line(tmp_path, stack):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one, two = (tmp_path / d / "scene.tif" for d in "ab")
+    one.write_bytes(stack.read_bytes())
+    two.write_bytes(stack.read_bytes())
+    r = invoke("predict", one, two, "-o", tmp_path / "out")
+    assert r.exit_code == 2 and "would both be written to" in r.stderr and not (tmp_path / "out").exists()
+    (tmp_path / "file.tif").write_bytes(b"x")
+    r = invoke("predict", one, stack, "-o", tmp_path / "file.tif")
+    assert r.exit_code == 2 and "is a file; with several scenes -o names a folder" in r.stderr
+    assert "Traceback" not in r.output
+
+
+def test_cog_of_probabilities_averages_its_overviews_and_keeps_the_creation_options(tmp_path, stack):
+    out = tmp_path / "p.tif"
+    r = invoke("predict", stack, "-o", out, "--tile-size", SIZE, "--probability", "--cog", "--co", "ZLEVEL=9",
+               "--co", "compress=zstd")
+    assert r.exit_code == 0, r.output
+    with rasterio.open(out) as src:
+        assert src.overviews(1) and src.compression.name.lower() == "zstd"
+        assert src.tags(ns="IMAGE_STRUCTURE").get("OVERVIEW_RESAMPLING", "AVERAGE") == "AVERAGE"
+        full = src.read(1).astype(float)
+        half = src.read(1, out_shape=(src.height // 2, src.width // 2)).astype(float)
+    means = full[: half.shape[0] * 2, : half.shape[1] * 2].reshape(half.shape[0], 2, half.shape[1], 2).mean(axis=(1, 3))
+    assert np.abs(half - means).max() <= 1  # an average of four, not one of them

@@ -92,8 +92,17 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
     if len(scenes) == 1:
         targets = [(scenes[0], output)]
     else:
+        if output.exists() and not output.is_dir():
+            raise click.BadParameter(f"{output} is a file; with several scenes -o names a folder", ctx,
+                                     param_hint="'-o'")
+        names = [f"{source_stem(s)}_water.tif" for s in scenes]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            same = [s for s, n in zip(scenes, names) if n == twice[0]]
+            raise click.BadParameter(f"{same[0]} and {same[1]} would both be written to {output / twice[0]}; "
+                                     "predict them into separate folders", ctx, param_hint="'SCENE...'")
         output.mkdir(parents=True, exist_ok=True)
-        targets = [(s, output / f"{source_stem(s)}_water.tif") for s in scenes]
+        targets = [(s, output / n) for s, n in zip(scenes, names)]
     rank, world = launcher_world()
     if world > 1:
         process_group()
