@@ -101,7 +101,10 @@ def warp_mask(mask: MaskInfo, dst_transform, dst_crs, shape: tuple[int, int], fi
         clipped = window.intersection(Window(0, 0, src.width, src.height)) if _overlaps(window, src) else None
         if clipped is None:
             return out
-        raw = src.read(1, window=clipped)
+        try:
+            raw = src.read(1, window=clipped)
+        except RasterioIOError as exc:
+            raise InputError(describe(mask.path, f"mask cannot be read ({str(exc).strip().splitlines()[0]})")) from exc
         src_transform = src.window_transform(clipped)
     binary = binarise(raw, mask.nodata)
     reproject(binary, out, src_transform=src_transform, src_crs=mask.crs, src_nodata=np.nan,

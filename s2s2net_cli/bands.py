@@ -235,13 +235,21 @@ class SceneReader:
         if r1 <= r0 or c1 <= c0:
             raise ValueError(f"window {window} does not overlap the scene")
         inner = Window(c0, r0, c1 - c0, r1 - r0)
-        raw = self.src.read(list(scene.indexes), window=inner)
+        try:
+            raw = self.src.read(list(scene.indexes), window=inner)
+            clouds = self.src.read(scene.cloud_band, window=inner) if scene.cloud_band else None
+        except RasterioIOError as exc:
+            raise InputError(describe(scene.path, f"cannot be read at rows {r0}-{r1}, columns {c0}-{c1} "
+                                                  f"({_first_line(exc)})")) from exc
         valid = valid_mask(raw, scene.nodata)
         left_out = np.zeros(valid.shape, dtype=bool)
-        if scene.cloud_band:
-            left_out |= np.isin(self.src.read(scene.cloud_band, window=inner), CLOUD_CLASSES)
+        if clouds is not None:
+            left_out |= np.isin(clouds, CLOUD_CLASSES)
         if self.mask_vrt is not None:
-            left_out |= self.mask_vrt.read(1, window=inner) != 0
+            try:
+                left_out |= self.mask_vrt.read(1, window=inner) != 0
+            except RasterioIOError as exc:
+                raise InputError(describe(scene.mask, f"--mask cannot be read ({_first_line(exc)})")) from exc
         if scene.aoi:
             from rasterio.features import geometry_mask
 

@@ -40,14 +40,14 @@ def atomic_path(path):
     try:
         yield tmp
         os.replace(tmp, path)
-    except OSError as exc:
-        _remove(tmp)
-        raise S2S2NetError(describe(path, f"could not be written ({exc.strerror or exc})")) from exc
-    except RasterioIOError as exc:
+    except RasterioIOError as exc:  # an OSError too: GDAL's, reading an input or writing our file
         _remove(tmp)
         if tmp.name in str(exc):  # an error writing our file (disk full, ...), not reading an input
             raise S2S2NetError(describe(path, f"could not be written ({_first_line(exc)})")) from exc
         raise
+    except OSError as exc:
+        _remove(tmp)
+        raise S2S2NetError(describe(path, f"could not be written ({exc.strerror or exc})")) from exc
     except BaseException:
         _remove(tmp)
         raise
