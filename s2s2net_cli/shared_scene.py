@@ -54,6 +54,13 @@ def close_process_group() -> None:
         dist.destroy_process_group()
 
 
+def gather_on_rank0(results: list, failures: list) -> tuple[list, list]:
+    """Every rank's results and failures, concatenated in rank order (all ranks take part)."""
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, (results, failures))
+    return [r for rs, _ in gathered for r in rs], [f for _, fs in gathered for f in fs]
+
+
 def bands_of_rows(n_rows: int, world: int) -> list[tuple[int, int]]:
     """Contiguous [first, last) ranges of tile rows, one per rank, as even as possible."""
     edges = np.linspace(0, n_rows, world + 1).round().astype(int)

@@ -1,5 +1,6 @@
 """One scene's tile rows shared among ranks: the stitched mask equals one process's mask."""
 
+import json
 import os
 import subprocess
 import sys
@@ -97,8 +98,11 @@ def test_two_ranks_share_several_scenes(tmp_path, random_weights):
     scenes = [write_raster(tmp_path / f"s{i}.tif", np.random.default_rng(i).integers(100, 5000, size=(6, 40, 50)),
                            nodata=0, dtype="uint16") for i in range(3)]
     common = ["--weights", random_weights, "--tile-size", 32, "--overlap", 8, "--device", "cpu"]
-    r = launch(29802, "predict", *scenes, "-o", tmp_path / "masks", *common)
+    r = launch(29802, "predict", *scenes, "-o", tmp_path / "masks", *common, "--json")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.stdout.count('"scenes"') == 1  # one JSON document, from rank 0
+    document, _ = json.JSONDecoder().raw_decode(r.stdout[r.stdout.index('{\n  "scenes"'):])
+    assert sorted(s["scene"] for s in document["scenes"]) == sorted(map(str, scenes))
     for s in scenes:
         one = tmp_path / f"{s.stem}_one.tif"
         assert subprocess.run([sys.executable, "-m", "s2s2net_cli", "predict", str(s), "-o", str(one), *map(str, common)],

@@ -12,7 +12,7 @@ from ..bands import source_name, source_stem
 from ..errors import S2S2NetError
 from ..io import check_output
 from ..predict import Predictor, PredictOptions, default_weights
-from ..shared_scene import close_process_group, launcher_world, predict_scene_shared, process_group
+from ..shared_scene import close_process_group, gather_on_rank0, launcher_world, predict_scene_shared, process_group
 from .options import (aoi_option, bands_option, bbox_option, creation_options, device_option, json_option, keep_clouds_option,
                       mask_option, offset_option, overwrite_option, precision_option)
 from .render import progress_bar
@@ -130,10 +130,11 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
                 raise
             click.echo(f"Error: {exc}", err=True)
             failures.append({"scene": str(scene), "error": str(exc)})
-    if world > 1:
+    if world > 1:  # one summary, from rank 0, of every rank's scenes
+        results, failures = gather_on_rank0(results, failures)
         close_process_group()
-    if share_one and rank != 0:
-        return
+        if rank != 0:
+            return
     if as_json:
         click.echo(json.dumps({"scenes": results, "failures": failures}, indent=2))
     elif not ctx.obj.get("quiet"):
