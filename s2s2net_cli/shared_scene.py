@@ -185,6 +185,10 @@ def _on_every_rank(fn: Callable, rank: int, world: int, gather: bool = False):
         value, error = fn(), None
     except S2S2NetError as exc:
         value, error = None, exc
+    except (OSError, RuntimeError, MemoryError) as exc:  # disk, GDAL, CUDA out of memory: the others must hear
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        value, error = None, S2S2NetError(f"{type(exc).__name__}: {text}")
+        error.__cause__ = exc
     outcomes = [None] * world
     dist.all_gather_object(outcomes, ("error", str(error)) if error else ("ok", value if gather else None))
     if error is not None:
