@@ -12,7 +12,7 @@ import rasterio
 
 from .conftest import write_raster
 from s2s2net_cli.errors import OutputExistsError
-from s2s2net_cli.predict import PredictOptions
+from s2s2net_cli.predict import PredictOptions, new_stats
 from s2s2net_cli.shared_scene import bands_of_rows, can_share, predict_band, stitch
 from .test_predict import PointwiseModel
 
@@ -54,7 +54,7 @@ def test_bands_stitched_equal_one_process(tmp_path, random_weights, tile, overla
     parts = tmp_path / "parts"
     parts.mkdir()
     band_stats = [predict_band(predictor, scene, parts, rank, bands, None) for rank in range(world)]
-    stats = {k: sum(s[k] for s in band_stats) for k in ("water", "nodata", "tiles")}
+    stats = {k: sum(s[k] for s in band_stats) for k in new_stats()}
     predictor.write_output(scene, tmp_path / "shared.tif", lambda dst: stitch(predictor, scene, parts, bands, dst, stats))
 
     got, profile, _ = read(tmp_path / "shared.tif")
