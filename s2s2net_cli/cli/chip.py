@@ -9,7 +9,7 @@ import click
 
 from ..chip import ChipOptions, chip_pairs
 from .options import (bands_option, json_option, keep_clouds_option, manifest_option, mask_option, nodata_option,
-                      offset_option, overwrite_option, pair_option, require_pairs)
+                      offset_option, overwrite_option, pair_option, require_pairs, scale_option)
 from .render import progress_bar, summary_table
 
 
@@ -27,9 +27,7 @@ from .render import progress_bar, summary_table
 @click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.2, show_default=True)
 @click.option("--seed", type=int, default=42, show_default=True)
 @bands_option
-@click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Divisor from a stack's values to reflectance (default 10000; 1 for a float stack of "
-                   "reflectance). Chips store reflectance x 10000.")
+@scale_option
 @offset_option
 @keep_clouds_option
 @mask_option

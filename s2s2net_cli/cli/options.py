@@ -73,6 +73,9 @@ def require_pairs(ctx, pairs, manifest):
 
 # -- where a scene comes from and which of its pixels count (predict, evaluate, compare, chip) --
 
+scale_option = click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=None,
+                            help="Divisor from a stack's values to reflectance (default 10000; 1 for a float stack of "
+                                 "reflectance, values 0-2). Products and STAC items take theirs from their metadata.")
 offset_option = click.option("--offset", type=float, default=0.0, show_default=True,
                              help="Added to a stack's DNs before dividing by --scale: -1000 for stacks made from "
                                   "products of processing baseline 04.00 on (2022+). Products and STAC items "

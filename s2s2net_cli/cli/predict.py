@@ -14,7 +14,7 @@ from ..io import check_output
 from ..predict import Predictor, PredictOptions, default_weights
 from ..shared_scene import close_process_group, gather_on_rank0, launcher_world, predict_scene_shared, process_group
 from .options import (aoi_option, bands_option, bbox_option, creation_options, device_option, json_option, keep_clouds_option,
-                      mask_option, offset_option, overwrite_option, precision_option)
+                      mask_option, offset_option, overwrite_option, precision_option, scale_option)
 from .render import progress_bar
 
 log = logging.getLogger("s2s2net")
@@ -32,9 +32,7 @@ VECTOR_SUFFIXES = {".gpkg", ".geojson", ".json", ".shp", ".fgb"}
 @device_option
 @precision_option
 @bands_option
-@click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Divisor from a stack's digital numbers to reflectance (default 10000; 1 for a float stack "
-                   "of reflectance, values 0-2).")
+@scale_option
 @offset_option
 @keep_clouds_option
 @mask_option
