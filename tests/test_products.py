@@ -16,7 +16,7 @@ from s2s2net_cli.bands import SceneReader, source_name, source_stem
 from s2s2net_cli.cli.main import cli
 from s2s2net_cli.errors import InputError
 from s2s2net_cli.predict import DEFAULT_WEIGHTS, Predictor, PredictOptions
-from s2s2net_cli.sources import SceneOptions, gdal_path, open_scene
+from s2s2net_cli.sources import gdal_path, open_scene
 
 from .conftest import write_raster
 from .product_factory import (read_stack, virginia_window, write_band_files, write_item, write_product,
@@ -158,6 +158,7 @@ def test_compare_manifest_and_chip_take_products(tmp_path, crop, stack):
     r = invoke("chip", "--pair", product, label, "-o", tmp_path / "chips", "--size", 32, "--json")
     assert r.exit_code == 0, r.output
     r2 = invoke("chip", "--pair", stack, label, "-o", tmp_path / "chips2", "--size", 32, "--json")
+    assert r2.exit_code == 0, r2.output
     chips = sorted((tmp_path / "chips" / "images").iterdir())
     assert len(chips) == 4 and len(list((tmp_path / "chips2" / "images").iterdir())) == 4
     with rasterio.open(chips[0]) as a, rasterio.open(tmp_path / "chips2" / "images" / chips[0].name.replace(
