@@ -18,7 +18,7 @@ from xml.sax.saxutils import escape
 import rasterio
 from rasterio.errors import RasterioIOError
 
-from .bands import BAND_NAMES, DEFAULT_SCALE, Scene, check_grid, open_stack
+from .bands import BAND_NAMES, DEFAULT_SCALE, Scene, _first_line, check_grid, open_stack
 from .errors import InputError, describe
 
 
@@ -189,7 +189,3 @@ def offset_value(text, source: str, what: str) -> float:
         raise InputError(describe(source, f"{what} is not finite"))
     return value
 
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
