@@ -21,6 +21,13 @@ from .grid import PAD_MULTIPLE, SCALE_FACTOR, padded_size
 ARCHITECTURE = "s2s2net"
 # The decoder works at 1/4 of the input; these steps take it to 5x the input (x20 in all).
 HEAD_FACTORS = (2.0, 2.0, 2.0, 2.5)
+DECODER_STRIDE = 4
+# Decoder pixels on each side of a window that the head's upsamplings and 3x3 convolutions
+# reach: with them the head's output inside the window is exactly that of the whole map.
+HEAD_MARGIN = 2
+# Rows of its input the head's last step takes at a time (an even number, so each piece
+# starts on a whole output row): its 5x maps never exist whole, and pieces stay in cache.
+LAST_STEP_ROWS = 32
 
 
 @dataclass(frozen=True)
@@ -78,14 +85,34 @@ class ProgressiveUpsamplingHead(nn.Module):
         self.steps = nn.ModuleList(steps)
         self.logit = nn.Conv2d(prev, 1, 1)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h, w = x.shape[-2:]
-        scale = 1.0
-        for factor, step in zip(self.factors, self.steps):
-            scale *= factor
-            size = (round(h * scale), round(w * scale))
-            x = step(F.interpolate(x, size=size, mode="bilinear", align_corners=False))
-        return self.logit(x)
+    def forward(self, x: torch.Tensor, last_step_rows: int | None = None) -> torch.Tensor:
+        """Logits at x20 the decoder's resolution. With ``last_step_rows`` the last step runs on
+        that many rows of its input at a time (plus two rows of halo each side): the same
+        numbers, without the whole x20 maps in memory."""
+        for factor, step in zip(self.factors[:-1], self.steps[:-1]):
+            x = step(_upsample(x, factor))
+        rows = x.shape[-2]
+        if not last_step_rows or rows <= last_step_rows:
+            return self._last(x)
+        factor, halo = self.factors[-1], 2
+        if last_step_rows % 2 or not (last_step_rows * factor).is_integer():
+            raise ValueError(f"last_step_rows {last_step_rows} must be even and give whole output rows")
+        pieces = []
+        for a in range(0, rows, last_step_rows):
+            b = min(a + last_step_rows, rows)
+            lo, hi = max(a - halo, 0), min(b + halo, rows)
+            out = self._last(x[..., lo:hi, :])
+            skip = round((a - lo) * factor)
+            pieces.append(out[..., skip: skip + round((b - a) * factor), :])
+        return torch.cat(pieces, dim=-2)
+
+    def _last(self, x: torch.Tensor) -> torch.Tensor:
+        return self.logit(self.steps[-1](_upsample(x, self.factors[-1])))
+
+
+def _upsample(x: torch.Tensor, factor: float) -> torch.Tensor:
+    h, w = x.shape[-2:]
+    return F.interpolate(x, size=(round(h * factor), round(w * factor)), mode="bilinear", align_corners=False)
 
 
 class S2S2Net(nn.Module):
@@ -106,6 +133,25 @@ class S2S2Net(nn.Module):
         x = pad_to_multiple(x, PAD_MULTIPLE)
         logits = self.head(self.decoder(self.encoder(x)))
         return logits[..., : h * SCALE_FACTOR, : w * SCALE_FACTOR]
+
+    def forward_window(self, x: torch.Tensor, top: int, left: int, height: int, width: int,
+                       last_step_rows: int | None = LAST_STEP_ROWS) -> torch.Tensor:
+        """The logits of ``forward(x)`` inside a window of the input (10 m pixels), exactly
+        (up to float rounding), at a fraction of the cost: encoder and decoder see all of
+        ``x`` as context, the head runs only on the window's decoder pixels plus HEAD_MARGIN,
+        its last step in pieces. (n, 1, 5 height, 5 width)."""
+        h, w = x.shape[-2:]
+        if top < 0 or left < 0 or height < 1 or width < 1 or top + height > h or left + width > w:
+            raise ValueError(f"window ({top}, {left}, {height}, {width}) does not lie inside {h} x {w}")
+        features = self.decoder(self.encoder(pad_to_multiple(x, PAD_MULTIPLE)))
+        fh, fw = features.shape[-2:]
+        r0, c0 = max(top // DECODER_STRIDE - HEAD_MARGIN, 0), max(left // DECODER_STRIDE - HEAD_MARGIN, 0)
+        r1 = min(-(-(top + height) // DECODER_STRIDE) + HEAD_MARGIN, fh)
+        c1 = min(-(-(left + width) // DECODER_STRIDE) + HEAD_MARGIN, fw)
+        logits = self.head(features[..., r0:r1, c0:c1], last_step_rows)
+        up = DECODER_STRIDE * SCALE_FACTOR  # head output pixels per decoder pixel
+        y, x0 = SCALE_FACTOR * top - up * r0, SCALE_FACTOR * left - up * c0
+        return logits[..., y: y + SCALE_FACTOR * height, x0: x0 + SCALE_FACTOR * width]
 
 
 def pad_to_multiple(x: torch.Tensor, multiple: int) -> torch.Tensor:

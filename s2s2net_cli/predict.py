@@ -1,19 +1,22 @@
 """Tiled, blended, streaming inference: a whole scene to a georeferenced 2 m mask.
 
-The scene is cut into tiles of ``tile_size`` 10 m pixels with ``overlap`` pixels of context on
-each side (read with rasterio windows, reflected past the scene edges). Tiles go to the network
-in batches, one row of tiles at a time. Overlaps are blended with a smooth separable weight
-window on the 2 m grid; the weights of all tiles covering a pixel sum to one, so a constant
-scene gives a constant mask across tile borders. Rows of the output are written as soon as no
-later tile can touch them, so memory grows with the scene's width only by a strip of
-``2 * overlap`` rows, never with its area.
+The scene is cut into tiles of ``tile_size`` 10 m pixels, each read with ``overlap`` pixels of
+context on every side (rasterio windows, reflected past the scene edges); where they lie is
+``tiling.TileGrid``'s arithmetic. The encoder and decoder see the whole read window; the
+upsampling head, nine tenths of the work, runs only on the tile plus ``blend`` pixels
+(``S2S2Net.forward_window``), so context costs little. Neighbouring outputs are blended over
+those ``2 * blend`` pixels with weights that sum to one, so a constant scene gives a constant
+mask across tile borders. Tiles go to the network in batches, one row of tiles at a time, with
+the next tiles read and the finished rows written in background threads. Rows of the output are
+written as soon as no later tile can touch them, so memory grows with the scene's width by one
+strip of a tile's height, never with its area.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -32,15 +35,18 @@ from .errors import InputError, describe
 from .grid import SCALE_FACTOR, fine_transform, row_pixel_areas
 from .io import atomic_path, check_output, temporary_sibling
 from .sources import SceneOptions, open_scene
+from .tiling import TileGrid
 
 NODATA = 255
+WRITE_ROWS = 512  # 2 m rows converted and written at a time
 DEFAULT_WEIGHTS = Path(__file__).parent / "weights" / "default.safetensors"
 
 
 @dataclass
 class PredictOptions:
     tile_size: int = 512
-    overlap: int = 64
+    overlap: int = 64  # context read around each tile (10 m pixels)
+    blend: int = 8  # 10 m pixels of each tile's output beyond its core, blended with the neighbours'
     batch_size: int | None = None  # None: 1 on the CPU, 8 on a GPU
     device: str = "auto"
     precision: str = "auto"
@@ -63,8 +69,8 @@ class PredictOptions:
                             keep_clouds=self.keep_clouds, mask=self.mask, bbox=self.bbox, aoi=self.aoi)
 
     def __post_init__(self):
-        if self.tile_size < 1 or self.overlap < 0:
-            raise ValueError("tile size must be positive and overlap not negative")
+        if self.tile_size < 1 or self.overlap < 0 or self.blend < 0:
+            raise ValueError("tile size must be positive, overlap and blend not negative")
         if self.threshold is not None and not 0 <= self.threshold <= 1:
             raise ValueError("threshold must lie in 0-1")
 
@@ -121,6 +127,7 @@ class Predictor:
         self.weights = Path(weights)
         self.device = resolve_device(self.options.device)
         self.model, self.card = load_model(self.weights, self.device)
+        self.model.to(memory_format=torch.channels_last)  # 1.4x faster convolutions on CPUs and GPUs
         if tuple(self.card.bands.names) != BAND_NAMES:
             raise InputError(describe(self.weights, f"weights were trained on bands {', '.join(self.card.bands.names)}; "
                                                     f"s2s2net reads {', '.join(BAND_NAMES)}"))
@@ -134,14 +141,15 @@ class Predictor:
         return self.weights.name
 
     @torch.inference_mode()
-    def probabilities(self, batch: np.ndarray) -> np.ndarray:
-        """Water probability (n, 5h, 5w) float32 for a normalised batch (n, bands, h, w)."""
-        x = torch.from_numpy(batch).to(self.device)
-        if self.amp is not None:
-            with torch.autocast(self.device.type, dtype=self.amp):
-                logits = self.model(x)
-        else:
-            logits = self.model(x)
+    def probabilities(self, batch: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
+        """Water probability (n, 5 height, 5 width) float32 inside ``box`` = (top, left, height,
+        width) of a normalised batch (n, bands, h, w); the whole batch is the network's context."""
+        x = torch.from_numpy(batch)
+        if self.device.type == "cuda":
+            x = x.pin_memory().to(self.device, non_blocking=True)
+        x = x.contiguous(memory_format=torch.channels_last)
+        with torch.autocast(self.device.type, dtype=self.amp, enabled=self.amp is not None):
+            logits = self.model.forward_window(x, *box)
         return torch.sigmoid(logits.float())[:, 0].cpu().numpy()
 
     def predict_scene(self, scene_path, output_path, on_tile: Callable[[int, int], None] | None = None) -> SceneResult:
@@ -152,7 +160,7 @@ class Predictor:
         def fill(dst) -> dict:
             stats = new_stats()
             with SceneReader(scene) as reader:
-                self.run_rows(reader, 0, self.tile_rows(scene),
+                self.run_rows(reader, 0, self.grid(scene).n_rows,
                               lambda row0, prob, valid: self.write_rows(dst, prob, row0, valid, stats), stats, on_tile)
             return stats
 
@@ -168,9 +176,6 @@ class Predictor:
         valid = valid_mask(sample, scene.nodata)
         warnings += [w for w in (scale_warning(scene, sample, valid), offset_warning(scene, sample, valid)) if w]
         return scene, warnings
-
-    def tile_rows(self, scene) -> int:
-        return math.ceil(scene.height / self.options.tile_size)
 
     def write_output(self, scene, output_path, fill: Callable) -> dict:
         """Open the 2 m mask of ``scene`` at a temporary name, let ``fill(dst)`` write its rows
@@ -217,84 +222,106 @@ class Predictor:
             "clouds_left_out": "yes" if scene.cloud_band else "no",
         }
 
+    def grid(self, scene) -> TileGrid:
+        """Where this predictor's tiles lie on ``scene``."""
+        opts = self.options
+        return TileGrid.for_scene(scene.height, scene.width, opts.tile_size, opts.overlap, opts.blend)
+
     def run_rows(self, reader: SceneReader, first: int, last: int, emit: Callable, stats: dict,
                  on_tile: Callable[[int, int], None] | None = None) -> np.ndarray:
         """Run the tile rows ``first`` to ``last - 1`` and blend them on the 2 m grid.
 
         Each run of 2 m rows that no tile row of the range can still touch goes to
         ``emit(row0, prob, valid_10m)`` as soon as it is complete (``valid_10m`` starts at 10 m
-        row ``row0 // 5``). The first ``2 * overlap`` 2 m rows of a range that does not start at
-        the top only hold this range's share of the blend, like the rows below its last tile row
-        that the next tile row would reach: those are returned, (rows, 5 * width) float32.
+        row ``row0 // 5``); emits run in a background thread, one at a time and in order, while
+        the network works on the next row, and the next batch of tiles is read the same way.
+        The seam rows at the top of a range that does not start at the top only hold this
+        range's share of the blend, like the seam rows below its last tile row: those are
+        returned, (rows, 5 * width) float32.
         """
-        opts, f, scene = self.options, SCALE_FACTOR, reader.scene
-        T, O = opts.tile_size, opts.overlap
-        H, W = scene.height, scene.width
-        n_rows, n_cols = math.ceil(H / T), math.ceil(W / T)
-        S = T + 2 * O
-        batch_size = opts.batch_size or (8 if self.device.type == "cuda" else 1)
-        wy = _normalised_weights(H, T, O)  # per tile row, the weight of each of its 2 m rows
-        wx = _normalised_weights(W, T, O)
+        f, grid = SCALE_FACTOR, self.grid(reader.scene)
+        H, W = grid.height, grid.width
+        batch_size = self.options.batch_size or (8 if self.device.type == "cuda" else 1)
+        box = grid.output_box
         W2 = W * f
-        written = max(f * (first * T - O), 0)  # 2 m rows above this are done (or another range's)
+        written = grid.seam(first)[0] if first > 0 else 0  # 2 m rows above this are done (or another range's)
         carry = np.zeros((0, W2), dtype=np.float32)  # rows touched by earlier tiles, not yet emitted
         # 10 m validity of the rows from written // f to the current tile row's top
-        valid_carry = valid_rows(reader, written // f, first * T)
-        total = (last - first) * n_cols
-        done = 0
-        for i in range(first, last):
-            r0 = i * T
-            top = f * (r0 - O)
-            strip_top, strip_bottom = max(top, 0), min(f * (r0 + T + O), H * f)
-            assert strip_top == written
-            strip = np.zeros((strip_bottom - strip_top, W2), dtype=np.float32)
-            strip[: carry.shape[0]] = carry
-            valid = np.zeros((min(r0 + T, H) - r0, W), dtype=bool)
-            for j0 in range(0, n_cols, batch_size):
-                cols = range(j0, min(j0 + batch_size, n_cols))
-                tiles = [read_normalised(reader, Window(j * T - O, r0 - O, S, S), self.spec) for j in cols]
-                probs = self.probabilities(np.stack([x for x, _, _ in tiles]))
+        valid_carry = valid_rows(reader, written // f, grid.core_rows(first)[0])
+        batches = [(i, range(j0, min(j0 + batch_size, grid.n_cols)))
+                   for i in range(first, last) for j0 in range(0, grid.n_cols, batch_size)]
+        total, done = (last - first) * grid.n_cols, 0
+
+        def read(i, cols):
+            return [read_normalised(reader, grid.read_window(i, j), self.spec) for j in cols]
+
+        with ThreadPoolExecutor(1, thread_name_prefix="s2s2net-read") as reads, \
+                ThreadPoolExecutor(1, thread_name_prefix="s2s2net-write") as writes:
+            next_tiles, writing = reads.submit(read, *batches[0]), None
+            for n, (i, cols) in enumerate(batches):
+                r0, r1 = grid.core_rows(i)
+                top, bottom = grid.output_rows(i)
+                strip_top, strip_bottom = max(top, 0), min(bottom, H * f)
+                if cols.start == 0:
+                    assert strip_top == written
+                    strip = np.zeros((strip_bottom - strip_top, W2), dtype=np.float32)
+                    strip[: carry.shape[0]] = carry
+                    valid = np.zeros((r1 - r0, W), dtype=bool)
+                tiles = next_tiles.result()
+                if n + 1 < len(batches):
+                    next_tiles = reads.submit(read, *batches[n + 1])
+                probs = self.probabilities(np.stack([x for x, _, _ in tiles]), box)
                 for k, j in enumerate(cols):
-                    c0 = j * T
-                    left, right = f * (c0 - O), f * (c0 + T + O)
-                    weighted = probs[k] * wy[i][:, None] * wx[j][None, :]
+                    c0, c1 = grid.core_cols(j)
+                    left, right = grid.output_cols(j)
+                    weighted = probs[k] * grid.row_weights[i][:, None] * grid.col_weights[j][None, :]
                     strip[:, max(left, 0): min(right, W2)] += weighted[
                         strip_top - top: strip_bottom - top, max(left, 0) - left: min(right, W2) - left]
-                    core = tiles[k][1][O: O + valid.shape[0], O: O + min(T, W - c0)]
-                    valid[:, c0: c0 + core.shape[1]] = core
-                    stats["masked"] += f * f * int(tiles[k][2][O: O + valid.shape[0], O: O + min(T, W - c0)].sum())
+                    c = grid.context
+                    valid[:, c0:c1] = tiles[k][1][c: c + r1 - r0, c: c + c1 - c0]
+                    stats["masked"] += f * f * int(tiles[k][2][c: c + r1 - r0, c: c + c1 - c0].sum())
                     stats["tiles"] += 1
                     done += 1
                     if on_tile:
                         on_tile(done, total)
-            # rows that no later tile row reaches are final
-            final_bottom = H * f if i == n_rows - 1 else f * (r0 + T - O)
-            valid_strip = np.concatenate([valid_carry, valid])  # 10 m rows from written // f
-            if final_bottom > written:
-                emit(written, strip[: final_bottom - strip_top], valid_strip)
-            carry = strip[final_bottom - strip_top:].copy()
-            valid_carry = valid_strip[final_bottom // f - written // f:]
-            written = final_bottom
+                if cols.stop < grid.n_cols:
+                    continue
+                # the row of tiles is done: rows that no later tile row reaches are final
+                final_bottom = grid.final_bottom(i)
+                valid_strip = np.concatenate([valid_carry, valid])  # 10 m rows from written // f
+                if writing is not None:
+                    writing.result()
+                    writing = None
+                if final_bottom > written:
+                    writing = writes.submit(emit, written, strip[: final_bottom - strip_top], valid_strip)
+                carry = strip[final_bottom - strip_top:].copy()
+                valid_carry = valid_strip[final_bottom // f - written // f:]
+                written = final_bottom
+            if writing is not None:
+                writing.result()
         return carry
 
     def write_rows(self, dst, prob: np.ndarray, row0: int, valid_10m: np.ndarray, stats: dict,
                    dst_row0: int | None = None) -> None:
         """Write 2 m rows [row0, row0 + len(prob)) at ``dst_row0`` (default row0) of ``dst``;
         ``valid_10m`` starts at 10 m row row0 // 5."""
-        if prob.shape[0] == 0:
-            return
-        f = SCALE_FACTOR
-        rows_10m = np.arange(row0, row0 + prob.shape[0]) // f - row0 // f
-        valid = np.repeat(valid_10m[rows_10m], f, axis=1)
-        water = (prob >= self.threshold) & valid
-        out = np.clip(np.rint(prob * 100), 0, 100).astype(np.uint8) if self.options.probability else water.astype(np.uint8)
-        per_row = water.sum(axis=1)
-        stats["water"] += int(per_row.sum())
-        at = row0 if dst_row0 is None else dst_row0
-        stats["water_m2"] += float(per_row @ row_pixel_areas(dst.crs, dst.transform, at, len(per_row)))
-        out[~valid] = NODATA
-        stats["nodata"] += int((~valid).sum())
-        dst.write(out, 1, window=Window(0, row0 if dst_row0 is None else dst_row0, out.shape[1], out.shape[0]))
+        f, step = SCALE_FACTOR, WRITE_ROWS
+        shift = (row0 if dst_row0 is None else dst_row0) - row0
+        for a in range(row0, row0 + prob.shape[0], step):  # in pieces: a few bytes per pixel of temporaries
+            piece = prob[a - row0: a - row0 + step]
+            rows_10m = np.arange(a, a + piece.shape[0]) // f - row0 // f
+            valid = np.repeat(valid_10m[rows_10m], f, axis=1)
+            water = (piece >= self.threshold) & valid
+            if self.options.probability:
+                out = np.clip(np.rint(piece * 100), 0, 100).astype(np.uint8)
+            else:
+                out = water.astype(np.uint8)
+            per_row = water.sum(axis=1)
+            stats["water"] += int(per_row.sum())
+            stats["water_m2"] += float(per_row @ row_pixel_areas(dst.crs, dst.transform, a + shift, len(per_row)))
+            out[~valid] = NODATA
+            stats["nodata"] += int((~valid).sum())
+            dst.write(out, 1, window=Window(0, a + shift, out.shape[1], out.shape[0]))
 
 
 def valid_rows(reader: SceneReader, row0: int, row1: int) -> np.ndarray:
@@ -324,24 +351,6 @@ def mask_profile(scene, creation_options: dict | None = None) -> dict:
 
 
 _PROFILE_KEYS = {"blockxsize", "blockysize", "tiled", "compress", "predictor", "zlevel", "zstd_level", "interleave"}
-
-
-def _normalised_weights(size: int, T: int, O: int) -> list[np.ndarray]:
-    """Per tile along one axis, its 2 m blend weights (length 5(T+2O)), normalised so that
-    the weights of all tiles covering any 2 m position inside the scene sum to one."""
-    f = SCALE_FACTOR
-    n = math.ceil(size / T)
-    ramp_len = f * 2 * O
-    length = f * (T + 2 * O)
-    base = np.ones(length, dtype=np.float64)
-    if ramp_len:
-        ramp = 0.5 - 0.5 * np.cos(np.pi * (np.arange(ramp_len) + 0.5) / ramp_len)
-        base[:ramp_len] = ramp
-        base[-ramp_len:] = np.minimum(base[-ramp_len:], ramp[::-1])
-    total = np.zeros(f * (n * T + 2 * O), dtype=np.float64)  # index 0 is 2 m position -5O
-    for i in range(n):
-        total[f * i * T: f * i * T + length] += base
-    return [(base / total[f * i * T: f * i * T + length]).astype(np.float32) for i in range(n)]
 
 
 def _to_cog(src_path, dst_path, profile, creation_options: dict | None = None, probability: bool = False) -> None:

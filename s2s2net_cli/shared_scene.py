@@ -1,9 +1,9 @@
 """One scene's rows of tiles shared among the ranks of a launcher (deepspeed, torchrun).
 
-Rank k runs a contiguous band of tile rows. The 2 m rows that only its own tiles reach are
-final: it writes them (uint8) to its part file. The ``2 * overlap`` rows at each border between
-two bands (the seams) are reached by tiles of both: each rank keeps its share of their blend
-(float32 ``.npy``). When every rank is done, rank 0 stitches the parts and the summed seams
+Rank k runs a contiguous band of tile rows (``TileGrid.bands``). The 2 m rows that only its
+own tiles reach are final: it writes them (uint8) to its part file. The ``2 * blend`` rows at
+each border between two bands (the seams) are reached by tiles of both: each rank keeps its
+share of their blend (float32 ``.npy``). When every rank is done, rank 0 stitches the parts and the summed seams
 into OUTPUT, written atomically like a single-process prediction, and removes the parts.
 The result is the same mask one process writes.
 
@@ -61,17 +61,6 @@ def gather_on_rank0(results: list, failures: list) -> tuple[list, list]:
     return [r for rs, _ in gathered for r in rs], [f for _, fs in gathered for f in fs]
 
 
-def bands_of_rows(n_rows: int, world: int) -> list[tuple[int, int]]:
-    """Contiguous [first, last) ranges of tile rows, one per rank, as even as possible."""
-    edges = np.linspace(0, n_rows, world + 1).round().astype(int)
-    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
-
-
-def can_share(n_rows: int, world: int, tile_size: int, overlap: int) -> bool:
-    """Every rank gets a tile row, and seams of neighbouring bands do not touch (2 overlap <= tile)."""
-    return world > 1 and n_rows >= world and 2 * overlap <= tile_size
-
-
 def predict_scene_shared(predictor: Predictor, scene_path, output_path,
                          on_tile: Callable[[int, int], None] | None = None) -> SceneResult | None:
     """Predict one scene with every rank of the process group; rank 0 writes OUTPUT and returns
@@ -79,19 +68,17 @@ def predict_scene_shared(predictor: Predictor, scene_path, output_path,
     others stop too (rank 0 naming the failed rank's problem)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     start = time.perf_counter()
-    opts = predictor.options
     prepared = _on_every_rank(lambda: predictor.prepare(scene_path, output_path), rank, world)
     if prepared is None:
         return None
     scene, warnings = prepared
-    n_rows = predictor.tile_rows(scene)
-    if not can_share(n_rows, world, opts.tile_size, opts.overlap):
-        # too few rows for every rank (or overlaps wider than half a tile): rank 0 runs it all
+    grid = predictor.grid(scene)
+    if not grid.can_share(world):  # fewer rows of tiles than ranks: rank 0 runs it all
         result = _on_every_rank(lambda: predictor.predict_scene(scene_path, output_path, on_tile) if rank == 0 else 0,
                                 rank, world)
         return result if rank == 0 else None
 
-    bands = bands_of_rows(n_rows, world)
+    bands = grid.bands(world)
     parts = Path(output_path).parent / f".{Path(output_path).name}.parts"
     if rank == 0:
         shutil.rmtree(parts, ignore_errors=True)
@@ -113,10 +100,9 @@ def predict_scene_shared(predictor: Predictor, scene_path, output_path,
 def predict_band(predictor: Predictor, scene, parts: Path, rank: int, bands, on_tile) -> dict:
     """Run this rank's tile rows: final rows to ``rank<k>.tif``, seam shares to ``.npy``."""
     first, last = bands[rank]
-    f, T, O = SCALE_FACTOR, predictor.options.tile_size, predictor.options.overlap
-    H2 = scene.height * f
-    top_seam = (f * (first * T - O), min(f * (first * T + O), H2)) if first > 0 else (0, 0)
-    part_top, part_bottom = _part_rows(first, last, len_rows=predictor.tile_rows(scene), T=T, O=O, H2=H2)
+    f, grid = SCALE_FACTOR, predictor.grid(scene)
+    top_seam = grid.seam(first) if first > 0 else (0, 0)
+    part_top, part_bottom = grid.band_rows(first, last)
     stats = new_stats()
     top_share = np.zeros((top_seam[1] - top_seam[0], scene.width * f), dtype=np.float32)
     profile = _part_profile(scene, part_top, part_bottom)
@@ -133,17 +119,9 @@ def predict_band(predictor: Predictor, scene, parts: Path, rank: int, bands, on_
         bottom_share = predictor.run_rows(reader, first, last, emit, stats, on_tile)
     if first > 0:
         np.save(parts / f"rank{rank}.top.npy", top_share)
-    if last < predictor.tile_rows(scene):
+    if last < grid.n_rows:
         np.save(parts / f"rank{rank}.bottom.npy", bottom_share)
     return stats
-
-
-def _part_rows(first: int, last: int, len_rows: int, T: int, O: int, H2: int) -> tuple[int, int]:
-    """The 2 m rows [top, bottom) that only the band's own tiles reach."""
-    f = SCALE_FACTOR
-    top = min(f * (first * T + O), H2) if first > 0 else 0
-    bottom = min(f * (last * T - O), H2) if last < len_rows else H2
-    return top, bottom
 
 
 def _part_profile(scene, top: int, bottom: int) -> dict:
@@ -155,20 +133,20 @@ def _part_profile(scene, top: int, bottom: int) -> dict:
 
 def stitch(predictor: Predictor, scene, parts: Path, bands, dst, stats: dict) -> dict:
     """Write each band's part, and the two shares of each seam summed, into ``dst``."""
-    f, T = SCALE_FACTOR, predictor.options.tile_size
-    n_rows, H2, W2 = predictor.tile_rows(scene), scene.height * f, scene.width * f
+    f, grid = SCALE_FACTOR, predictor.grid(scene)
+    W2 = scene.width * f
     with SceneReader(scene) as reader:
         for k, (first, last) in enumerate(bands):
             if first > 0:
                 above = np.load(parts / f"rank{k - 1}.bottom.npy", mmap_mode="r")
                 below = np.load(parts / f"rank{k}.top.npy", mmap_mode="r")
-                seam0 = f * (first * T - predictor.options.overlap)
+                seam0 = grid.seam(first)[0]
                 for r in range(0, len(below), STITCH_ROWS):
                     prob = np.asarray(above[r: r + STITCH_ROWS]) + np.asarray(below[r: r + STITCH_ROWS])
                     row0 = seam0 + r
                     valid = valid_rows(reader, row0 // f, (row0 + len(prob) - 1) // f + 1)
                     predictor.write_rows(dst, prob, row0, valid, stats)
-            top, bottom = _part_rows(first, last, n_rows, T, predictor.options.overlap, H2)
+            top, bottom = grid.band_rows(first, last)
             if bottom > top:
                 with rasterio.open(parts / f"rank{k}.tif") as part:
                     for r in range(0, bottom - top, STITCH_ROWS):

@@ -39,3 +39,35 @@ def test_gradients_reach_the_encoder(model):
     out = m(torch.randn(2, 6, 32, 32))
     out.mean().backward()
     assert m.encoder.patch_embed1.proj.weight.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("box,rows", [((37, 21, 51, 47), 32), ((0, 0, 96, 80), 8), ((3, 5, 90, 70), None),
+                                      ((64, 16, 32, 64), 4)])
+def test_a_window_of_the_output_equals_the_whole_forward_there(model, box, rows):
+    # The head runs only on the window's decoder pixels plus HEAD_MARGIN, its last step in
+    # pieces of `rows`: the numbers must be those of the whole map.
+    torch.manual_seed(1)
+    x = torch.randn(2, 6, 96, 80).contiguous(memory_format=torch.channels_last)
+    top, left, h, w = box
+    with torch.no_grad():
+        whole = model(x)[..., 5 * top: 5 * (top + h), 5 * left: 5 * (left + w)]
+        window = model.forward_window(x, *box, last_step_rows=rows)
+    assert window.shape == (2, 1, 5 * h, 5 * w)
+    assert (window - whole).abs().max() < 1e-4
+
+
+def test_a_window_without_the_heads_margin_differs(model, monkeypatch):
+    # the check above can fail: the head's receptive field reaches past the window
+    import s2s2net_cli.model as model_module
+
+    monkeypatch.setattr(model_module, "HEAD_MARGIN", 0)
+    x = torch.randn(1, 6, 96, 96)
+    with torch.no_grad():
+        whole = model(x)[..., 5 * 37: 5 * 80, 5 * 37: 5 * 80]
+        window = model.forward_window(x, 37, 37, 43, 43)
+    assert (window - whole).abs().max() > 1e-3
+
+
+def test_windows_outside_the_input_are_refused(model):
+    with pytest.raises(ValueError, match="does not lie inside"):
+        model.forward_window(torch.randn(1, 6, 32, 32), 0, 0, 33, 32)

@@ -12,7 +12,8 @@ import rasterio
 from affine import Affine
 from rasterio.features import rasterize
 
-from s2s2net_cli.predict import Predictor, PredictOptions, _normalised_weights
+from s2s2net_cli.predict import Predictor, PredictOptions
+from s2s2net_cli.tiling import blend_weights
 
 from .conftest import run_cli, write_raster
 
@@ -42,19 +43,20 @@ class PointwiseModel(Predictor):
     """The real tiling and blending around a stand-in network whose output at each 2 m pixel
     depends only on the 10 m pixel below it, so the exact answer is known everywhere."""
 
-    def probabilities(self, batch):
-        p = 1 / (1 + np.exp(-(batch[:, 3] - batch[:, 1])))
+    def probabilities(self, batch, box):
+        top, left, h, w = box
+        p = 1 / (1 + np.exp(-(batch[:, 3, top: top + h, left: left + w] - batch[:, 1, top: top + h, left: left + w])))
         return np.repeat(np.repeat(p, 5, axis=1), 5, axis=2).astype(np.float32)
 
 
-@pytest.mark.parametrize("tile,overlap", [(32, 0), (32, 8), (40, 13), (64, 32), (200, 50)])
-def test_tiling_blending_and_streaming_reassemble_the_scene_exactly(tmp_path, random_weights, tile, overlap):
-    rng = np.random.default_rng(tile + overlap)
+@pytest.mark.parametrize("tile,overlap,blend", [(32, 0, 0), (32, 8, 8), (40, 13, 5), (64, 32, 8), (200, 50, 0), (32, 16, 16)])
+def test_tiling_blending_and_streaming_reassemble_the_scene_exactly(tmp_path, random_weights, tile, overlap, blend):
+    rng = np.random.default_rng(tile + overlap + blend)
     data = rng.integers(100, 5000, size=(6, 71, 83)).astype("uint16")
     data[:, 30:35, 10:50] = 0  # a nodata hole
     scene = write_raster(tmp_path / "s.tif", data, nodata=0)
     out = tmp_path / "p.tif"
-    predictor = PointwiseModel(random_weights, PredictOptions(tile_size=tile, overlap=overlap, probability=True))
+    predictor = PointwiseModel(random_weights, PredictOptions(tile_size=tile, overlap=overlap, blend=blend, probability=True))
     predictor.predict_scene(scene, out)
     got, _, _ = read(out)
     refl = data.astype(np.float32) / 10000
@@ -67,7 +69,7 @@ def test_tiling_blending_and_streaming_reassemble_the_scene_exactly(tmp_path, ra
 
 def test_blend_weights_sum_to_one_everywhere():
     for size, T, O in [(100, 32, 8), (33, 32, 16), (500, 64, 64), (7, 32, 0)]:
-        weights = _normalised_weights(size, T, O)
+        weights = blend_weights(size, T, O)
         total = np.zeros(5 * (len(weights) * T + 2 * O))
         for i, w in enumerate(weights):
             total[5 * i * T: 5 * i * T + len(w)] += w

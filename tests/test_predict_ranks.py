@@ -13,7 +13,7 @@ import rasterio
 from .conftest import write_raster
 from s2s2net_cli.errors import OutputExistsError
 from s2s2net_cli.predict import PredictOptions, new_stats
-from s2s2net_cli.shared_scene import bands_of_rows, can_share, predict_band, stitch
+from s2s2net_cli.shared_scene import predict_band, stitch
 from .test_predict import PointwiseModel
 
 LAUNCHER = Path(sys.executable).parent / "deepspeed"
@@ -24,33 +24,24 @@ def read(path):
         return src.read(1), src.profile, src.tags()
 
 
-def test_bands_of_rows_cover_every_row_once():
-    for n_rows in range(1, 30):
-        for world in range(1, 9):
-            bands = bands_of_rows(n_rows, world)
-            assert len(bands) == world and bands[0][0] == 0 and bands[-1][1] == n_rows
-            assert all(a[1] == b[0] for a, b in zip(bands, bands[1:]))
-            if n_rows >= world:
-                assert all(last > first for first, last in bands)
-    assert not can_share(3, 4, 64, 8) and not can_share(10, 2, 64, 40) and can_share(10, 2, 64, 32)
-
-
-@pytest.mark.parametrize("tile,overlap,world", [(32, 8, 2), (32, 16, 3), (40, 13, 4), (24, 0, 3), (24, 12, 6)])
-def test_bands_stitched_equal_one_process(tmp_path, random_weights, tile, overlap, world):
+@pytest.mark.parametrize("tile,overlap,blend,world", [(32, 8, 8, 2), (32, 16, 3, 3), (40, 13, 13, 4), (24, 0, 0, 3),
+                                                     (24, 12, 12, 6), (24, 12, 0, 5)])
+def test_bands_stitched_equal_one_process(tmp_path, random_weights, tile, overlap, blend, world):
     # Each rank's band run in turn in this process, then stitched: the result must be the
     # mask one process writes, nodata holes across the seams included.
     rng = np.random.default_rng(tile + world)
     data = rng.integers(100, 5000, size=(6, 150, 83)).astype("uint16")
     data[:, 55:75, 10:50] = 0  # nodata across the first seams
     scene_path = write_raster(tmp_path / "s.tif", data, nodata=0)
-    opts = PredictOptions(tile_size=tile, overlap=overlap, probability=True)
+    opts = PredictOptions(tile_size=tile, overlap=overlap, blend=blend, probability=True)
     predictor = PointwiseModel(random_weights, opts)
     single = tmp_path / "single.tif"
     predictor.predict_scene(scene_path, single)
 
     scene, _ = predictor.prepare(scene_path, tmp_path / "shared.tif")
-    bands = bands_of_rows(predictor.tile_rows(scene), world)
-    assert can_share(predictor.tile_rows(scene), world, tile, overlap)
+    grid = predictor.grid(scene)
+    bands = grid.bands(world)
+    assert grid.can_share(world)
     parts = tmp_path / "parts"
     parts.mkdir()
     band_stats = [predict_band(predictor, scene, parts, rank, bands, None) for rank in range(world)]
@@ -62,7 +53,7 @@ def test_bands_stitched_equal_one_process(tmp_path, random_weights, tile, overla
     assert profile["transform"] == want_profile["transform"] and got.shape == want.shape
     assert np.array_equal(got == 255, want == 255)
     assert np.abs(got.astype(int) - want.astype(int)).max() <= 1  # float sums in another order
-    assert stats["tiles"] == predictor.tile_rows(scene) * -(-83 // tile)
+    assert stats["tiles"] == grid.n_rows * -(-83 // tile)
     assert stats["nodata"] == int((want == 255).sum())
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from s2s2net_cli.grid import fine_shape, fine_transform, padded_size
 from s2s2net_cli.metrics import count
-from s2s2net_cli.predict import _normalised_weights
+from s2s2net_cli.tiling import blend_weights
 
 from .conftest import run_cli, write_raster
 
@@ -214,7 +214,7 @@ def test_a_failing_rank_ends_the_launch_with_its_message(tmp_path):
 @given(st.integers(1, 3000), st.integers(32, 512), st.integers(0, 128))
 def test_blend_weights_cover_every_pixel_once(size, tile, overlap):
     overlap = min(overlap, tile)
-    weights = _normalised_weights(size, tile, overlap)
+    weights = blend_weights(size, tile, overlap)
     total = np.zeros(5 * (len(weights) * tile + 2 * overlap))
     for i, w in enumerate(weights):
         assert (w > 0).all()

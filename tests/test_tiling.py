@@ -1,0 +1,83 @@
+"""The tiling arithmetic on its own: where tiles lie, which 2 m rows are final when, seams and bands."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from s2s2net_cli.tiling import TileGrid, blend_weights
+
+grids = st.builds(TileGrid.for_scene, st.integers(1, 700), st.integers(1, 300), st.integers(8, 160),
+                  st.integers(0, 64), st.integers(0, 64))
+
+
+def covering(grid, row2):
+    """Tile rows whose output box reaches 2 m row ``row2``, by brute force."""
+    return [i for i in range(grid.n_rows) if grid.output_rows(i)[0] <= row2 < grid.output_rows(i)[1]]
+
+
+@settings(max_examples=80, deadline=None)
+@given(grids)
+def test_rows_are_final_exactly_when_no_later_tile_row_reaches_them(grid):
+    H2 = grid.height * 5
+    bottoms = [grid.final_bottom(i) for i in range(grid.n_rows)]
+    assert bottoms == sorted(bottoms) and bottoms[-1] == H2
+    for row2 in range(0, H2, 7):
+        reached_by = covering(grid, row2)
+        assert reached_by  # every row of the scene comes from some tile
+        finished_after = next(i for i, b in enumerate(bottoms) if row2 < b)
+        assert finished_after == max(reached_by)
+
+
+@settings(max_examples=80, deadline=None)
+@given(grids, st.integers(1, 12))
+def test_bands_and_seams_cover_every_2m_row_once(grid, world):
+    H2 = grid.height * 5
+    if not grid.can_share(world):
+        assert world == 1 or world > grid.n_rows
+        return
+    bands = grid.bands(world)
+    assert len(bands) == world and bands[0][0] == 0 and bands[-1][1] == grid.n_rows
+    assert all(last > first for first, last in bands) and all(a[1] == b[0] for a, b in zip(bands, bands[1:]))
+    owner = np.zeros(H2, int)
+    for first, last in bands:
+        top, bottom = grid.band_rows(first, last)
+        owner[top:bottom] += 1
+        if first > 0:
+            s0, s1 = grid.seam(first)
+            owner[s0:s1] += 1
+            for row2 in range(s0, s1):  # a seam row is reached by the two bands' tiles and no others
+                assert set(covering(grid, row2)) == {first - 1, first}
+        for row2 in range(top, bottom, 5):
+            assert all(first <= i < last for i in covering(grid, row2))
+    assert (owner == 1).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(grids)
+def test_output_box_lies_in_the_read_window_around_the_core(grid):
+    top, left, h, w = grid.output_box
+    assert top >= 0 and top + h <= grid.read_size and (top, h) == (left, w)
+    for i in (0, grid.n_rows - 1):
+        win = grid.read_window(i, grid.n_cols - 1)
+        assert win.row_off + grid.context == grid.core_rows(i)[0]
+        assert grid.output_rows(i)[0] == 5 * (win.row_off + top)
+        assert grid.output_rows(i)[1] - grid.output_rows(i)[0] == 5 * h == len(grid.row_weights[i])
+
+
+def test_blend_is_held_within_context_and_half_a_tile():
+    assert TileGrid.for_scene(100, 100, 64, 64, 8).blend == 8
+    assert TileGrid.for_scene(100, 100, 64, 4, 8).blend == 4
+    assert TileGrid.for_scene(100, 100, 10, 64, 8).blend == 5
+    with pytest.raises(ValueError):
+        TileGrid(100, 100, 64, 4, 8)
+
+
+@pytest.mark.parametrize("size,tile,blend", [(100, 32, 8), (33, 32, 16), (500, 64, 0), (7, 32, 3)])
+def test_weights_ramp_only_inside_seams(size, tile, blend):
+    weights = blend_weights(size, tile, blend)
+    for i, w in enumerate(weights):
+        core = w[5 * 2 * blend: len(w) - 5 * 2 * blend]
+        assert np.allclose(core, 1.0)  # away from the seams a pixel comes from one tile
+        if i > 0 and blend:
+            assert w[0] < 0.01  # and across a seam the weight ramps smoothly
