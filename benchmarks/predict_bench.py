@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,8 @@ def main() -> None:
     ap.add_argument("--tile-size", type=int, default=512)
     ap.add_argument("--overlap", type=int, default=64)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--precision", default="auto", choices=["auto", "32", "bf16", "16"])
+    ap.add_argument("--keep", type=Path, default=None, help="copy the predicted mask here")
     ap.add_argument("--weights", type=Path, default=None)
     ap.add_argument("--skip-forward", action="store_true",
                     help="time the pipeline only (a full 10980 px scene: the bare network would double the run)")
@@ -54,17 +57,23 @@ def main() -> None:
 
         cmd = [sys.executable, "-m", "s2s2net_cli", "-q", "predict", str(scene), "-o", str(tmp / "out.tif"),
                "--weights", str(weights), "--tile-size", str(args.tile_size), "--overlap", str(args.overlap),
-               "--device", args.device, "--json"]
+               "--device", args.device, "--precision", args.precision, "--json"]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True)
-        pipeline_s = json.loads(out.stdout)["scenes"][0]["seconds"]
+        summary = json.loads(out.stdout)["scenes"][0]
+        pipeline_s = summary["seconds"]
         peak_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        if args.keep:
+            shutil.copyfile(tmp / "out.tif", args.keep)
 
         bare_s = None if args.skip_forward else _time_bare(weights, args)
 
     result = {"pipeline_s": round(pipeline_s, 2), "bare_s": bare_s and round(bare_s, 2),
               "area_ratio": bare_s and round(pipeline_s / bare_s, 3), "peak_rss_mb": round(peak_rss_mb, 1),
               "scene_px": args.size * args.size, "tiles": math.ceil(args.size / args.tile_size) ** 2,
-              "tile_size": args.tile_size, "overlap": args.overlap, "threads": torch.get_num_threads()}
+              "tile_size": args.tile_size, "overlap": args.overlap, "threads": torch.get_num_threads(),
+              "device": args.device, "precision": args.precision}
+    if args.device.startswith("cuda"):
+        result.update(gpu=torch.cuda.get_device_name(), gpu_peak_mb=summary.get("gpu_peak_mb"))
     if args.json:
         print(json.dumps(result))
     else:

@@ -107,14 +107,14 @@ def predict_band(predictor: Predictor, scene, parts: Path, rank: int, bands, on_
     top_share = np.zeros((top_seam[1] - top_seam[0], scene.width * f), dtype=np.float32)
     profile = _part_profile(scene, part_top, part_bottom)
     with SceneReader(scene) as reader, rasterio.open(parts / f"rank{rank}.tif", "w", **profile) as part:
-        def emit(row0: int, prob: np.ndarray, valid_10m: np.ndarray) -> None:
+        def emit(row0: int, col0: int, prob: np.ndarray, valid_10m: np.ndarray) -> None:
             n_seam = int(np.clip(top_seam[1] - row0, 0, len(prob)))
             if n_seam:
-                top_share[row0 - top_seam[0]: row0 - top_seam[0] + n_seam] = prob[:n_seam]
+                top_share[row0 - top_seam[0]: row0 - top_seam[0] + n_seam, col0: col0 + prob.shape[1]] = prob[:n_seam]
             if n_seam < len(prob):
                 row = row0 + n_seam
-                predictor.write_rows(part, prob[n_seam:], row, valid_10m[row // f - row0 // f:], stats,
-                                     dst_row0=row - part_top)
+                predictor.write_block(part, prob[n_seam:], row, valid_10m[row // f - row0 // f:], stats, col0,
+                                      dst_row0=row - part_top)
 
         bottom_share = predictor.run_rows(reader, first, last, emit, stats, on_tile)
     if first > 0:
@@ -145,7 +145,7 @@ def stitch(predictor: Predictor, scene, parts: Path, bands, dst, stats: dict) ->
                     prob = np.asarray(above[r: r + STITCH_ROWS]) + np.asarray(below[r: r + STITCH_ROWS])
                     row0 = seam0 + r
                     valid = valid_rows(reader, row0 // f, (row0 + len(prob) - 1) // f + 1)
-                    predictor.write_rows(dst, prob, row0, valid, stats)
+                    predictor.write_block(dst, prob, row0, valid, stats)
             top, bottom = grid.band_rows(first, last)
             if bottom > top:
                 with rasterio.open(parts / f"rank{k}.tif") as part:

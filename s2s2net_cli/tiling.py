@@ -100,6 +100,12 @@ class TileGrid:
             return self.height * SCALE_FACTOR
         return SCALE_FACTOR * ((i + 1) * self.tile - self.blend)
 
+    def final_right(self, j: int) -> int:
+        """The 2 m column left of which a tile row's output is finished once its tiles up to j have run."""
+        if j >= self.n_cols - 1:
+            return self.width * SCALE_FACTOR
+        return SCALE_FACTOR * ((j + 1) * self.tile - self.blend)
+
     def seam(self, k: int) -> tuple[int, int]:
         """The 2 m rows [top, bottom) that both tile row k - 1 and tile row k reach (k >= 1)."""
         f = SCALE_FACTOR

@@ -81,3 +81,14 @@ def test_weights_ramp_only_inside_seams(size, tile, blend):
         assert np.allclose(core, 1.0)  # away from the seams a pixel comes from one tile
         if i > 0 and blend:
             assert w[0] < 0.01  # and across a seam the weight ramps smoothly
+
+
+@settings(max_examples=60, deadline=None)
+@given(grids)
+def test_columns_are_final_exactly_when_no_later_tile_reaches_them(grid):
+    W2 = grid.width * 5
+    rights = [grid.final_right(j) for j in range(grid.n_cols)]
+    assert rights == sorted(rights) and rights[-1] == W2
+    for col2 in range(0, W2, 7):
+        reached_by = [j for j in range(grid.n_cols) if grid.output_cols(j)[0] <= col2 < grid.output_cols(j)[1]]
+        assert next(j for j, r in enumerate(rights) if col2 < r) == max(reached_by)
