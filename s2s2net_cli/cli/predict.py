@@ -8,11 +8,10 @@ from pathlib import Path
 
 import click
 
-from ..bands import source_name, source_stem
-from ..errors import S2S2NetError
+from ..bands import source_stem
+from ..batch import predict_scenes
 from ..io import check_output
 from ..predict import Predictor, PredictOptions, default_weights
-from ..shared_scene import close_process_group, gather_on_rank0, launcher_world, predict_scene_shared, process_group
 from .options import (aoi_option, bands_option, bbox_option, creation_options, device_option, json_option, keep_clouds_option,
                       mask_option, offset_option, overwrite_option, precision_option, scale_option)
 from .render import progress_bar
@@ -101,38 +100,23 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
                                      "predict them into separate folders", ctx, param_hint="'SCENE...'")
         output.mkdir(parents=True, exist_ok=True)
         targets = [(s, output / n) for s, n in zip(scenes, names)]
-    rank, world = launcher_world()
-    if world > 1:
-        process_group()
-    share_one = world > 1 and len(targets) == 1  # one scene: its rows of tiles are shared
-    quiet = ctx.obj.get("quiet") or (share_one and rank != 0)
-    results, failures = [], []
-    for scene, target in (targets if share_one else targets[rank::world]):
-        try:
-            with progress_bar(source_name(scene), quiet=quiet, km2_per_step=(tile_size * 0.01) ** 2) as on_tile:
-                if share_one:
-                    result = predict_scene_shared(predictor, scene, target, on_tile=on_tile)
-                else:
-                    result = predictor.predict_scene(scene, target, on_tile=on_tile)
-            if result is None:  # another rank writes the shared scene
-                continue
-            for w in result.warnings:
-                log.warning(w)
-            if vector:
-                from ..vectorize import write_water_polygons
 
-                write_water_polygons(target, vector, overwrite=overwrite)
-            results.append(result.to_dict())
-        except S2S2NetError as exc:
-            if len(targets) == 1:
-                raise
-            click.echo(f"Error: {exc}", err=True)
-            failures.append({"scene": str(scene), "error": str(exc)})
-    if world > 1:  # one summary, from rank 0, of every rank's scenes
-        results, failures = gather_on_rank0(results, failures)
-        close_process_group()
-        if rank != 0:
-            return
+    def progress(name, quiet):
+        return progress_bar(name, quiet=ctx.obj.get("quiet") or quiet, km2_per_step=(tile_size * 0.01) ** 2)
+
+    def after(result):
+        for w in result.warnings:
+            log.warning(w)
+        if vector:
+            from ..vectorize import write_water_polygons
+
+            write_water_polygons(result.output, vector, overwrite=overwrite)
+
+    summary = predict_scenes(predictor, targets, progress, after,
+                             on_failure=lambda exc: click.echo(f"Error: {exc}", err=True))
+    if summary is None:  # another rank reports
+        return
+    results, failures = summary
     if as_json:
         click.echo(json.dumps({"scenes": results, "failures": failures}, indent=2))
     elif not ctx.obj.get("quiet"):
