@@ -17,7 +17,7 @@ from rasterio.errors import CRSError, RasterioIOError
 from rasterio.warp import Resampling, reproject, transform_bounds
 from rasterio.windows import Window, from_bounds
 
-from .errors import InputError, describe
+from .errors import InputError, describe, first_line
 from .grid import is_rotated
 
 
@@ -104,7 +104,7 @@ def warp_mask(mask: MaskInfo, dst_transform, dst_crs, shape: tuple[int, int], fi
         try:
             raw = src.read(1, window=clipped)
         except RasterioIOError as exc:
-            raise InputError(describe(mask.path, f"mask cannot be read ({str(exc).strip().splitlines()[0]})")) from exc
+            raise InputError(describe(mask.path, f"mask cannot be read ({first_line(exc)})")) from exc
         src_transform = src.window_transform(clipped)
     binary = binarise(raw, mask.nodata)
     reproject(binary, out, src_transform=src_transform, src_crs=mask.crs, src_nodata=np.nan,

@@ -15,7 +15,7 @@ from dataclasses import replace
 from affine import Affine
 
 from .bands import Scene
-from .errors import InputError, describe
+from .errors import InputError, describe, first_line
 from .grid import PAD_MULTIPLE
 
 
@@ -51,7 +51,7 @@ def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
         try:
             frame = gpd.read_file(aoi)
         except Exception as exc:  # pyogrio raises its own errors
-            raise InputError(describe(aoi, f"not a vector file geopandas can read ({str(exc).splitlines()[0]})")) from exc
+            raise InputError(describe(aoi, f"not a vector file geopandas can read ({first_line(exc)})")) from exc
         if frame.crs is None:
             raise InputError(describe(aoi, "AOI has no CRS"))
         shapes = frame.geometry[~(frame.geometry.is_empty | frame.geometry.isna())]

@@ -20,7 +20,7 @@ from rasterio.errors import RasterioIOError
 from affine import Affine
 from rasterio.windows import Window
 
-from .errors import InputError, describe
+from .errors import InputError, describe, first_line
 from .grid import is_rotated
 
 BAND_NAMES = ("B02", "B03", "B04", "B08", "B11", "B12")
@@ -152,13 +152,13 @@ def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(
             width, height, count, dtype = src.width, src.height, src.count, src.dtypes[0]
             nodata, descriptions = src.nodata, tuple(src.descriptions)
     except RasterioIOError as exc:
-        raise InputError(describe(path, f"not a readable raster ({_first_line(exc)})")) from exc
+        raise InputError(describe(path, f"not a readable raster ({first_line(exc)})")) from exc
     check_grid(path, crs, transform)
     if dtype not in _REFLECTANCE_DTYPES:
         raise InputError(describe(path, f"has dtype {dtype}, which cannot hold reflectance (expected uint16, int16 or float)"))
     if indexes is None:
         if count < n_bands:
-            raise InputError(describe(path, f"has {count} band(s); the model needs {n_bands} (B02, B03, B04, B08, B11, B12)"))
+            raise InputError(describe(path, f"has {count} band(s); the model needs {n_bands} ({', '.join(BAND_NAMES)})"))
         indexes = tuple(range(1, n_bands + 1))
     else:
         indexes = tuple(int(i) for i in indexes)
@@ -240,7 +240,7 @@ class SceneReader:
             clouds = self.src.read(scene.cloud_band, window=inner) if scene.cloud_band else None
         except RasterioIOError as exc:
             raise InputError(describe(scene.path, f"cannot be read at rows {r0}-{r1}, columns {c0}-{c1} "
-                                                  f"({_first_line(exc)})")) from exc
+                                                  f"({first_line(exc)})")) from exc
         valid = valid_mask(raw, scene.nodata)
         left_out = np.zeros(valid.shape, dtype=bool)
         if clouds is not None:
@@ -249,7 +249,7 @@ class SceneReader:
             try:
                 left_out |= self.mask_vrt.read(1, window=inner) != 0
             except RasterioIOError as exc:
-                raise InputError(describe(scene.mask, f"--mask cannot be read ({_first_line(exc)})")) from exc
+                raise InputError(describe(scene.mask, f"--mask cannot be read ({first_line(exc)})")) from exc
         if scene.aoi:
             from rasterio.features import geometry_mask
 
@@ -273,7 +273,7 @@ def read_sample(scene: Scene, size: int = 256) -> np.ndarray:
         with rasterio.open(scene.dataset) as src:
             return src.read(list(scene.indexes), out_shape=shape, window=window)
     except RasterioIOError as exc:
-        raise InputError(describe(scene.path, f"cannot be read, damaged or truncated ({_first_line(exc)})")) from exc
+        raise InputError(describe(scene.path, f"cannot be read, damaged or truncated ({first_line(exc)})")) from exc
 
 
 def check_has_valid_pixels(scene: Scene) -> np.ndarray:
@@ -382,6 +382,3 @@ def _band_token(text: str) -> str | None:
         return None
     return f"B{int(m.group(1)):02d}{m.group(2)}"
 
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -15,7 +15,7 @@ import torch
 from torch.utils.data import Dataset
 
 from .bands import BandSpec, normalise, valid_mask
-from .errors import InputError, describe
+from .errors import InputError, describe, first_line
 from .losses import IGNORE
 
 
@@ -53,7 +53,7 @@ def read_chip_index(chips_dir):
     try:
         gdf = gpd.read_file(index)
     except Exception as exc:
-        raise InputError(describe(index, f"chip index cannot be read ({str(exc).splitlines()[0]})")) from exc
+        raise InputError(describe(index, f"chip index cannot be read ({first_line(exc)})")) from exc
     missing = {"image", "mask", "split"} - set(gdf.columns)
     if missing:
         raise InputError(describe(index, f"chip index lacks column(s) {', '.join(sorted(missing))}"))
@@ -122,7 +122,7 @@ def _read_chip(path: Path):
         with rasterio.open(path) as src:
             return src.read(), src.nodata
     except RasterioIOError as exc:
-        raise InputError(describe(path, f"chip cannot be read ({str(exc).splitlines()[0]})")) from exc
+        raise InputError(describe(path, f"chip cannot be read ({first_line(exc)})")) from exc
 
 
 def chip_splits(chips_dir, seed: int = 42, val_fraction: float = 0.1) -> tuple[list, list]:

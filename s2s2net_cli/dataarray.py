@@ -38,7 +38,7 @@ def select_bands(da):
             order.append(found)
         return da.sel(band=order)
     if da.sizes["band"] != len(BAND_NAMES):
-        raise InputError(f"DataArray: {da.sizes['band']} unnamed bands; the model needs 6 (B02, B03, B04, B08, B11, B12)")
+        raise InputError(f"DataArray: {da.sizes['band']} unnamed bands; the model needs 6 ({', '.join(BAND_NAMES)})")
     return da
 
 

@@ -18,3 +18,9 @@ class OutputExistsError(S2S2NetError):
 def describe(path, problem: str) -> str:
     """The one-line form every error takes: ``PATH: problem``."""
     return f"{path}: {problem}"
+
+
+def first_line(exc: BaseException) -> str:
+    """The first non-empty line of an exception's message (GDAL's run to several), or its type's name."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

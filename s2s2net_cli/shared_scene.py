@@ -26,7 +26,7 @@ import torch.distributed as dist
 from affine import Affine
 from rasterio.windows import Window
 
-from .errors import S2S2NetError
+from .errors import S2S2NetError, first_line
 from .grid import SCALE_FACTOR
 from .bands import SceneReader
 from .predict import Predictor, SceneResult, mask_profile, new_stats, valid_rows
@@ -164,8 +164,8 @@ def _on_every_rank(fn: Callable, rank: int, world: int, gather: bool = False):
     except S2S2NetError as exc:
         value, error = None, exc
     except (OSError, RuntimeError, MemoryError) as exc:  # disk, GDAL, CUDA out of memory: the others must hear
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        value, error = None, S2S2NetError(f"{type(exc).__name__}: {text}")
+        name = type(exc).__name__
+        value, error = None, S2S2NetError(f"{name}: {first_line(exc)}" if str(exc).strip() else name)
         error.__cause__ = exc
     outcomes = [None] * world
     dist.all_gather_object(outcomes, ("error", str(error)) if error else ("ok", value if gather else None))

@@ -18,8 +18,8 @@ from xml.sax.saxutils import escape
 import rasterio
 from rasterio.errors import RasterioIOError
 
-from .bands import BAND_NAMES, DEFAULT_SCALE, Scene, _first_line, check_grid, open_stack
-from .errors import InputError, describe
+from .bands import BAND_NAMES, DEFAULT_SCALE, Scene, check_grid, open_stack
+from .errors import InputError, describe, first_line
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def _band_grid(source: str, path: str, name: str) -> dict:
             return {"crs": src.crs, "transform": src.transform, "width": src.width, "height": src.height,
                     "dtype": src.dtypes[0]}
     except RasterioIOError as exc:
-        raise InputError(describe(source, f"band {name} cannot be read from {path} ({_first_line(exc)})")) from exc
+        raise InputError(describe(source, f"band {name} cannot be read from {path} ({first_line(exc)})")) from exc
 
 
 def _vrt_band(k: int, name: str, path: str, grid: dict, ref: dict, source: str) -> str:
@@ -172,7 +172,7 @@ def check_mask_file(path, scene: Scene) -> str:
         with rasterio.open(path) as src:
             crs = src.crs
     except RasterioIOError as exc:
-        raise InputError(describe(path, f"--mask is not a readable raster ({_first_line(exc)})")) from exc
+        raise InputError(describe(path, f"--mask is not a readable raster ({first_line(exc)})")) from exc
     if crs is None:
         raise InputError(describe(path, "--mask has no CRS"))
     check_transformable(path, crs, scene.crs)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from ..bands import BAND_NAMES
+
 overwrite_option = click.option("--overwrite", is_flag=True, help="Replace existing outputs.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON summary on stdout.")
 
@@ -17,7 +19,7 @@ def parse_bands(ctx, param, value):
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a comma-separated list of band numbers", ctx, param)
     if len(indexes) != 6:
-        raise click.BadParameter(f"needs 6 band indexes (B02,B03,B04,B08,B11,B12), got {len(indexes)}", ctx, param)
+        raise click.BadParameter(f"needs 6 band indexes ({','.join(BAND_NAMES)}), got {len(indexes)}", ctx, param)
     if min(indexes) < 1:
         raise click.BadParameter("band indexes are 1-based", ctx, param)
     return indexes
