@@ -8,12 +8,11 @@ unpickled. The metadata is validated (architecture, band count, shapes) before u
 from __future__ import annotations
 
 import json
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from . import __version__
@@ -24,7 +23,6 @@ from .model import ModelConfig, S2S2Net
 
 METADATA_KEY = "s2s2net"
 FORMAT_VERSION = 1
-_MAX_HEADER = 100 * 1024 * 1024
 
 
 @dataclass
@@ -113,28 +111,25 @@ def load_model(path, device: str | torch.device = "cpu") -> tuple[S2S2Net, Weigh
 
 
 def _header_metadata(path) -> dict:
-    """Parse the safetensors header by hand, so that nothing but JSON is ever interpreted."""
+    """The s2s2net card of a weights file, read by safetensors' own header parser
+    (``safe_open(...).metadata()``: JSON only, no tensor is loaded, nothing is unpickled). The
+    first bytes are looked at only to say what a file that is not safetensors seems to be."""
     path = Path(path)
     try:
         with open(path, "rb") as fh:
             head = fh.read(8)
-            if len(head) < 8:
-                raise InputError(describe(path, "not a safetensors weights file (too short)"))
-            (length,) = struct.unpack("<Q", head)
-            size = path.stat().st_size
-            if length < 2 or length > min(_MAX_HEADER, size - 8):
-                raise InputError(describe(path, f"not a safetensors weights file{_kind_hint(head)}"))
-            raw = fh.read(length)
     except IsADirectoryError as exc:
         raise InputError(describe(path, "is a folder, not a weights file")) from exc
     except FileNotFoundError as exc:
         raise InputError(describe(path, "weights file not found")) from exc
     except PermissionError as exc:
         raise InputError(describe(path, "weights file cannot be read (permission denied)")) from exc
+    if len(head) < 8:
+        raise InputError(describe(path, "not a safetensors weights file (too short)"))
     try:
-        header = json.loads(raw.decode("utf-8"))
-        metadata = header.get("__metadata__") or {}
-    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError) as exc:
+        with safe_open(str(path), framework="pt") as weights:
+            metadata = weights.metadata() or {}
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
         raise InputError(describe(path, f"not a safetensors weights file{_kind_hint(head)}")) from exc
     if METADATA_KEY not in metadata:
         raise InputError(describe(path, "a safetensors file, but not s2s2net weights (no s2s2net metadata)"))
