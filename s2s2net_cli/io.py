@@ -8,7 +8,26 @@ import os
 import shutil
 from pathlib import Path
 
-from .errors import OutputExistsError, S2S2NetError, describe
+from .errors import OutputExistsError, S2S2NetError, describe, first_line
+
+
+# creation options that rasterio's profile spells in lower case
+_PROFILE_KEYS = {"blockxsize", "blockysize", "tiled", "compress", "predictor", "zlevel", "zstd_level", "interleave"}
+
+
+def geotiff_profile(width: int, height: int, count: int, dtype: str, crs, transform, nodata=None, block: int = 256,
+                    creation_options: dict | None = None) -> dict:
+    """The one GeoTIFF every output of the house is: tiled in ``block`` px squares (strips when
+    smaller than a block), deflate with horizontal differencing for integers, BigTIFF when
+    needed; ``creation_options`` (--co NAME=VALUE) on top."""
+    profile = {"driver": "GTiff", "width": width, "height": height, "count": count, "dtype": dtype, "crs": crs,
+               "transform": transform, "nodata": nodata, "compress": "deflate", "BIGTIFF": "IF_SAFER"}
+    if min(width, height) >= block:
+        profile.update(tiled=True, blockxsize=block, blockysize=block)
+    if "int" in str(dtype):
+        profile["predictor"] = 2
+    profile.update({k.lower() if k.lower() in _PROFILE_KEYS else k: v for k, v in (creation_options or {}).items()})
+    return profile
 
 
 def check_output(path, overwrite: bool) -> Path:
@@ -43,7 +62,7 @@ def atomic_path(path):
     except RasterioIOError as exc:  # an OSError too: GDAL's, reading an input or writing our file
         _remove(tmp)
         if tmp.name in str(exc):  # an error writing our file (disk full, ...), not reading an input
-            raise S2S2NetError(describe(path, f"could not be written ({_first_line(exc)})")) from exc
+            raise S2S2NetError(describe(path, f"could not be written ({first_line(exc)})")) from exc
         raise
     except OSError as exc:
         _remove(tmp)
@@ -51,11 +70,6 @@ def atomic_path(path):
     except BaseException:
         _remove(tmp)
         raise
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _remove(path: Path) -> None:

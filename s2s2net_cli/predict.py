@@ -35,9 +35,9 @@ from . import __version__
 from .bands import (BAND_NAMES, Scene, SceneReader, band_order_warnings, check_has_valid_pixels, offset_warning,
                     read_normalised, scale_warning, valid_mask)
 from .checkpoint import load_model
-from .errors import InputError, describe
+from .errors import InputError, describe, first_line
 from .grid import SCALE_FACTOR, fine_transform, row_pixel_areas
-from .io import atomic_path, check_output, temporary_sibling
+from .io import atomic_path, check_output, geotiff_profile, temporary_sibling
 from .sources import SceneOptions, open_scene
 from .tiling import TileGrid
 
@@ -199,7 +199,7 @@ class Predictor:
                     except RasterioIOError as exc:
                         if gtiff.name in str(exc):
                             raise
-                        raise InputError(describe(scene.path, f"cannot be read ({str(exc).strip().splitlines()[0]})")) from exc
+                        raise InputError(describe(scene.path, f"cannot be read ({first_line(exc)})")) from exc
                     dst.set_band_description(1, "water probability (percent)" if opts.probability else "water (1), land (0)")
                     dst.update_tags(**self._tags(scene))
                 if opts.cog:
@@ -245,11 +245,11 @@ class Predictor:
         ``emit(row0, col0, prob, valid_10m)`` as soon as its tile has run (``valid_10m``: where
         the output counts, 10 m, covering the block). On a GPU, emits run in a background
         thread, in order, while the network works on the next tile, and the next tiles are
-        read the same way. Blocks partition the range's rows; only the seams between neighbouring tiles are
-        held back as float32, so memory does not grow with the scene's width beyond them. The
-        seam rows at the top of a range that does not start at the top hold only this range's
-        share of the blend, like the seam rows below its last tile row: those are returned,
-        (rows, 5 * width) float32.
+        read the same way. Blocks partition the range's rows; only the seams between
+        neighbouring tiles are held back (float32), so memory grows with the scene's width by
+        a seam's rows only. The seam rows at the top of a range that does not start at the top
+        hold only this range's share of the blend, like the seam rows below its last tile row:
+        those are returned, (rows, 5 * width) float32.
         """
         f, grid = SCALE_FACTOR, self.grid(reader.scene)
         batch_size = self.options.batch_size or (8 if self.device.type == "cuda" else 1)
@@ -393,17 +393,12 @@ def new_stats() -> dict:
 def mask_profile(scene, creation_options: dict | None = None) -> dict:
     """The GeoTIFF profile of a 2 m uint8 mask on the exact 5x sub-grid of ``scene``."""
     f = SCALE_FACTOR
-    profile = {
-        "driver": "GTiff", "width": scene.width * f, "height": scene.height * f, "count": 1, "dtype": "uint8",
-        "nodata": NODATA, "crs": scene.crs, "transform": fine_transform(scene.transform),
-        "tiled": True, "blockxsize": 512, "blockysize": 512, "compress": "deflate", "predictor": 2,
-        "BIGTIFF": "IF_SAFER",
-    }
-    profile.update({k.lower() if k.lower() in _PROFILE_KEYS else k: v for k, v in (creation_options or {}).items()})
+    profile = geotiff_profile(scene.width * f, scene.height * f, 1, "uint8", scene.crs, fine_transform(scene.transform),
+                              NODATA, block=512, creation_options=creation_options)
+    profile.setdefault("tiled", True)  # a mask narrower than a block: tiled all the same, as --co may ask
+    profile.setdefault("blockxsize", 512)
+    profile.setdefault("blockysize", 512)
     return profile
-
-
-_PROFILE_KEYS = {"blockxsize", "blockysize", "tiled", "compress", "predictor", "zlevel", "zstd_level", "interleave"}
 
 
 def _to_cog(src_path, dst_path, profile, creation_options: dict | None = None, probability: bool = False) -> None:

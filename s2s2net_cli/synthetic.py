@@ -26,8 +26,9 @@ from rasterio.features import rasterize
 from scipy import ndimage
 from shapely.geometry import LineString, Polygon, box
 
+from .bands import BAND_NAMES
 from .grid import SCALE_FACTOR, fine_transform
-from .io import atomic_path
+from .io import atomic_path, geotiff_profile
 
 # name: (B02, B03, B04, B08, B11, B12) surface reflectance
 SPECTRA = {
@@ -119,16 +120,14 @@ def make_pair(height: int = 256, width: int | None = None, seed: int = 0, *, lev
 def write_pair(pair: SyntheticPair, scene_path, mask_path) -> None:
     """Write the scene (uint16, nodata 0, band names) and mask (float32, NaN nodata) as GeoTIFFs."""
     _, h, w = pair.scene.shape
-    common = dict(driver="GTiff", crs=pair.crs, tiled=True, blockxsize=256, blockysize=256, compress="deflate")
     with atomic_path(scene_path) as tmp:
-        with rasterio.open(tmp, "w", width=w, height=h, count=6, dtype="uint16", nodata=0,
-                           transform=pair.transform, predictor=2, **common) as dst:
+        with rasterio.open(tmp, "w", **geotiff_profile(w, h, 6, "uint16", pair.crs, pair.transform, 0)) as dst:
             dst.write(pair.scene)
-            dst.descriptions = ("B02", "B03", "B04", "B08", "B11", "B12")
+            dst.descriptions = BAND_NAMES
             dst.update_tags(synthetic="s2s2net", seed=str(pair.seed), level=pair.level, scale="10000")
     with atomic_path(mask_path) as tmp:
-        with rasterio.open(tmp, "w", width=w * SCALE_FACTOR, height=h * SCALE_FACTOR, count=1,
-                           dtype="float32", nodata=float("nan"), transform=pair.mask_transform, **common) as dst:
+        with rasterio.open(tmp, "w", **geotiff_profile(w * SCALE_FACTOR, h * SCALE_FACTOR, 1, "float32", pair.crs,
+                                                       pair.mask_transform, float("nan"))) as dst:
             dst.write(pair.mask, 1)
             dst.descriptions = ("water",)
             dst.update_tags(synthetic="s2s2net", seed=str(pair.seed))
