@@ -22,14 +22,14 @@ from shapely.geometry import box
 
 from .align import MaskInfo, mask_resolution_in, open_pair, warp_mask
 from .bands import BAND_NAMES, SceneReader
-from .errors import InputError, OutputExistsError, describe
+from .errors import InputError, OutputExistsError, describe, first_line
 from .grid import SCALE_FACTOR, fine_transform
-from .io import atomic_path
+from .io import atomic_path, geotiff_profile
 from .manifest import Pair, write_manifest
 from .sources import SceneOptions
 
 MASK_NODATA = 255
-CHIP_PROFILE = dict(driver="GTiff", tiled=True, blockxsize=256, blockysize=256, compress="deflate", predictor=2)
+VAL_BLOCK = 4  # validation blocks are VAL_BLOCK x VAL_BLOCK chip positions
 
 
 @dataclass
@@ -58,7 +58,7 @@ class ChipOptions:
 @dataclass
 class ChipSummary:
     chips: dict = field(default_factory=lambda: {"train": 0, "val": 0, "test": 0})
-    skipped: dict = field(default_factory=lambda: {"nodata": 0, "overlaps_test": 0})
+    skipped: dict = field(default_factory=lambda: {"nodata": 0, "overlaps_test": 0, "overlaps_val": 0})
     water_fraction: dict = field(default_factory=dict)
     scenes: int = 0
     index: str = ""
@@ -129,7 +129,8 @@ def chip_pairs(pairs: list[Pair], out_dir, options: ChipOptions,
             _write_test_pair(prep, options, out_dir)
 
     _assign_splits(rows, options)
-    rows = _drop_overlapping_test(rows, out_dir, summary)
+    rows = _drop_overlapping(rows, "test", ("train", "val"), out_dir, summary)
+    rows = _drop_overlapping(rows, "val", ("train",), out_dir, summary)
     for r in rows:
         summary.chips[r["split"]] += 1
     for split in ("train", "val", "test"):
@@ -210,39 +211,54 @@ def reflectance_dn(reflectance: np.ndarray, valid: np.ndarray) -> np.ndarray:
 
 def _write(path: Path, data: np.ndarray, transform, crs, dtype: str, nodata, descriptions) -> None:
     with atomic_path(path) as tmp:
-        profile = dict(CHIP_PROFILE)
-        if min(data.shape[-2:]) < 256:  # chips smaller than one 256 px block are written in strips
-            profile.update(tiled=False)
-            del profile["blockxsize"], profile["blockysize"]
-        with rasterio.open(tmp, "w", width=data.shape[2], height=data.shape[1], count=data.shape[0], dtype=dtype,
-                           crs=crs, transform=transform, nodata=nodata, **profile) as dst:
+        profile = geotiff_profile(data.shape[2], data.shape[1], data.shape[0], dtype, crs, transform, nodata)
+        with rasterio.open(tmp, "w", **profile) as dst:
             dst.write(data)
             dst.descriptions = descriptions
 
 
 def _assign_splits(rows: list[dict], options: ChipOptions) -> None:
+    """Validation chips come in spatial blocks (VAL_BLOCK x VAL_BLOCK chip positions of one
+    scene) drawn at random up to ``val_fraction`` of the chips, so that the model is chosen on
+    places it did not train on; train chips overlapping them are dropped afterwards. Where no
+    block is small enough (a few chips), single chips are drawn."""
     rng = random.Random(options.seed)
     free = [r for r in rows if r["split"] is None]
-    rng.shuffle(free)
     n_val = int(round(len(free) * options.val_fraction))
-    for k, r in enumerate(free):
-        r["split"] = "val" if k < n_val else "train"
+    span = options.stride * VAL_BLOCK
+    blocks: dict[tuple, list[dict]] = {}
+    for r in free:
+        blocks.setdefault((r["scene_id"], r["row"] // span, r["col"] // span), []).append(r)
+    keys = sorted(blocks)
+    rng.shuffle(keys)
+    chosen = 0
+    for key in keys:
+        take = chosen + len(blocks[key]) <= n_val
+        chosen += len(blocks[key]) if take else 0
+        for r in blocks[key]:
+            r["split"] = "val" if take else "train"
+    if chosen == 0 and n_val > 0:  # every block is larger than the validation share
+        rng.shuffle(free)
+        for k, r in enumerate(free):
+            r["split"] = "val" if k < n_val else "train"
 
 
-def _drop_overlapping_test(rows: list[dict], out_dir: Path, summary: ChipSummary) -> list[dict]:
-    """A hold-out must be geographically separate: drop train/val chips that overlap a test chip."""
+def _drop_overlapping(rows: list[dict], held: str, others: tuple[str, ...], out_dir: Path,
+                      summary: ChipSummary) -> list[dict]:
+    """A hold-out must be geographically separate: drop chips of the ``others`` splits that
+    overlap a chip of the ``held`` split (test, then val)."""
     from shapely import STRtree
 
-    test_geoms = [r["geometry"] for r in rows if r["split"] == "test"]
-    if not test_geoms:
+    held_geoms = [r["geometry"] for r in rows if r["split"] == held]
+    if not held_geoms:
         return rows
-    tree = STRtree(test_geoms)
+    tree = STRtree(held_geoms)
     kept = []
     for r in rows:
-        if r["split"] != "test":
+        if r["split"] in others:
             hits = tree.query(r["geometry"])
-            if any(r["geometry"].intersection(test_geoms[h]).area > 0 for h in hits):
-                summary.skipped["overlaps_test"] += 1
+            if any(r["geometry"].intersection(held_geoms[h]).area > 0 for h in hits):
+                summary.skipped[f"overlaps_{held}"] += 1
                 (out_dir / r["image"]).unlink(missing_ok=True)
                 (out_dir / r["mask"]).unlink(missing_ok=True)
                 continue
@@ -256,14 +272,13 @@ def _write_test_pair(prep: _Prepared, options: ChipOptions, out_dir: Path) -> No
     test_dir = out_dir / "test"
     test_dir.mkdir(exist_ok=True)
     image_path, mask_path = test_dir / f"{_safe(prep.pair.id)}_image.tif", test_dir / f"{_safe(prep.pair.id)}_mask.tif"
-    common = dict(driver="GTiff", crs=scene.crs, tiled=True, blockxsize=256, blockysize=256, compress="deflate", BIGTIFF="IF_SAFER")
     step = 512
     with atomic_path(image_path) as itmp, atomic_path(mask_path) as mtmp:
         with SceneReader(scene) as reader, \
-                rasterio.open(itmp, "w", width=scene.width, height=scene.height, count=6, dtype="uint16", nodata=0,
-                              transform=scene.transform, predictor=2, **common) as img, \
-                rasterio.open(mtmp, "w", width=scene.width * f, height=scene.height * f, count=1, dtype="uint8",
-                              nodata=MASK_NODATA, transform=fine_transform(scene.transform), **common) as msk:
+                rasterio.open(itmp, "w", **geotiff_profile(scene.width, scene.height, 6, "uint16", scene.crs,
+                                                           scene.transform, 0)) as img, \
+                rasterio.open(mtmp, "w", **geotiff_profile(scene.width * f, scene.height * f, 1, "uint8", scene.crs,
+                                                           fine_transform(scene.transform), MASK_NODATA)) as msk:
             img.descriptions = BAND_NAMES
             for r in range(0, scene.height, step):
                 for c in range(0, scene.width, step):
@@ -296,7 +311,7 @@ def _read_regions(path):
     try:
         regions = gpd.read_file(path)
     except Exception as exc:
-        raise InputError(describe(path, f"not a vector file geopandas can read ({str(exc).splitlines()[0]})")) from exc
+        raise InputError(describe(path, f"not a vector file geopandas can read ({first_line(exc)})")) from exc
     if regions.empty or regions.crs is None:
         raise InputError(describe(path, "test regions are empty or have no CRS"))
     return regions

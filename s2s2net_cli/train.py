@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -30,7 +30,7 @@ from . import __version__
 from .bands import BandSpec
 from .checkpoint import WeightsCard, load_weights, save_weights
 from .data import Augment, ChipDataset, chip_splits
-from .errors import InputError, OutputExistsError, describe
+from .errors import InputError, OutputExistsError, describe, first_line
 from .losses import WaterLoss
 from .metrics import scores_from_counts
 from .model import ModelConfig, S2S2Net
@@ -201,6 +201,23 @@ def check_run_dir(run_dir: Path, options: TrainOptions) -> None:
         raise OutputExistsError(describe(run_dir, "already exists (use --resume to continue or --overwrite to start over)"))
 
 
+def check_resume_matches(run_dir: Path, options: TrainOptions, world: int) -> None:
+    """A run resumes with the world size and global batch it was started with: its ZeRO
+    partitions, data order and random draws depend on both."""
+    try:
+        config = json.loads((run_dir / "config.json").read_text())
+        was = int(config["world_size"]), int(config["options"]["batch_size"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(describe(run_dir / "config.json", f"cannot be read to resume the run ({first_line(exc)})")) from exc
+    if was != (world, options.batch_size):
+        raise InputError(describe(run_dir, f"was started with {_ranks(was[0])} and --batch-size {was[1]}; resume it with "
+                                           f"the same (this run: {_ranks(world)}, --batch-size {options.batch_size})"))
+
+
+def _ranks(n: int) -> str:
+    return f"{n} rank{'s' if n > 1 else ''}"
+
+
 def train(chips_dir, run_dir, options: TrainOptions, on_record: Callable[[dict], None] | None = None) -> TrainResult:
     """Train on ``chips_dir`` into ``run_dir``. Call on every rank."""
     start_time = time.perf_counter()
@@ -213,6 +230,8 @@ def train(chips_dir, run_dir, options: TrainOptions, on_record: Callable[[dict],
     spec = init_card.bands if init_card else BandSpec()
 
     rank, local_rank, world = ensure_world()
+    if options.resume:
+        check_resume_matches(run_dir, options, world)
     deepspeed = import_deepspeed()
     device_type = "cuda" if torch.cuda.is_available() else "cpu"
     ds_config = build_ds_config(options, world, device_type)
@@ -222,16 +241,41 @@ def train(chips_dir, run_dir, options: TrainOptions, on_record: Callable[[dict],
                                timeout=timedelta(minutes=10))
     import torch.distributed as dist
 
+    run = RunContext(deepspeed, dist, chips_dir, run_dir, options, ds_config, spec, init_state, init_card,
+                     train_records, val_records, rank, world, start_time, on_record)
     try:
-        return _train(deepspeed, dist, chips_dir, run_dir, options, ds_config, spec, init_state, init_card,
-                      train_records, val_records, rank, world, device_type, start_time, on_record)
+        return _train(run)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
 
 
-def _train(deepspeed, dist, chips_dir, run_dir, options, ds_config, spec, init_state, init_card, train_records,
-           val_records, rank, world, device_type, start_time, on_record) -> TrainResult:
+@dataclass
+class RunContext:
+    """What one training run was given and set up before its loop: the libraries (DeepSpeed and
+    torch.distributed, imported late), folders, options, data splits and this rank's place."""
+
+    deepspeed: Any
+    dist: Any
+    chips_dir: Path
+    run_dir: Path
+    options: TrainOptions
+    ds_config: dict
+    spec: BandSpec
+    init_state: dict | None
+    init_card: WeightsCard | None
+    train_records: list
+    val_records: list
+    rank: int
+    world: int
+    start_time: float
+    on_record: Callable[[dict], None] | None
+
+
+def _train(run: RunContext) -> TrainResult:
+    deepspeed, dist, chips_dir, run_dir, options = run.deepspeed, run.dist, run.chips_dir, run.run_dir, run.options
+    ds_config, spec, rank, world = run.ds_config, run.spec, run.rank, run.world
+    init_state, init_card, on_record = run.init_state, run.init_card, run.on_record
     if rank == 0 and not options.resume:
         if options.overwrite and run_dir.exists():
             shutil.rmtree(run_dir)
@@ -239,8 +283,8 @@ def _train(deepspeed, dist, chips_dir, run_dir, options, ds_config, spec, init_s
     dist.barrier()
     micro = ds_config["train_micro_batch_size_per_gpu"]
     augment = {"none": Augment.none(), "geometric": Augment(), "full": Augment.radiometric()}[options.augment]
-    train_ds = ChipDataset(chips_dir, train_records, spec, augment, options.seed)
-    val_ds = ChipDataset(chips_dir, val_records, spec, Augment.none(), options.seed)
+    train_ds = ChipDataset(chips_dir, run.train_records, spec, augment, options.seed)
+    val_ds = ChipDataset(chips_dir, run.val_records, spec, Augment.none(), options.seed)
     steps_per_epoch = (len(train_ds) // world) // micro
     if steps_per_epoch == 0:
         raise InputError(describe(chips_dir, f"{len(train_ds)} training chips are fewer than one global batch of {options.batch_size}"))
@@ -330,8 +374,7 @@ def _train(deepspeed, dist, chips_dir, run_dir, options, ds_config, spec, init_s
                     metrics, improved = {}, False
                 last_tag = _checkpoint(engine, ckpt_dir, step, best_f1, rank, dist)
                 if rank == 0:
-                    _export(engine, ckpt_dir, last_tag, run_dir, spec, config, options, world, step, metrics, improved,
-                            chips_dir)
+                    _export(run, engine, last_tag, config, step, metrics, improved)
                 dist.barrier()
             if stopping:
                 interrupted = True
@@ -343,7 +386,7 @@ def _train(deepspeed, dist, chips_dir, run_dir, options, ds_config, spec, init_s
     best = run_dir / "best.safetensors"
     last = run_dir / "last.safetensors"
     return TrainResult(step, interrupted, str(last) if last.exists() else None, str(best) if best.exists() else None,
-                       best_f1, time.perf_counter() - start_time, world, records,
+                       best_f1, time.perf_counter() - run.start_time, world, records,
                        *optimizer_memory(engine.optimizer))
 
 
@@ -375,7 +418,7 @@ def weights_only_loading(ckpt_dir):
         yield
     except pickle.UnpicklingError as exc:
         raise InputError(describe(ckpt_dir, f"checkpoint holds objects that are not weights; refusing to load it "
-                                            f"({str(exc).splitlines()[0][:200]})")) from exc
+                                            f"({first_line(exc)[:200]})")) from exc
     finally:
         if previous is None:
             os.environ.pop("TORCH_FORCE_WEIGHTS_ONLY_LOAD", None)
@@ -422,16 +465,18 @@ def _batches(dataset, world, rank, micro, seed, start_step, steps_per_epoch, num
 
 @torch.no_grad()
 def _validate(engine, val_ds, world, rank, micro, loss_fn, dtype, device, dist) -> dict:
-    from torch.utils.data import DataLoader, DistributedSampler
+    from torch.utils.data import DataLoader
     from torchmetrics.classification import BinaryStatScores
 
     engine.eval()
     if len(val_ds) == 0:
         return {"val_loss": None, "f1": None, "iou": None, "precision": None, "recall": None}
-    sampler = DistributedSampler(val_ds, num_replicas=world, rank=rank, shuffle=False, drop_last=False)
+    # every chip once: rank r takes chips r, r + world, ... (no padding with repeats; a
+    # forward is not a collective under ZeRO-2, so ranks may run different numbers of batches)
+    mine = list(range(rank, len(val_ds), world))
     stats = BinaryStatScores(ignore_index=255).to(device)
     loss_sum = torch.zeros(2, device=device)
-    for x, y in DataLoader(val_ds, batch_size=micro, sampler=sampler):
+    for x, y in DataLoader(val_ds, batch_size=micro, sampler=mine):
         x, y = x.to(device, dtype), y.to(device)
         logits = engine(x)
         loss_sum += torch.stack([loss_fn(logits, y).float() * len(x), torch.tensor(float(len(x)), device=device)])
@@ -464,11 +509,13 @@ def consolidated_state_dict(engine, ckpt_dir: Path, tag: str) -> dict:
     return {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
 
 
-def _export(engine, ckpt_dir, tag, run_dir, spec, config, options, world, step, metrics, improved, chips_dir) -> None:
-    state = consolidated_state_dict(engine, ckpt_dir, tag)
-    card = WeightsCard(model=config, bands=spec, tile_size=512, training={
-        "steps": step, "global_batch": options.batch_size, "lr": options.lr, "world_size": world,
-        "chips": str(chips_dir), "seed": options.seed, "augment": options.augment,
+def _export(run: RunContext, engine, tag: str, config: ModelConfig, step: int, metrics: dict, improved: bool) -> None:
+    """last.safetensors (and best.safetensors when ``improved``) from checkpoint ``tag``."""
+    options, run_dir = run.options, run.run_dir
+    state = consolidated_state_dict(engine, run_dir / CHECKPOINTS, tag)
+    card = WeightsCard(model=config, bands=run.spec, tile_size=512, training={
+        "steps": step, "global_batch": options.batch_size, "lr": options.lr, "world_size": run.world,
+        "chips": str(run.chips_dir), "seed": options.seed, "augment": options.augment,
         "validation": {k: v for k, v in metrics.items() if v is not None},
         "zero_stage": engine.zero_optimization_stage(),
     })

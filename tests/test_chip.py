@@ -189,3 +189,21 @@ def test_bad_input_gets_one_line_and_nothing_written(tmp_path, pairs, case):
                      "missing_column": "m.csv", "bad_crs": "local.tif"}[case]
     assert expected_name in lines[0]
     assert not out.exists()
+
+
+def test_validation_chips_come_in_blocks_apart_from_training_chips(tmp_path):
+    # overlapping chips (stride < size): val is drawn in blocks of chip positions and no
+    # train chip may overlap a val chip, or best.safetensors is chosen on pixels trained on
+    p = make_pair(192, seed=4, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 16,
+                "--stride", 8, "--json")
+    assert r.returncode == 0, r.stderr
+    index = gpd.read_file(tmp_path / "chips" / "index.gpkg")
+    val, train = index[index.split == "val"], index[index.split == "train"]
+    assert len(val) >= 16 and len(train) > len(val)
+    for g in train.geometry:
+        assert all(g.intersection(v).area == 0 for v in val.geometry)
+    assert json.loads(r.stdout)["skipped"]["overlaps_val"] > 0
+    blocks = {(row // 32, col // 32) for row, col in zip(val.row, val.col)}  # 4 x 4 positions of stride 8
+    assert len(blocks) < len(val) / 4  # whole blocks, not scattered chips

@@ -16,6 +16,14 @@ from s2s2net_cli.synthetic import make_pair, write_pair
 
 from .conftest import run_cli
 
+
+def run_cli_process(*args, **kwargs):
+    """Training sets up a process group and signal handlers: always a real process."""
+    return run_cli(*args, process=True, **kwargs)
+
+
+pytestmark = pytest.mark.slow  # real DeepSpeed training runs
+
 DS_ENV = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"}
 
 
@@ -46,7 +54,7 @@ def deepspeed(*args, port, timeout=600):
 
 def test_two_ranks_match_one_rank_and_export_weights_predict_accepts(chips, tmp_path):
     common = ["--max-steps", 4, "--batch-size", 4, "--val-every", 2, "--seed", 5]
-    one = run_cli("train", chips, "-o", tmp_path / "one", *common)
+    one = run_cli_process("train", chips, "-o", tmp_path / "one", *common)
     assert one.returncode == 0, one.stderr
     two = deepspeed("train", chips, "-o", tmp_path / "two", *common, port=29511)
     assert two.returncode == 0, two.stderr[-3000:]
@@ -73,9 +81,9 @@ def test_two_ranks_match_one_rank_and_export_weights_predict_accepts(chips, tmp_
 
 def test_resume_continues_at_the_right_step_with_the_same_results(chips, tmp_path):
     common = ["--batch-size", 2, "--val-every", 2, "--seed", 9, "--lr", 1e-3]
-    straight = run_cli("train", chips, "-o", tmp_path / "straight", "--max-steps", 6, *common)
+    straight = run_cli_process("train", chips, "-o", tmp_path / "straight", "--max-steps", 6, *common)
     assert straight.returncode == 0, straight.stderr
-    first = run_cli("train", chips, "-o", tmp_path / "resumed", "--max-steps", 6, *common)
+    first = run_cli_process("train", chips, "-o", tmp_path / "resumed", "--max-steps", 6, *common)
     assert first.returncode == 0
     # pretend the run stopped after step 4: drop the last checkpoint and records
     run = tmp_path / "resumed"
@@ -83,7 +91,7 @@ def test_resume_continues_at_the_right_step_with_the_same_results(chips, tmp_pat
     (run / "checkpoints" / "latest").write_text("step00000004")
     lines = [r for r in metrics(run) if r["step"] <= 4]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
-    again = run_cli("train", chips, "-o", run, "--max-steps", 6, "--resume", *common)
+    again = run_cli_process("train", chips, "-o", run, "--max-steps", 6, "--resume", *common)
     assert again.returncode == 0, again.stderr
     resumed, reference = metrics(run), metrics(tmp_path / "straight")
     assert [r["step"] for r in resumed if r["kind"] == "train"] == [1, 2, 3, 4, 5, 6]
@@ -124,7 +132,7 @@ def test_exported_weights_equal_the_engines(chips, tmp_path, monkeypatch):
 
 
 def test_loss_decreases_on_a_learnable_toy_set(chips, tmp_path):
-    r = run_cli("train", chips, "-o", tmp_path / "run", "--max-steps", 40, "--batch-size", 4, "--lr", 1e-3,
+    r = run_cli_process("train", chips, "-o", tmp_path / "run", "--max-steps", 40, "--batch-size", 4, "--lr", 1e-3,
                 "--val-every", 40, "--augment", "none")
     assert r.returncode == 0, r.stderr
     losses = [m["loss"] for m in metrics(tmp_path / "run") if m["kind"] == "train"]
@@ -148,13 +156,14 @@ def test_sigterm_saves_a_checkpoint_and_resume_goes_on(chips, tmp_path):
     assert (run / "checkpoints" / "latest").read_text().strip() == f"step{stopped_at:08d}"
     _, card = load_weights(run / "last.safetensors")
     assert card.training["steps"] == stopped_at
-    r = run_cli("train", chips, "-o", run, "--max-steps", stopped_at + 2, "--batch-size", 2, "--val-every", 1000, "--resume")
+    r = run_cli_process("train", chips, "-o", run, "--max-steps", stopped_at + 2, "--batch-size", 2, "--val-every", 1000, "--resume")
     assert r.returncode == 0, r.stderr
     steps = [m["step"] for m in metrics(run) if m["kind"] == "train"]
     assert steps == list(range(1, stopped_at + 3))
 
 
-@pytest.mark.parametrize("case", ["no_index", "empty_train", "exists", "nothing_to_resume", "contradiction", "both_limits"])
+@pytest.mark.parametrize("case", ["no_index", "empty_train", "exists", "nothing_to_resume", "contradiction", "both_limits",
+                                  "resume_other_batch"])
 def test_bad_input_gets_one_line(chips, tmp_path, case):
     target, run = chips, tmp_path / "run"
     extra = []
@@ -179,15 +188,24 @@ def test_bad_input_gets_one_line(chips, tmp_path, case):
         extra = ["--deepspeed-config", cfg, "--zero-stage", 2]
     elif case == "both_limits":
         extra = ["--epochs", 1, "--max-steps", 3]
-    r = run_cli("train", target, "-o", run, *extra)
+    elif case == "resume_other_batch":  # a run started with 2 ranks and a global batch of 8
+        (run / "checkpoints").mkdir(parents=True)
+        (run / "checkpoints" / "latest").write_text("step4")
+        (run / "config.json").write_text(json.dumps({"world_size": 2, "options": {"batch_size": 8}}))
+        extra = ["--resume", "--batch-size", 4]
+    r = run_cli_process("train", target, "-o", run, *extra)
     assert r.returncode in (1, 2)
     lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
     assert "Traceback" not in r.stderr
     expected = {"no_index": "has no index.gpkg", "empty_train": "no chips in the train split", "exists": "--resume",
                 "nothing_to_resume": "nothing to resume", "contradiction": "contradicts --zero-stage",
-                "both_limits": "--max-steps or --epochs"}[case]
+                "both_limits": "--max-steps or --epochs",
+                "resume_other_batch": "was started with 2 ranks and --batch-size 8; resume it with the same (this run: 1 rank, "
+                                      "--batch-size 4)"}[case]
     assert expected in r.stderr
     if case != "both_limits":
         assert len(lines) == 1 and lines[0].startswith("Error:"), r.stderr
-    if case != "exists":
+    if case == "resume_other_batch":
+        assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.json"]  # untouched
+    elif case != "exists":
         assert not run.exists() or case == "nothing_to_resume" and not any(run.iterdir())
