@@ -1,4 +1,9 @@
 import os
+import signal
+import subprocess
+import sys
+import traceback
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -51,10 +56,34 @@ def random_weights(tmp_path_factory):
     return path
 
 
-def run_cli(*args, cwd=None, timeout=600):
-    """Run ``python -m s2s2net_cli`` in a subprocess; returns CompletedProcess."""
-    import subprocess
-    import sys
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
 
-    return subprocess.run([sys.executable, "-m", "s2s2net_cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=timeout)
+
+def run_cli(*args, cwd=None, timeout=600, process=False):
+    """Run the s2s2net command on ``args``: in this process through Click's CliRunner (no cold
+    start of torch per call), or as a real ``python -m s2s2net_cli`` with ``process=True``
+    (training, which sets up a process group, and anything about processes). An exception the
+    command lets escape shows on stderr as a traceback, as it would in a process."""
+    if process:
+        return subprocess.run([sys.executable, "-m", "s2s2net_cli", *map(str, args)], capture_output=True, text=True,
+                              cwd=cwd, timeout=timeout)
+    from click.testing import CliRunner
+
+    from s2s2net_cli.cli.main import cli
+
+    old_cwd, old_sigterm = os.getcwd(), signal.getsignal(signal.SIGTERM)
+    try:
+        if cwd:
+            os.chdir(cwd)
+        result = CliRunner().invoke(cli, [str(a) for a in args], prog_name="s2s2net")
+    finally:
+        os.chdir(old_cwd)
+        signal.signal(signal.SIGTERM, old_sigterm)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "Traceback (most recent call last):\n" + "".join(traceback.format_exception(result.exception))
+    return CliResult(result.exit_code, result.stdout, stderr)

@@ -195,6 +195,7 @@ def test_bad_options_are_usage_errors(tmp_path, scene_factory, random_weights, a
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL, signal.SIGINT])
+@pytest.mark.slow
 def test_interrupted_predict_leaves_no_file_at_output(tmp_path, random_weights, sig):
     rng = np.random.default_rng(0)
     scene = write_raster(tmp_path / "big.tif", rng.integers(100, 3000, size=(6, 256, 256)).astype("uint16"), nodata=0)

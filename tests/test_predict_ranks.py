@@ -63,6 +63,7 @@ def launch(port, *args, timeout=400):
                           env={**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"})
 
 
+@pytest.mark.slow
 def test_two_ranks_share_one_scene_and_write_what_one_process_writes(tmp_path, random_weights):
     rng = np.random.default_rng(5)
     data = rng.integers(100, 5000, size=(6, 97, 71)).astype("uint16")
@@ -85,6 +86,7 @@ def test_two_ranks_share_one_scene_and_write_what_one_process_writes(tmp_path, r
     assert r.stdout.count('"tiles": 12') == 1  # rank 0 reports the whole scene, once
 
 
+@pytest.mark.slow
 def test_two_ranks_share_several_scenes(tmp_path, random_weights):
     scenes = [write_raster(tmp_path / f"s{i}.tif", np.random.default_rng(i).integers(100, 5000, size=(6, 40, 50)),
                            nodata=0, dtype="uint16") for i in range(3)]
@@ -103,6 +105,7 @@ def test_two_ranks_share_several_scenes(tmp_path, random_weights):
         assert (got != read(one)[0]).mean() < 1e-3  # the same mask, up to float noise at the threshold
 
 
+@pytest.mark.slow
 def test_two_ranks_one_bad_scene_fail_with_one_line_and_leave_nothing(tmp_path, random_weights):
     bad = tmp_path / "scene.tif"
     bad.write_text("not a raster")

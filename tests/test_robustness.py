@@ -154,6 +154,7 @@ def test_disk_errors_while_writing_leave_no_file(tmp_path, monkeypatch):
     assert not target.exists() and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_sigkill_during_training_loses_at_most_one_validation_interval(tmp_path):
     from s2s2net_cli.synthetic import make_pair, write_pair
 
@@ -185,6 +186,7 @@ def test_sigkill_during_training_loses_at_most_one_validation_interval(tmp_path)
     assert steps == list(range(1, latest + 3))
 
 
+@pytest.mark.slow
 def test_a_failing_rank_ends_the_launch_with_its_message(tmp_path):
     from s2s2net_cli.data import chip_splits
     from s2s2net_cli.synthetic import make_pair, write_pair
@@ -257,6 +259,7 @@ def test_metric_counts_partition_the_valid_pixels(seed, h, w):
         assert 0 <= s["iou"] <= s["f1"] <= 1
 
 
+@pytest.mark.slow
 def test_a_poisoned_deepspeed_checkpoint_is_not_unpickled(tmp_path):
     from s2s2net_cli.synthetic import make_pair, write_pair
 
@@ -265,11 +268,11 @@ def test_a_poisoned_deepspeed_checkpoint_is_not_unpickled(tmp_path):
     chips = tmp_path / "chips"
     assert run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", chips, "--size", 16).returncode == 0
     run = tmp_path / "run"
-    assert run_cli("train", chips, "-o", run, "--max-steps", 1, "--batch-size", 2, "--val-every", 1).returncode == 0
+    assert run_cli("train", chips, "-o", run, "--max-steps", 1, "--batch-size", 2, "--val-every", 1, process=True).returncode == 0
     marker = tmp_path / "PWNED"
     os.environ["S2S2NET_PWNED"] = str(marker)
     states = run / "checkpoints" / "step00000001" / "mp_rank_00_model_states.pt"
     torch.save({"module": Payload()}, states)
-    r = run_cli("train", chips, "-o", run, "--max-steps", 2, "--batch-size", 2, "--resume")
+    r = run_cli("train", chips, "-o", run, "--max-steps", 2, "--batch-size", 2, "--resume", process=True)
     assert r.returncode == 1 and "refusing to load" in r.stderr, r.stderr[-2000:]
     assert not marker.exists()

@@ -11,7 +11,7 @@ import click
 from rasterio.errors import RasterioError
 
 from .. import __version__
-from ..errors import S2S2NetError
+from ..errors import S2S2NetError, first_line
 
 # GDAL's block cache defaults to 5 % of RAM and keeps dirty output blocks in it: on a full
 # Sentinel-2 tile that is gigabytes that predict and chip, which stream row by row, never use
@@ -36,13 +36,26 @@ class S2S2NetGroup(click.Group):
         except RasterioError as exc:  # GDAL's messages name the file
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            click.echo(f"Error: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}", err=True)
+            click.echo(f"Error: {first_line(exc)}", err=True)
             ctx.exit(1)
         except KeyboardInterrupt:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             click.echo("Aborted: interrupted; no output was left half-written.", err=True)
             ctx.exit(130)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Log records to whatever sys.stderr is when they are emitted (the command may run more
+    than once in one process, as in tests, each time with its own stderr)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
 
 
 def _terminate(signum, frame):  # SIGTERM unwinds like Ctrl-C, so temporary files are removed
@@ -67,7 +80,12 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, debug: bool, local_rank: 
       deepspeed --num_gpus 8 --module s2s2net_cli train chips/ -o run/
     """
     level = logging.WARNING if quiet else (logging.DEBUG if verbose > 1 else logging.INFO)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    root = logging.getLogger()
+    if not any(isinstance(h, _StderrHandler) for h in root.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    root.setLevel(level)
     for noisy in ("rasterio", "fiona", "pyogrio", "DeepSpeed", "deepspeed", "torch.distributed"):
         # GDAL's own warnings only with -v: the one-line error says what matters
         logging.getLogger(noisy).setLevel(logging.WARNING if verbose else logging.ERROR)
