@@ -128,9 +128,10 @@ def chip_pairs(pairs: list[Pair], out_dir, options: ChipOptions,
         if is_test_scene:
             _write_test_pair(prep, options, out_dir)
 
-    _assign_splits(rows, options)
+    in_blocks = _assign_splits(rows, options)
     rows = _drop_overlapping(rows, "test", ("train", "val"), out_dir, summary)
-    rows = _drop_overlapping(rows, "val", ("train",), out_dir, summary)
+    if in_blocks:
+        rows = _drop_overlapping(rows, "val", ("train",), out_dir, summary)
     for r in rows:
         summary.chips[r["split"]] += 1
     for split in ("train", "val", "test"):
@@ -217,11 +218,12 @@ def _write(path: Path, data: np.ndarray, transform, crs, dtype: str, nodata, des
             dst.descriptions = descriptions
 
 
-def _assign_splits(rows: list[dict], options: ChipOptions) -> None:
+def _assign_splits(rows: list[dict], options: ChipOptions) -> bool:
     """Validation chips come in spatial blocks (VAL_BLOCK x VAL_BLOCK chip positions of one
     scene) drawn at random up to ``val_fraction`` of the chips, so that the model is chosen on
-    places it did not train on; train chips overlapping them are dropped afterwards. Where no
-    block is small enough (a few chips), single chips are drawn."""
+    places it did not train on (train chips overlapping them are dropped afterwards). Where
+    every block holds more than the validation share (a few small scenes), single chips are
+    drawn instead, and may overlap training chips. Whether blocks were drawn."""
     rng = random.Random(options.seed)
     free = [r for r in rows if r["split"] is None]
     n_val = int(round(len(free) * options.val_fraction))
@@ -241,6 +243,8 @@ def _assign_splits(rows: list[dict], options: ChipOptions) -> None:
         rng.shuffle(free)
         for k, r in enumerate(free):
             r["split"] = "val" if k < n_val else "train"
+        return False
+    return True
 
 
 def _drop_overlapping(rows: list[dict], held: str, others: tuple[str, ...], out_dir: Path,

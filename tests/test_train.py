@@ -112,9 +112,9 @@ def test_exported_weights_equal_the_engines(chips, tmp_path, monkeypatch):
     captured = {}
     real_export = train_mod._export
 
-    def spy(engine, *args, **kwargs):
+    def spy(run, engine, *args, **kwargs):
         captured.update({k: v.detach().clone().float() for k, v in engine.module.state_dict().items()})
-        return real_export(engine, *args, **kwargs)
+        return real_export(run, engine, *args, **kwargs)
 
     monkeypatch.setattr(train_mod, "_export", spy)
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"):
