@@ -74,8 +74,7 @@ def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predict
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
 
-    cmap = ListedColormap(["#d9c89e", "#1f5fbf"])
-    cmap.set_bad("#808080")
+    cmap = ListedColormap(["#d9c89e", "#1f5fbf"]).with_extremes(bad="#808080")
     ncols = 2 + len(results)
     fig, axes = plt.subplots(len(pairs), ncols, figsize=(3 * ncols, 3 * len(pairs)), squeeze=False)
     for i, pair in enumerate(pairs):
