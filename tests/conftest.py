@@ -85,5 +85,5 @@ def run_cli(*args, cwd=None, timeout=600, process=False):
         signal.signal(signal.SIGTERM, old_sigterm)
     stderr = result.stderr
     if result.exception is not None and not isinstance(result.exception, SystemExit):
-        stderr += "Traceback (most recent call last):\n" + "".join(traceback.format_exception(result.exception))
+        stderr += "".join(traceback.format_exception(result.exception))  # "Traceback (most recent call last): ..."
     return CliResult(result.exit_code, result.stdout, stderr)
