@@ -3,8 +3,9 @@
 Rank k runs a contiguous band of tile rows (``TileGrid.bands``). The 2 m rows that only its
 own tiles reach are final: it writes them (uint8) to its part file. The ``2 * blend`` rows at
 each border between two bands (the seams) are reached by tiles of both: each rank keeps its
-share of their blend (float32 ``.npy``). When every rank is done, rank 0 stitches the parts and the summed seams
-into OUTPUT, written atomically like a single-process prediction, and removes the parts.
+share of their blend (float32 ``.npy``). When every rank is done, rank 0 stitches the parts
+and the summed seams into OUTPUT, written atomically like a single-process prediction, and
+removes the parts.
 The result is the same mask one process writes.
 
 The ranks talk through a gloo process group (set up from the launcher's MASTER_ADDR,
