@@ -235,3 +235,20 @@ def test_the_bundled_model_maps_the_sample_scene_without_weights(tmp_path):
     model_water = mask.reshape(512, 5, 512, 5).mean(axis=(1, 3)) >= 0.5
     assert 0.2 < model_water.mean() < 0.4
     assert (model_water == mndwi_water).mean() > 0.9
+
+
+def test_reads_and_writes_in_threads_give_the_same_mask(tmp_path, random_weights, monkeypatch):
+    # the GPU path reads and writes beside the network in threads; force it on the CPU
+    import s2s2net_cli.predict as predict_module
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(3)
+    data = rng.integers(100, 5000, size=(6, 97, 83)).astype("uint16")
+    data[:, 40:47, 5:60] = 0
+    scene = write_raster(tmp_path / "s.tif", data, nodata=0)
+    opts = PredictOptions(tile_size=32, overlap=8, probability=True)
+    PointwiseModel(random_weights, opts).predict_scene(scene, tmp_path / "inline.tif")
+    monkeypatch.setattr(predict_module, "InlineExecutor", ThreadPoolExecutor)
+    PointwiseModel(random_weights, opts).predict_scene(scene, tmp_path / "threads.tif")
+    inline, threads = read(tmp_path / "inline.tif")[0], read(tmp_path / "threads.tif")[0]
+    assert np.array_equal(inline, threads) and (inline == 255).any()
