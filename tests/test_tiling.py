@@ -11,22 +11,28 @@ grids = st.builds(TileGrid.for_scene, st.integers(1, 700), st.integers(1, 300), 
                   st.integers(0, 64), st.integers(0, 64))
 
 
-def covering(grid, row2):
-    """Tile rows whose output box reaches 2 m row ``row2``, by brute force."""
-    return [i for i in range(grid.n_rows) if grid.output_rows(i)[0] <= row2 < grid.output_rows(i)[1]]
+# per axis: number of tiles, scene size (10 m), a tile's output extent (2 m), where the output is final
+AXES = {"rows": (lambda g: g.n_rows, lambda g: g.height, TileGrid.output_rows, TileGrid.final_bottom),
+        "cols": (lambda g: g.n_cols, lambda g: g.width, TileGrid.output_cols, TileGrid.final_right)}
 
 
+def covering(grid, pos2, axis="rows"):
+    """Tiles along ``axis`` whose output box reaches 2 m position ``pos2``, by brute force."""
+    n_tiles, _, extent, _ = AXES[axis]
+    return [i for i in range(n_tiles(grid)) if extent(grid, i)[0] <= pos2 < extent(grid, i)[1]]
+
+
+@pytest.mark.parametrize("axis", AXES)
 @settings(max_examples=80, deadline=None)
-@given(grids)
-def test_rows_are_final_exactly_when_no_later_tile_row_reaches_them(grid):
-    H2 = grid.height * 5
-    bottoms = [grid.final_bottom(i) for i in range(grid.n_rows)]
-    assert bottoms == sorted(bottoms) and bottoms[-1] == H2
-    for row2 in range(0, H2, 7):
-        reached_by = covering(grid, row2)
-        assert reached_by  # every row of the scene comes from some tile
-        finished_after = next(i for i, b in enumerate(bottoms) if row2 < b)
-        assert finished_after == max(reached_by)
+@given(grid=grids)
+def test_output_is_final_exactly_when_no_later_tile_reaches_it(grid, axis):
+    n_tiles, size, _, final = AXES[axis]
+    ends = [final(grid, i) for i in range(n_tiles(grid))]
+    assert ends == sorted(ends) and ends[-1] == size(grid) * 5
+    for pos2 in range(0, size(grid) * 5, 7):
+        reached_by = covering(grid, pos2, axis)
+        assert reached_by  # every 2 m row and column of the scene comes from some tile
+        assert next(i for i, e in enumerate(ends) if pos2 < e) == max(reached_by)
 
 
 @settings(max_examples=80, deadline=None)
@@ -82,13 +88,3 @@ def test_weights_ramp_only_inside_seams(size, tile, blend):
         if i > 0 and blend:
             assert w[0] < 0.01  # and across a seam the weight ramps smoothly
 
-
-@settings(max_examples=60, deadline=None)
-@given(grids)
-def test_columns_are_final_exactly_when_no_later_tile_reaches_them(grid):
-    W2 = grid.width * 5
-    rights = [grid.final_right(j) for j in range(grid.n_cols)]
-    assert rights == sorted(rights) and rights[-1] == W2
-    for col2 in range(0, W2, 7):
-        reached_by = [j for j in range(grid.n_cols) if grid.output_cols(j)[0] <= col2 < grid.output_cols(j)[1]]
-        assert next(j for j, r in enumerate(rights) if col2 < r) == max(reached_by)
