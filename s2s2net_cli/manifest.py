@@ -20,10 +20,13 @@ class Pair:
     split: str | None = None
 
 
-def pairs_from_options(pairs: list[tuple[str, str]] | None, manifest: str | None) -> list[Pair]:
-    """Pairs given as ``--pair IMAGE MASK`` and/or read from ``--manifest FILE``; files must exist."""
+def pairs_from_options(pairs: list[tuple[str, str]] | None, manifests=()) -> list[Pair]:
+    """Pairs given as ``--pair IMAGE MASK`` and/or read from ``--manifest FILE`` (one or more
+    manifests: a path or a sequence of paths); files must exist."""
     out = [Pair(_image(i), Path(m), source_stem(i)) for i, m in (pairs or [])]
-    if manifest:
+    if isinstance(manifests, (str, Path)):
+        manifests = [manifests]
+    for manifest in manifests or ():
         out.extend(read_manifest(manifest))
     for p in out:
         for f in (p.image, p.mask):
@@ -32,7 +35,7 @@ def pairs_from_options(pairs: list[tuple[str, str]] | None, manifest: str | None
     ids = [p.id for p in out]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
-        raise InputError(describe(manifest or "--pair", f"scene id {sorted(dup)[0]!r} appears twice (give an id column)"))
+        raise InputError(describe(", ".join(map(str, manifests or ())) or "--pair", f"scene id {sorted(dup)[0]!r} appears twice (give an id column)"))
     return out
 
 

@@ -35,7 +35,7 @@ from .render import progress_bar, summary_table
 @overwrite_option
 @json_option
 @click.pass_context
-def chip(ctx, pairs, manifest, out_dir, size, stride, max_nodata, test_ids, test_regions, val_fraction, seed, bands,
+def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, test_regions, val_fraction, seed, bands,
          scale, offset, keep_clouds, mask, nodata, overwrite, as_json):
     """Align high-resolution masks to Sentinel-2 scenes and cut training chips.
 
@@ -51,7 +51,7 @@ def chip(ctx, pairs, manifest, out_dir, size, stride, max_nodata, test_ids, test
     """
     if test_ids and test_regions:
         raise click.BadParameter("give --test-ids or --test-regions, not both", ctx, param_hint="'--test-regions'")
-    pair_list = require_pairs(ctx, pairs, manifest)
+    pair_list = require_pairs(ctx, pairs, manifests)
     options = ChipOptions(size=size, stride=stride or size, max_nodata=max_nodata,
                           test_ids=tuple(t.strip() for t in test_ids.split(",") if t.strip()) if test_ids else (),
                           test_regions=test_regions, val_fraction=val_fraction, seed=seed, bands=bands, scale=scale,

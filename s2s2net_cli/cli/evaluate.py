@@ -28,9 +28,9 @@ def _fmt(value) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
-def _run(ctx, weights, baselines, pairs, manifest, nodata, bands, scale, offset, keep_clouds, mask, device, tile_size,
+def _run(ctx, weights, baselines, pairs, manifests, nodata, bands, scale, offset, keep_clouds, mask, device, tile_size,
          save_predictions, overwrite, plot=None, threshold=None):
-    pair_list = require_pairs(ctx, pairs, manifest)
+    pair_list = require_pairs(ctx, pairs, manifests)
     for target in (plot,):
         if target:
             check_output(target, overwrite)
@@ -88,7 +88,7 @@ def with_common(f):
               help="Water probability threshold (default: the model's calibrated threshold).")
 @with_common
 @click.pass_context
-def evaluate(ctx, weights, baseline, threshold, pairs, manifest, nodata, bands, scale, offset, keep_clouds, mask,
+def evaluate(ctx, weights, baseline, threshold, pairs, manifests, nodata, bands, scale, offset, keep_clouds, mask,
              device, tile_size, save_predictions, overwrite, as_json):
     """Score one model (or baseline) against reference masks.
 
@@ -105,7 +105,7 @@ def evaluate(ctx, weights, baseline, threshold, pairs, manifest, nodata, bands, 
     """
     if weights and baseline:
         raise click.BadParameter("give --weights or --baseline, not both", ctx, param_hint="'--baseline'")
-    _, results = _run(ctx, [weights] if weights else [], [baseline] if baseline else [], pairs, manifest, nodata, bands,
+    _, results = _run(ctx, [weights] if weights else [], [baseline] if baseline else [], pairs, manifests, nodata, bands,
                       scale, offset, keep_clouds, mask, device, tile_size, save_predictions, overwrite,
                       threshold=threshold)
     result = results[0]
@@ -123,7 +123,7 @@ def evaluate(ctx, weights, baseline, threshold, pairs, manifest, nodata, bands, 
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write a PNG: scene, reference and each prediction.")
 @with_common
 @click.pass_context
-def compare(ctx, weights, baselines, csv_path, plot, pairs, manifest, nodata, bands, scale, offset, keep_clouds, mask,
+def compare(ctx, weights, baselines, csv_path, plot, pairs, manifests, nodata, bands, scale, offset, keep_clouds, mask,
             device, tile_size, save_predictions, overwrite, as_json):
     """Compare models and baselines on the same images and the same pixels.
 
@@ -140,7 +140,7 @@ def compare(ctx, weights, baselines, csv_path, plot, pairs, manifest, nodata, ba
         from ..predict import default_weights
 
         weights, baselines = (default_weights(),), BASELINES
-    _, results = _run(ctx, weights, baselines, pairs, manifest, nodata, bands, scale, offset, keep_clouds, mask,
+    _, results = _run(ctx, weights, baselines, pairs, manifests, nodata, bands, scale, offset, keep_clouds, mask,
                       device, tile_size, save_predictions, overwrite, plot)
     if as_json:
         click.echo(json.dumps({"rows": [{"model": r.model, **r.to_dict()["overall"], "images": r.images} for r in results]}, indent=2))

@@ -59,18 +59,19 @@ precision_option = click.option("--precision", type=click.Choice(["auto", "32", 
 
 pair_option = click.option("--pair", "pairs", nargs=2, multiple=True, type=str, metavar="SCENE MASK",
                            help="A scene (stack, product, STAC item) and its mask (repeatable).")
-manifest_option = click.option("--manifest", type=click.Path(dir_okay=False),
-                               help="CSV with columns image,mask (optional id, split); paths relative to the file.")
+manifest_option = click.option("--manifest", "manifests", type=click.Path(dir_okay=False), multiple=True,
+                               help="CSV with columns image,mask (optional id, split); paths relative to the file "
+                                    "(repeatable).")
 nodata_option = click.option("--nodata", type=float, default=None, help="Mask value that means nodata (besides NaN and the file's nodata).")
 
 
-def require_pairs(ctx, pairs, manifest):
+def require_pairs(ctx, pairs, manifests):
     """Pairs from --pair and --manifest (at least one of them)."""
     from ..manifest import pairs_from_options
 
-    if not pairs and not manifest:
+    if not pairs and not manifests:
         raise click.UsageError("give --pair IMAGE MASK or --manifest FILE", ctx)
-    return pairs_from_options(list(pairs), manifest)
+    return pairs_from_options(list(pairs), manifests)
 
 
 # -- where a scene comes from and which of its pixels count (predict, evaluate, compare, chip) --
