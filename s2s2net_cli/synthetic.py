@@ -2,7 +2,8 @@
 
 A landscape is drawn at 2 m as a class map (water bodies from vector shapes: rivers, streams
 a few metres wide, canals, lakes, coasts; land cover from noise fields and rotated parcels;
-buildings with the shadows they cast; dark confusers such as asphalt and burnt ground). Each
+buildings with tiled, metal or dark tar roofs and the shadows they cast; dark confusers such
+as asphalt and burnt ground). Each
 class has a 6-band reflectance spectrum taken from published Sentinel-2 ranges and varied per
 scene. The 10 m scene is the area average over each 5 x 5 block (computed exactly as class
 fractions times spectra) times a smooth brightness texture, blurred slightly, with B11/B12
@@ -46,6 +47,7 @@ SPECTRA = {
     "asphalt": (0.060, 0.065, 0.070, 0.085, 0.100, 0.090),
     "shadow": (0.030, 0.028, 0.022, 0.045, 0.018, 0.012),  # skylight only: blue-rich, MNDWI > 0
     "metal_roof": (0.140, 0.145, 0.130, 0.190, 0.110, 0.095),  # MNDWI > 0, NDWI < 0
+    "dark_roof": (0.075, 0.080, 0.082, 0.095, 0.090, 0.080),  # tar and bitumen: dark and flat, MNDWI about 0
     "burnt": (0.030, 0.040, 0.050, 0.090, 0.150, 0.140),
     "sand": (0.150, 0.180, 0.210, 0.260, 0.330, 0.270),
     "marsh": (0.030, 0.055, 0.045, 0.180, 0.110, 0.060),
@@ -140,7 +142,6 @@ def write_pair(pair: SyntheticPair, scene_path, mask_path) -> None:
 def draw_landscape(H: int, W: int, rng: np.random.Generator) -> np.ndarray:
     """A (H, W) uint8 class map: land cover, then dark confusers, then water on top."""
     classes = _land_cover(H, W, rng)
-    bounds = box(0, 0, W, H)
     confusers = []
     for _ in range(rng.poisson(1 + H * W / 2e6)):  # roads and parking lots
         confusers.append((_straight_line(H, W, rng).buffer(rng.uniform(1.5, 5)), CLASS["asphalt"]))
@@ -151,7 +152,17 @@ def draw_landscape(H: int, W: int, rng: np.random.Generator) -> np.ndarray:
         r = rng.uniform(30, max(30, 0.3 * min(H, W)))  # a whole small scene may burn
         confusers.append((_blob(rng.uniform(0, W), rng.uniform(0, H), r, rng, 0.4), CLASS["burnt"]))
     _burn(classes, confusers)
+    draw_water(classes, rng)
+    return classes
 
+
+def draw_water(classes: np.ndarray, rng: np.random.Generator, fields: np.ndarray | None = None) -> None:
+    """Burn water bodies and their shores into the (H, W) class map ``classes``: coasts with
+    beaches or tidal flats and harbours, meandering rivers with tributaries and banks, canals,
+    streams, lakes with marsh, and in some scenes a flood over ``fields`` (default: the map's
+    field classes)."""
+    H, W = classes.shape
+    bounds = box(0, 0, W, H)
     water, shores = [], []
     water_types = [CLASS["clear_water"], CLASS["turbid_water"], CLASS["shallow_water"], CLASS["dark_water"]]
     if rng.random() < 0.2:  # a coastline, with a beach or tidal flats, and sometimes sun glint
@@ -194,16 +205,16 @@ def draw_landscape(H: int, W: int, rng: np.random.Generator) -> np.ndarray:
     _burn(classes, [(g.intersection(bounds), v) for g, v in water if v is not None])
     _burn(classes, [(g.intersection(bounds), CLASS["urban"]) for g, v in water if v is None])  # piers
     if rng.random() < 0.15:
-        _flood(classes, rng)
-    return classes
+        _flood(classes, rng, fields)
 
 
-def _flood(classes: np.ndarray, rng: np.random.Generator) -> None:
+def _flood(classes: np.ndarray, rng: np.random.Generator, fields: np.ndarray | None = None) -> None:
     """Muddy flood water over the low-lying fields of a smooth extent, with flooded vegetation
     where plants stand in it; towns and forest mostly stay dry."""
     H, W = classes.shape
     extent = smooth_noise(H, W, rng, scale=rng.uniform(60, 250)) > rng.uniform(-0.3, 0.9)
-    fields = np.isin(classes, [CLASS[c] for c in ("grass", "crop_green", "crop_dry", "bare_soil", "wet_soil", "marsh")])
+    if fields is None:
+        fields = np.isin(classes, [CLASS[c] for c in ("grass", "crop_green", "crop_dry", "bare_soil", "wet_soil", "marsh")])
     flooded = extent & fields
     plants = smooth_noise(H, W, rng, scale=rng.uniform(5, 30)) > rng.uniform(0.0, 1.2)
     classes[flooded & ~plants] = CLASS["flood_water"] if rng.random() < 0.7 else CLASS["turbid_water"]
@@ -265,7 +276,9 @@ def _buildings(classes: np.ndarray, urban: np.ndarray, rng: np.random.Generator)
     size_y = rng.integers(2, lot - 1, size=(gh, gw))
     size_x = rng.integers(2, lot - 1, size=(gh, gw))
     built = rng.random((gh, gw)) < rng.uniform(0.5, 0.9)
-    roof = np.where(rng.random((gh, gw)) < rng.uniform(0.1, 0.5), CLASS["metal_roof"], CLASS["urban"])
+    kind = rng.random((gh, gw))
+    metal, dark = rng.uniform(0.1, 0.5), rng.uniform(0.1, 0.4)
+    roof = np.where(kind < metal, CLASS["metal_roof"], np.where(kind < metal + dark, CLASS["dark_roof"], CLASS["urban"]))
     footprint = (built[lot_y[:, None], lot_x[None, :]]
                  & (in_y[:, None] < size_y[lot_y[:, None], lot_x[None, :]])
                  & (in_x[None, :] < size_x[lot_y[:, None], lot_x[None, :]])) & urban
@@ -447,12 +460,19 @@ def _at_20m(bands: np.ndarray, rng: np.random.Generator | None = None) -> np.nda
     """Average 2 x 2 blocks (the 20 m pixel) and bring them back to 10 m: each copied to its
     four 10 m pixels (nearest, as s2s2net reads products), or, in a share SWIR_BILINEAR of the
     scenes, interpolated bilinearly. The 20 m grid starts at an even or odd 10 m row/column."""
-    _, h, w = bands.shape
     dy, dx = (int(rng.integers(0, 2)), int(rng.integers(0, 2))) if rng is not None else (0, 0)
+    return through_20m(bands, (dy, dx), bilinear=rng is not None and rng.random() < SWIR_BILINEAR)
+
+
+def through_20m(bands: np.ndarray, phase: tuple[int, int] = (0, 0), bilinear: bool = False) -> np.ndarray:
+    """(n, h, w) 10 m bands averaged over the 2 x 2 blocks of a 20 m grid that starts ``phase``
+    (row, column) 10 m pixels before the array, and brought back to 10 m by nearest or bilinearly."""
+    _, h, w = bands.shape
+    dy, dx = phase
     padded = np.pad(bands, ((0, 0), (dy, (h + dy) % 2), (dx, (w + dx) % 2)), mode="edge")
     n, H2, W2 = padded.shape
     coarse = padded.reshape(n, H2 // 2, 2, W2 // 2, 2).mean(axis=(2, 4))
-    if rng is not None and rng.random() < SWIR_BILINEAR:
+    if bilinear:
         from .baselines import bilinear_to_fine
 
         ones = np.ones(coarse.shape[1:], dtype=bool)
