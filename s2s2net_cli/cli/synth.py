@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..painted import make_painted_pair
 from ..synthetic import make_pair, write_pair
 from .options import overwrite_option
 from ..io import check_output
@@ -18,18 +19,28 @@ from ..io import check_output
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the first pair; pair i uses seed+i.")
 @click.option("--level", type=click.Choice(["L1C", "L2A", "mixed"]), default="mixed", show_default=True,
               help="Top-of-atmosphere haze (L1C) or surface reflectance (L2A).")
+@click.option("--background", "backgrounds", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              multiple=True, help="Paint the water into crops of this real 6-band uint16 scene (tag level=L1C or "
+                                  "L2A) instead of a synthetic landscape; repeatable, pairs take them in turn.")
 @click.option("--manifest/--no-manifest", default=True, show_default=True, help="Write manifest.csv (image,mask,id).")
 @overwrite_option
 @click.pass_context
-def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, manifest: bool, overwrite: bool) -> None:
+def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, backgrounds: tuple[Path, ...],
+          manifest: bool, overwrite: bool) -> None:
     """Make synthetic Sentinel-2 scenes (6 bands, 10 m, uint16) with exact 2 m water masks.
 
     Each pair is OUT_DIR/synth_<seed>_scene.tif and OUT_DIR/synth_<seed>_mask.tif, on the
     exact 5x sub-grid. Same seed, same pair.
 
+    With --background, water is painted into a random crop (at most --size) of a real scene:
+    the scene keeps its place, grid and level; the mask is exact where water or shore was
+    painted, and elsewhere says water or land only where a water index is sure (nodata
+    otherwise, which training leaves out of the loss).
+
     \b
     Example:
       s2s2net synth demo/ --count 4 --size 256 --seed 100
+      s2s2net synth painted/ --background real_l1c.tif --count 20 --size 192 --seed 5000
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -38,7 +49,10 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, mani
         scene_path, mask_path = out_dir / f"synth_{s}_scene.tif", out_dir / f"synth_{s}_mask.tif"
         check_output(scene_path, overwrite)
         check_output(mask_path, overwrite)
-        pair = make_pair(size, seed=s, level=None if level == "mixed" else level)
+        if backgrounds:
+            pair = make_painted_pair(backgrounds[i % len(backgrounds)], size, s)
+        else:
+            pair = make_pair(size, seed=s, level=None if level == "mixed" else level)
         write_pair(pair, scene_path, mask_path)
         rows.append({"image": scene_path.name, "mask": mask_path.name, "id": f"synth_{s}"})
         if not ctx.obj.get("quiet"):
