@@ -24,3 +24,36 @@ def test_real_scenes_are_found_by_their_label(tmp_path):
     found = {name: (image.name, label.name) for name, image, label in labelled_scenes(tmp_path)}
     assert found == {"flood": ("flood_s2_6band_10m.tif", "flood_water_10m.tif"),
                      "coast_a": ("coast_a_l2a.tif", "coast_a_water.tif")}  # "two" is ambiguous: skipped
+
+
+def test_real_backgrounds_stack_brings_swir_from_its_own_20m_grid_by_nearest(tmp_path):
+    # as in the Virginia scene: the 20 m grid starts 10 m west of the 10 m one
+    import sys
+
+    import numpy as np
+    import rasterio
+    from affine import Affine
+
+    from .conftest import write_raster
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from real_backgrounds import BANDS, stack
+
+    rng = np.random.default_rng(0)
+    files = {}
+    for i, band in enumerate(BANDS):
+        coarse = band in ("B11", "B12")
+        shape = (6, 7) if coarse else (12, 12)
+        transform = Affine(20, 0, 435720, 0, -20, 4179460) if coarse else Affine(10, 0, 435730, 0, -10, 4179460)
+        files[band] = write_raster(tmp_path / f"{band}.tif", rng.integers(1, 5000, shape).astype("uint16"),
+                                   transform=transform, crs="EPSG:32618")
+    stack(files, tmp_path / "stack.tif", "L1C")
+    with rasterio.open(tmp_path / "stack.tif") as s, rasterio.open(files["B11"]) as b11, rasterio.open(files["B02"]) as b02:
+        data = s.read()
+        assert s.shape == (12, 12) and s.transform == b02.transform and s.tags()["level"] == "L1C"
+        assert s.descriptions == ("B02", "B03", "B04", "B08", "B11", "B12")
+        assert np.array_equal(data[0], b02.read(1))
+        coarse = b11.read(1)
+        # 10 m column c (centre 435735 + 10 c) lies in 20 m column (c + 1) // 2
+        expected = coarse[np.arange(12) // 2][:, (np.arange(12) + 1) // 2]
+        assert np.array_equal(data[4], expected)
