@@ -35,7 +35,8 @@ def pairs_from_options(pairs: list[tuple[str, str]] | None, manifests=()) -> lis
     ids = [p.id for p in out]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
-        raise InputError(describe(", ".join(map(str, manifests or ())) or "--pair", f"scene id {sorted(dup)[0]!r} appears twice (give an id column)"))
+        where = ", ".join(map(str, manifests or ())) or "--pair"
+        raise InputError(describe(where, f"scene id {sorted(dup)[0]!r} appears twice (give an id column)"))
     return out
 
 

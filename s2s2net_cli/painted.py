@@ -105,7 +105,6 @@ def paint_pair(background: np.ndarray, level: str, transform, crs, seed: int, *,
     mask = np.repeat(np.repeat(truth10, f, 0), f, 1)
     mask[painted] = np.isin(classes[painted], WATER_CLASSES)
     mask[np.repeat(np.repeat(~valid, f, 0), f, 1)] = np.nan
-    # flooded background fields keep the flood's label; their scene spectra are the mix above
     return SyntheticPair(scene, mask.astype(np.float32), classes, spectra, transform, crs, level, seed)
 
 

@@ -136,3 +136,7 @@ def test_chip_takes_several_manifests(tmp_path):
 
     ids = set(geopandas.read_file(tmp_path / "chips" / "index.gpkg").scene_id)
     assert ids == {"synth_1", "synth_20"}
+    same = run_cli(*["chip", "--manifest", str(tmp_path / "a" / "manifest.csv"), "--manifest",
+                     str(tmp_path / "a" / "manifest.csv"), "-o", str(tmp_path / "chips2")])
+    assert same.returncode in (1, 2) and "appears twice" in same.stderr and len(same.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "chips2").exists()
