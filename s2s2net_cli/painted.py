@@ -21,28 +21,34 @@ import rasterio
 from rasterio.windows import Window
 from scipy import ndimage
 
+from .baselines import NIR, water_index
 from .errors import InputError, describe
 from .grid import SCALE_FACTOR
 from .synthetic import (CLASSES, SPECTRA, WATER_CLASSES, SyntheticPair, class_fractions, draw_water, scene_spectra,
                         smooth_noise, through_20m)
 
 BACKGROUND = 255  # class code of unpainted 2 m pixels
-GREEN, RED, NIR, SWIR1 = 1, 2, 3, 4
+RED = 2
 FIELDS_NDVI = 0.3  # background land this green may flood
+
+
+def vegetation_index(refl: np.ndarray) -> np.ndarray:
+    """NDVI, (NIR - red) / (NIR + red), of a (6, h, w) reflectance array; NaN where undefined."""
+    nir, red = refl[NIR].astype(np.float32), refl[RED].astype(np.float32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (nir - red) / (nir + red)
 
 
 def background_truth(refl: np.ndarray, valid: np.ndarray) -> np.ndarray:
     """(h, w) float32 truth of a real (6, h, w) reflectance scene at 10 m: 1 sure water, 0 sure
     land, NaN where an index is not sure, next to a pixel of another kind, or nodata."""
-    g, r, n, s = (refl[i].astype(np.float32) for i in (GREEN, RED, NIR, SWIR1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mndwi, ndwi, ndvi = (g - s) / (g + s), (g - n) / (g + n), (n - r) / (n + r)
-    water = (mndwi > 0.2) & (ndwi > 0.1) & (n < 0.08) & valid
-    land = ~water & ((mndwi < -0.15) | (ndvi > 0.5)) & valid
-    kind = np.full(g.shape, 2, np.uint8)  # 0 land, 1 water, 2 unsure or nodata
+    mndwi, ndwi = water_index(refl, "mndwi"), water_index(refl, "ndwi")
+    water = (mndwi > 0.2) & (ndwi > 0.1) & (refl[NIR] < 0.08) & valid
+    land = ~water & ((mndwi < -0.15) | (vegetation_index(refl) > 0.5)) & valid
+    kind = np.full(valid.shape, 2, np.uint8)  # 0 land, 1 water, 2 unsure or nodata
     kind[land], kind[water] = 0, 1
     uniform = ndimage.minimum_filter(kind, 3, mode="nearest") == ndimage.maximum_filter(kind, 3, mode="nearest")
-    truth = np.full(g.shape, np.nan, np.float32)
+    truth = np.full(valid.shape, np.nan, np.float32)
     truth[uniform & (kind < 2)] = kind[uniform & (kind < 2)]
     return truth
 
@@ -79,9 +85,7 @@ def paint_pair(background: np.ndarray, level: str, transform, crs, seed: int, *,
     _, h, w = refl.shape
     f = SCALE_FACTOR
     truth10 = background_truth(refl, valid)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ndvi = (refl[NIR] - refl[RED]) / (refl[NIR] + refl[RED])
-    fields = np.repeat(np.repeat((truth10 == 0) & (ndvi > FIELDS_NDVI), f, 0), f, 1)
+    fields = np.repeat(np.repeat((truth10 == 0) & (vegetation_index(refl) > FIELDS_NDVI), f, 0), f, 1)
     classes = np.full((h * f, w * f), BACKGROUND, np.uint8)
     draw_water(classes, rng, fields=fields)
 
