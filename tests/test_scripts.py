@@ -37,11 +37,13 @@ def test_real_backgrounds_stack_brings_swir_from_its_own_20m_grid_by_nearest(tmp
     from .conftest import write_raster
 
     sys.path.insert(0, str(ROOT / "scripts"))
-    from real_backgrounds import BANDS, stack
+    from real_backgrounds import stack
+
+    from s2s2net_cli.bands import BAND_NAMES
 
     rng = np.random.default_rng(0)
     files = {}
-    for i, band in enumerate(BANDS):
+    for i, band in enumerate(BAND_NAMES):
         coarse = band in ("B11", "B12")
         shape = (6, 7) if coarse else (12, 12)
         transform = Affine(20, 0, 435720, 0, -20, 4179460) if coarse else Affine(10, 0, 435730, 0, -10, 4179460)
