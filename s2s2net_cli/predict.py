@@ -63,6 +63,7 @@ class PredictOptions:
     aoi: str | None = None
     probability: bool = False
     threshold: float | None = None  # None: the model's calibrated threshold (its card's)
+    flips: bool = False  # average over the eight flips and quarter turns of each tile (8x the work)
     cog: bool = False
     creation_options: dict = field(default_factory=dict)
     overwrite: bool = False
@@ -146,19 +147,24 @@ class Predictor:
 
     @property
     def model_name(self) -> str:
-        return self.weights.name
+        return f"{self.weights.name}+flips" if self.options.flips else self.weights.name
 
     @torch.inference_mode()
     def probabilities(self, batch: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
         """Water probability (n, 5 height, 5 width) float32 inside ``box`` = (top, left, height,
-        width) of a normalised batch (n, bands, h, w); the whole batch is the network's context."""
+        width) of a normalised batch (n, bands, h, w); the whole batch is the network's context.
+        With ``flips``, the mean over the eight flips and quarter turns of the batch."""
         x = torch.from_numpy(batch)
         if self.device.type == "cuda":
             x = x.pin_memory().to(self.device, non_blocking=True)
-        x = x.contiguous(memory_format=torch.channels_last)
-        with torch.autocast(self.device.type, dtype=self.amp, enabled=self.amp is not None):
-            logits = self.model.forward_window(x, *box)
-        return torch.sigmoid(logits.float())[:, 0].cpu().numpy()
+
+        def probability(x, *box):
+            with torch.autocast(self.device.type, dtype=self.amp, enabled=self.amp is not None):
+                logits = self.model.forward_window(x.contiguous(memory_format=torch.channels_last), *box)
+            return torch.sigmoid(logits.float())
+
+        prob = mean_over_flips(probability, x, box) if self.options.flips else probability(x, *box)
+        return prob[:, 0].cpu().numpy()
 
     def predict_scene(self, scene_path, output_path, on_tile: Callable[[int, int], None] | None = None) -> SceneResult:
         """Predict ``scene_path`` into ``output_path`` (GeoTIFF, uint8), atomically."""
@@ -356,6 +362,41 @@ class InlineExecutor:
         except BaseException as exc:  # handed over like a thread's, raised by result()
             future.set_exception(exc)
         return future
+
+
+FLIPS = tuple((transpose, flip_rows, flip_cols) for transpose in (False, True) for flip_rows in (False, True)
+              for flip_cols in (False, True))  # the eight flips and quarter turns of a square
+
+
+def mean_over_flips(forward: Callable, x: torch.Tensor, box: tuple[int, int, int, int]) -> torch.Tensor:
+    """Test-time augmentation: the mean of ``forward(x', *box')`` over the eight flips and
+    quarter turns x' of ``x`` (n, c, h, w), each output turned back onto ``x``'s grid. ``box``
+    = (top, left, height, width) is the window of ``x`` to return, turned with it; ``forward``
+    returns that window's pixels at any whole multiple of the input's resolution. The mean
+    commutes with every flip and turn of the input (up to float rounding)."""
+    h, w = x.shape[-2:]
+    total = None
+    for transpose, flip_rows, flip_cols in FLIPS:
+        top, left, height, width = box
+        rows, cols = h, w
+        y = x
+        if transpose:
+            y = y.transpose(-2, -1)
+            top, left, height, width, rows, cols = left, top, width, height, w, h
+        dims = [d for d, flip in ((-2, flip_rows), (-1, flip_cols)) if flip]
+        if dims:
+            y = y.flip(dims)
+        if flip_rows:
+            top = rows - top - height
+        if flip_cols:
+            left = cols - left - width
+        out = forward(y, top, left, height, width)
+        if dims:
+            out = out.flip(dims)
+        if transpose:
+            out = out.transpose(-2, -1)
+        total = out if total is None else total + out
+    return total / len(FLIPS)
 
 
 def release_free_memory() -> None:

@@ -143,6 +143,23 @@ def test_compare_json_has_one_row_per_model_and_writes_csv_and_plot(tmp_path, ra
     assert set(doc["images"][0]) >= {"image", "reference", "f1", "iou", "precision", "recall", "pixels"}
 
 
+def test_evaluate_with_flips_scores_what_predict_with_flips_writes(tmp_path, random_weights):
+    from s2s2net_cli.synthetic import make_pair, write_pair
+
+    p = make_pair(40, seed=13, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("evaluate", "--weights", random_weights, "--flips", "--pair", tmp_path / "s.tif", tmp_path / "m.tif",
+                "--tile-size", 32, "--json", "--save-predictions", tmp_path / "preds")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["model"] == "random.safetensors+flips" and doc["overall"]["pixels"] == 200 * 200
+    r = run_cli("predict", tmp_path / "s.tif", "-o", tmp_path / "p.tif", "--weights", random_weights, "--flips",
+                "--tile-size", 32, "--overlap", 8)
+    assert r.returncode == 0, r.stderr
+    with rasterio.open(doc["images"][0]["prediction"]) as a, rasterio.open(tmp_path / "p.tif") as b:
+        assert np.array_equal(a.read(), b.read()) and a.tags()["model"] == "random.safetensors+flips"
+
+
 @pytest.mark.parametrize("case", ["no_overlap", "empty_reference", "unknown_baseline", "other_bands"])
 def test_bad_input_gets_one_line(tmp_path, truth_pair, random_weights, case):
     scene, truth, _ = truth_pair

@@ -252,3 +252,53 @@ def test_reads_and_writes_in_threads_give_the_same_mask(tmp_path, random_weights
     PointwiseModel(random_weights, opts).predict_scene(scene, tmp_path / "threads.tif")
     inline, threads = read(tmp_path / "inline.tif")[0], read(tmp_path / "threads.tif")[0]
     assert np.array_equal(inline, threads) and (inline == 255).any()
+
+
+def test_mean_over_flips_commutes_with_every_flip_and_turn():
+    import torch
+
+    from s2s2net_cli.model import S2S2Net
+    from s2s2net_cli.predict import mean_over_flips
+
+    torch.manual_seed(1)
+    model = S2S2Net().eval()
+
+    def forward(y, *box):
+        return model.forward_window(y, *box)  # logits: an untrained network's are small, but not all alike
+
+    x = torch.rand(1, 6, 64, 48)
+    box = (4, 10, 40, 30)  # top, left, height, width: off centre, so each flip moves it
+    turns = {  # a flip or turn of the input, the window turned with it, and the same on the 5x output
+        "flip rows": (lambda t: t.flip(-2), (64 - 4 - 40, 10, 40, 30)),
+        "flip columns": (lambda t: t.flip(-1), (4, 48 - 10 - 30, 40, 30)),
+        "transpose": (lambda t: t.transpose(-2, -1), (10, 4, 30, 40)),
+        "quarter turn": (lambda t: t.transpose(-2, -1).flip(-1), (10, 64 - 4 - 40, 30, 40)),
+    }
+    with torch.inference_mode():
+        mean = mean_over_flips(forward, x, box)
+        plain = forward(x, *box)
+        assert mean.shape == plain.shape == (1, 1, 200, 150)
+        for name, (turn, turned_box) in turns.items():
+            gap = (mean_over_flips(forward, turn(x), turned_box) - turn(mean)).abs().max()
+            # the network alone does not commute with them: the test would see a wrong turn back
+            plain_gap = (forward(turn(x), *turned_box) - turn(plain)).abs().max()
+            assert gap < 1e-6 and plain_gap > 100 * max(gap, 1e-7), name
+
+
+def test_flips_map_a_mirrored_scene_to_the_mirrored_mask(tmp_path):
+    with rasterio.open("sample_data/virginia_shoreline_s2_6band_10m.tif") as src:
+        data = src.read(window=((128, 192), (416, 480)))  # across the shore, half water; one tile, context alike on all sides
+    scene, mirrored = write_raster(tmp_path / "s.tif", data), write_raster(tmp_path / "m.tif", data[:, :, ::-1])
+    outputs = {}
+    for flips in ([], ["--flips"]):
+        for name, path in (("scene", scene), ("mirrored", mirrored)):
+            out = tmp_path / f"{name}{len(flips)}.tif"
+            r = run_cli("predict", path, "-o", out, "--probability", "--tile-size", 64, *flips)
+            assert r.returncode == 0, r.stderr
+            outputs[name, bool(flips)] = read(out)
+    prob, profile, tags = outputs["scene", True]
+    assert tags["model"] == "default.safetensors+flips" and profile == outputs["scene", False][1]
+    assert 0 < (prob > 50).mean() < 1  # water and land both
+    mirror_gap = np.abs(prob.astype(int) - outputs["mirrored", True][0][:, ::-1]).max()
+    plain_gap = np.abs(outputs["scene", False][0].astype(int) - outputs["mirrored", False][0][:, ::-1]).max()
+    assert mirror_gap <= 1 < plain_gap  # equal up to rounding to whole percent; the plain network is not

@@ -13,7 +13,7 @@ from ..baselines import BASELINES
 from ..evaluate import evaluate as run_evaluation, make_models
 from ..io import check_output
 from ..predict import PredictOptions
-from .options import (bands_option, device_option, json_option, keep_clouds_option, manifest_option, mask_option,
+from .options import (bands_option, device_option, flips_option, json_option, keep_clouds_option, manifest_option, mask_option,
                       nodata_option, offset_option, overwrite_option, pair_option, require_pairs, scale_option)
 from .render import stderr, summary_table
 
@@ -28,15 +28,15 @@ def _fmt(value) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
-def _run(ctx, weights, baselines, pairs, manifests, nodata, bands, scale, offset, keep_clouds, mask, device, tile_size,
-         save_predictions, overwrite, plot=None, threshold=None):
+def _run(ctx, weights, baselines, pairs, manifests, nodata, bands, scale, offset, keep_clouds, mask, device, flips,
+         tile_size, save_predictions, overwrite, plot=None, threshold=None):
     pair_list = require_pairs(ctx, pairs, manifests)
     for target in (plot,):
         if target:
             check_output(target, overwrite)
     options = PredictOptions(tile_size=tile_size, overlap=min(64, tile_size // 4), device=device, bands=bands,
                              scale=scale, offset=offset, keep_clouds=keep_clouds, mask=mask, threshold=threshold,
-                             overwrite=overwrite or save_predictions is None)
+                             flips=flips, overwrite=overwrite or save_predictions is None)
     models = make_models(list(weights), list(baselines), options)
     quiet = ctx.obj.get("quiet")
     with tempfile.TemporaryDirectory(prefix="s2s2net-eval-") as tmp:
@@ -68,7 +68,7 @@ def _image_rows(result) -> list[list[str]]:
 common_options = [
     pair_option, manifest_option, nodata_option, bands_option, scale_option, offset_option, keep_clouds_option,
     mask_option,
-    device_option,
+    device_option, flips_option,
     click.option("--tile-size", type=click.IntRange(32), default=512, show_default=True, help="Tile side for the network."),
     click.option("--save-predictions", type=click.Path(file_okay=False), default=None, help="Keep each 2 m prediction here as a GeoTIFF."),
     overwrite_option, json_option,
@@ -89,7 +89,7 @@ def with_common(f):
 @with_common
 @click.pass_context
 def evaluate(ctx, weights, baseline, threshold, pairs, manifests, nodata, bands, scale, offset, keep_clouds, mask,
-             device, tile_size, save_predictions, overwrite, as_json):
+             device, flips, tile_size, save_predictions, overwrite, as_json):
     """Score one model (or baseline) against reference masks.
 
     Pixels that are nodata in the reference or the image are left out; the pooled scores over
@@ -106,7 +106,7 @@ def evaluate(ctx, weights, baseline, threshold, pairs, manifests, nodata, bands,
     if weights and baseline:
         raise click.BadParameter("give --weights or --baseline, not both", ctx, param_hint="'--baseline'")
     _, results = _run(ctx, [weights] if weights else [], [baseline] if baseline else [], pairs, manifests, nodata, bands,
-                      scale, offset, keep_clouds, mask, device, tile_size, save_predictions, overwrite,
+                      scale, offset, keep_clouds, mask, device, flips, tile_size, save_predictions, overwrite,
                       threshold=threshold)
     result = results[0]
     if as_json:
@@ -124,7 +124,7 @@ def evaluate(ctx, weights, baseline, threshold, pairs, manifests, nodata, bands,
 @with_common
 @click.pass_context
 def compare(ctx, weights, baselines, csv_path, plot, pairs, manifests, nodata, bands, scale, offset, keep_clouds, mask,
-            device, tile_size, save_predictions, overwrite, as_json):
+            device, flips, tile_size, save_predictions, overwrite, as_json):
     """Compare models and baselines on the same images and the same pixels.
 
     With neither --weights nor --baseline: the bundled model against every baseline.
@@ -141,7 +141,7 @@ def compare(ctx, weights, baselines, csv_path, plot, pairs, manifests, nodata, b
 
         weights, baselines = (default_weights(),), BASELINES
     _, results = _run(ctx, weights, baselines, pairs, manifests, nodata, bands, scale, offset, keep_clouds, mask,
-                      device, tile_size, save_predictions, overwrite, plot)
+                      device, flips, tile_size, save_predictions, overwrite, plot)
     if as_json:
         click.echo(json.dumps({"rows": [{"model": r.model, **r.to_dict()["overall"], "images": r.images} for r in results]}, indent=2))
     if csv_path:

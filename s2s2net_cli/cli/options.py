@@ -53,6 +53,9 @@ def _check_device(ctx, param, value):
 
 device_option = click.option("--device", default="auto", show_default=True, callback=_check_device,
                              help="auto, cpu, cuda or cuda:N.")
+flips_option = click.option("--flips", is_flag=True,
+                            help="Test-time augmentation: average each tile's water probability over its eight flips "
+                                 "and quarter turns (8x the work).")
 precision_option = click.option("--precision", type=click.Choice(["auto", "32", "bf16", "16"]), default="auto",
                                 show_default=True, help="Mixed precision on GPUs when auto; fp32 on the CPU.")
 

@@ -12,8 +12,8 @@ from ..bands import source_stem
 from ..batch import predict_scenes
 from ..io import check_output
 from ..predict import Predictor, PredictOptions, default_weights
-from .options import (aoi_option, bands_option, bbox_option, creation_options, device_option, json_option, keep_clouds_option,
-                      mask_option, offset_option, overwrite_option, precision_option, scale_option)
+from .options import (aoi_option, bands_option, bbox_option, creation_options, device_option, flips_option, json_option,
+                      keep_clouds_option, mask_option, offset_option, overwrite_option, precision_option, scale_option)
 from .render import progress_bar
 
 log = logging.getLogger("s2s2net")
@@ -30,6 +30,7 @@ VECTOR_SUFFIXES = {".gpkg", ".geojson", ".json", ".shp", ".fgb"}
 @click.option("--batch-size", type=click.IntRange(1), default=None, help="Tiles per forward pass (default 1 on the CPU, 8 on a GPU).")
 @device_option
 @precision_option
+@flips_option
 @bands_option
 @scale_option
 @offset_option
@@ -47,7 +48,7 @@ VECTOR_SUFFIXES = {".gpkg", ".geojson", ".json", ".shp", ".fgb"}
 @overwrite_option
 @json_option
 @click.pass_context
-def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device, precision, bands, scale, offset,
+def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device, precision, flips, bands, scale, offset,
             keep_clouds, mask, bbox, aoi, probability, threshold, cog, vector, creation_options, overwrite, as_json):
     """Map water at 2 m in one or more Sentinel-2 scenes.
 
@@ -65,6 +66,7 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
       s2s2net predict stack_2023.tif -o water.tif --offset -1000
       s2s2net predict a.tif b.tif -o masks/ --tile-size 256 --json
       s2s2net predict stack.tif -o water.tif --bands 2,3,4,8,11,12 --cog --vector water.gpkg
+      s2s2net predict scene.tif -o water.tif --flips
       deepspeed --num_gpus 4 --module s2s2net_cli predict tile.tif -o water.tif
 
     Under a launcher (deepspeed --module, torchrun) several scenes are shared among the
@@ -84,7 +86,7 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
     options = PredictOptions(tile_size=tile_size, overlap=overlap, batch_size=batch_size, device=device,
                              precision=precision, bands=bands, scale=scale, offset=offset, keep_clouds=keep_clouds,
                              mask=mask, bbox=bbox, aoi=aoi, probability=probability,
-                             threshold=threshold, cog=cog, creation_options=creation_options, overwrite=overwrite)
+                             threshold=threshold, flips=flips, cog=cog, creation_options=creation_options, overwrite=overwrite)
     predictor = Predictor(weights or default_weights(), options)
     if len(scenes) == 1:
         targets = [(scenes[0], output)]
