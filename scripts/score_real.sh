@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The model card's real-scene figures: the bundled model and every water index on the real
 # labelled scenes in ../shared/realdata/ (pooled F1 at 10 m, as `s2s2net compare` scores a
-# 10 m label), the model's sensitivity to how B11/B12 reached 10 m, and docs/shanghai.png.
+# 10 m label), the model's sensitivity to how B11/B12 reached 10 m, the model with --flips,
+# and docs/shanghai.png.
 #
 #   scripts/score_real.sh [WORK_DIR]        (REALDATA=DIR to read the scenes elsewhere)
 #
@@ -33,4 +34,8 @@ echo "B11/B12 brought to 20 m and back by nearest and bilinearly (the model only
 s2s2net -q compare --manifest "$WORK/swir.csv" --weights s2s2net_cli/weights/default.safetensors --json \
     --overwrite > "$WORK/swir_scores.json"
 table "$WORK/swir_scores.json"
+echo "with test-time augmentation (predict --flips: the mean over eight flips and quarter turns):"
+s2s2net -q compare --manifest "$WORK/real.csv" --weights s2s2net_cli/weights/default.safetensors --flips --json \
+    --overwrite > "$WORK/flips_scores.json"
+table "$WORK/flips_scores.json"
 python scripts/score_real.py figure "$REAL" "$WORK" docs/shanghai.png
