@@ -2,6 +2,7 @@
 
     python scripts/score_real.py manifest REALDATA WORK     # WORK/real.csv, WORK/swir.csv
     python scripts/score_real.py figure REALDATA WORK PNG   # false colour, label, model, best index
+    python scripts/score_real.py errors REALDATA WORK       # where the model's errors lie, at 10 m
 
 A labelled scene is a label ``NAME_water*.tif`` beside one image ``NAME_*.tif`` (6 bands, B02,
 B03, B04, B08, B11, B12 at 10 m). The SWIR variants of each scene bring B11/B12 to 20 m (2 x 2
@@ -111,10 +112,45 @@ def figure(realdata: Path, work: Path, png: Path) -> None:
     print(f"wrote {png}")
 
 
+def errors(realdata: Path, work: Path) -> None:
+    """The model's false and missed water at 10 m (its 2 m mask averaged, water at >= 0.5, as
+    compare scores a 10 m label): how much of each touches the other class of the label (a
+    shore), and the mean reflectance of the rest."""
+    from scipy.ndimage import binary_dilation
+
+    rows = json.loads((work / "real_scores.json").read_text())["rows"]
+    model = next(r for r in rows if r["model"].endswith(".safetensors"))
+    for name, image, label in labelled_scenes(realdata):
+        img = next(i for i in model["images"] if i["id"] == name)
+        with rasterio.open(img["prediction"]) as src:
+            fine = src.read(1)
+        with rasterio.open(label) as src:
+            truth = src.read(1)
+        with rasterio.open(image) as src:
+            reflectance = src.read().astype(np.float64) / 10000
+        h, w = truth.shape
+        blocks = fine.reshape(h, 5, w, 5)
+        valid = (truth != 255) & ~(blocks == 255).any(axis=(1, 3))
+        water = np.where(blocks == 255, 0, blocks).mean(axis=(1, 3)) >= 0.5
+        labelled = truth == 1
+        near_water = binary_dilation(labelled, np.ones((3, 3), bool))
+        near_land = binary_dilation(~labelled & (truth != 255), np.ones((3, 3), bool))
+        false, missed, found = valid & water & ~labelled, valid & ~water & labelled, valid & water & labelled
+        print(f"{name}: {model['model']} at 10 m: {found.sum()} water found, {false.sum()} false, {missed.sum()} missed")
+        for what, wrong, shore, other in (("false water", false, near_water, "labelled water"),
+                                          ("missed water", missed, near_land, "labelled land")):
+            rest = wrong & ~shore
+            share = (wrong & shore).sum() / max(1, wrong.sum())
+            mean = ", ".join(f"{v:.3f}" for v in reflectance[:, rest].mean(axis=1)) if rest.any() else "-"
+            print(f"  {what}: {share:.0%} touches {other}; the rest ({rest.sum()} px) mean reflectance {mean}")
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
     command, realdata, work = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
     if command == "manifest":
         write_manifests(realdata, work)
+    elif command == "errors":
+        errors(realdata, work)
     else:
         figure(realdata, work, Path(sys.argv[4]))

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The model card's real-scene figures: the bundled model and every water index on the real
 # labelled scenes in ../shared/realdata/ (pooled F1 at 10 m, as `s2s2net compare` scores a
-# 10 m label), the model's sensitivity to how B11/B12 reached 10 m, the model with --flips,
-# and docs/shanghai.png.
+# 10 m label), where the model's errors lie, its sensitivity to how B11/B12 reached 10 m, the
+# model with --flips, and docs/shanghai.png.
 #
 #   scripts/score_real.sh [WORK_DIR]        (REALDATA=DIR to read the scenes elsewhere)
 #
@@ -30,6 +30,7 @@ PY
 s2s2net -q compare --manifest "$WORK/real.csv" --json --save-predictions "$WORK/predictions" --overwrite \
     > "$WORK/real_scores.json"
 table "$WORK/real_scores.json"
+python scripts/score_real.py errors "$REAL" "$WORK"
 echo "B11/B12 brought to 20 m and back by nearest and bilinearly (the model only):"
 s2s2net -q compare --manifest "$WORK/swir.csv" --weights s2s2net_cli/weights/default.safetensors --json \
     --overwrite > "$WORK/swir_scores.json"
