@@ -1,13 +1,14 @@
 """Benchmark predict against the bare network run once over the same area.
 
-    python benchmarks/predict_bench.py [--size 1024] [--tile-size 512] [--overlap 64] [--skip-forward] [--json]
+    python benchmarks/predict_bench.py [--size 1024] [--tile-size 512] [--overlap 64] [--flips] [--skip-forward] [--json]
 
 Makes a synthetic scene of --size x --size 10 m pixels (a 512 px synthetic scene repeated to
 fill larger sizes), runs `s2s2net predict` on it in a child process at the given (default:
 predict's default) settings, taking its own timing and peak resident memory, then times the
 bare network (channels-last, fp32, same threads) on 512 x 512 inputs covering the scene's area
 once, in this process. ``area_ratio`` is predict's seconds over the bare network's: what
-tiling, context, blending, reading and writing cost beyond the network's necessary work.
+tiling, context, blending, reading and writing cost beyond the network's necessary work. With
+--flips (predict's test-time augmentation: eight forwards per tile) expect a ratio near 8.
 With --json the last line is {"pipeline_s", "bare_s", "area_ratio", "peak_rss_mb", ...}.
 """
 
@@ -41,6 +42,7 @@ def main() -> None:
     ap.add_argument("--precision", default="auto", choices=["auto", "32", "bf16", "16"])
     ap.add_argument("--keep", type=Path, default=None, help="copy the predicted mask here")
     ap.add_argument("--weights", type=Path, default=None)
+    ap.add_argument("--flips", action="store_true", help="predict --flips (test-time augmentation)")
     ap.add_argument("--skip-forward", action="store_true",
                     help="time the pipeline only (a full 10980 px scene: the bare network would double the run)")
     ap.add_argument("--json", action="store_true")
@@ -57,7 +59,7 @@ def main() -> None:
 
         cmd = [sys.executable, "-m", "s2s2net_cli", "-q", "predict", str(scene), "-o", str(tmp / "out.tif"),
                "--weights", str(weights), "--tile-size", str(args.tile_size), "--overlap", str(args.overlap),
-               "--device", args.device, "--precision", args.precision, "--json"]
+               "--device", args.device, "--precision", args.precision, "--json", *(["--flips"] if args.flips else [])]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True)
         summary = json.loads(out.stdout)["scenes"][0]
         pipeline_s = summary["seconds"]
@@ -70,7 +72,7 @@ def main() -> None:
     result = {"pipeline_s": round(pipeline_s, 2), "bare_s": bare_s and round(bare_s, 2),
               "area_ratio": bare_s and round(pipeline_s / bare_s, 3), "peak_rss_mb": round(peak_rss_mb, 1),
               "scene_px": args.size * args.size, "tiles": math.ceil(args.size / args.tile_size) ** 2,
-              "tile_size": args.tile_size, "overlap": args.overlap, "threads": torch.get_num_threads(),
+              "tile_size": args.tile_size, "overlap": args.overlap, "flips": args.flips, "threads": torch.get_num_threads(),
               "device": args.device, "precision": args.precision}
     if args.device.startswith("cuda"):
         result.update(gpu=torch.cuda.get_device_name(), gpu_peak_mb=summary.get("gpu_peak_mb"))
