@@ -115,7 +115,7 @@ def figure(realdata: Path, work: Path, png: Path) -> None:
 def errors(realdata: Path, work: Path) -> None:
     """The model's false and missed water at 10 m (its 2 m mask averaged, water at >= 0.5, as
     compare scores a 10 m label): how much of each touches the other class of the label (a
-    shore), and the mean reflectance of the rest."""
+    shore), and the mean reflectance of the rest (DN / 10000, as compare reads these stacks)."""
     from scipy.ndimage import binary_dilation
 
     rows = json.loads((work / "real_scores.json").read_text())["rows"]
