@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The figures of the model card: the bundled model against every baseline on synthetic
-# hold-out scenes (generator seeds 9000-9011, never used in training), scored at 2 m, and a
-# picture of the real Sentinel-2 crop, its MNDWI and the 2 m prediction.
+# hold-out scenes (generator seeds 9000-9011, never used in training), scored at 2 m, alone and
+# with --flips, and a picture of the real Sentinel-2 crop, its MNDWI and the 2 m prediction.
 #
 #   scripts/score_default.sh [WORK_DIR]
 set -euo pipefail
@@ -10,10 +10,12 @@ mkdir -p "$WORK"
 s2s2net -q synth "$WORK/holdout" --count 12 --size 192 --seed 9000 --overwrite
 s2s2net -q compare --manifest "$WORK/holdout/manifest.csv" --json --csv "$WORK/holdout_scores.csv" \
     --plot "$WORK/holdout.png" --tile-size 192 --overwrite > "$WORK/holdout_scores.json"
-python - "$WORK/holdout_scores.json" <<'PY'
+s2s2net -q compare --manifest "$WORK/holdout/manifest.csv" --weights s2s2net_cli/weights/default.safetensors --flips \
+    --json --tile-size 192 --overwrite > "$WORK/holdout_flips_scores.json"
+python - "$WORK/holdout_scores.json" "$WORK/holdout_flips_scores.json" <<'PY'
 import json, sys
-rows = json.load(open(sys.argv[1]))["rows"]
+rows = [r for path in sys.argv[1:] for r in json.load(open(path))["rows"]]
 for r in rows:
-    print(f"{r['model']:>22}  F1 {r['f1']:.4f}  IoU {r['iou']:.4f}  P {r['precision']:.4f}  R {r['recall']:.4f}  px {r['pixels']}")
+    print(f"{r['model']:>25}  F1 {r['f1']:.4f}  IoU {r['iou']:.4f}  P {r['precision']:.4f}  R {r['recall']:.4f}  px {r['pixels']}")
 PY
 python scripts/real_crop_figure.py sample_data/virginia_shoreline_s2_6band_10m.tif docs/real_crop.png
