@@ -98,7 +98,9 @@ def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | N
 
 
 def prediction_path(out_dir: Path, pair: Pair, model_name: str) -> Path:
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in f"{pair.id}__{Path(model_name).stem}")
+    weights, plus, variant = model_name.partition("+")  # "a.safetensors+flips": a_flips
+    name = Path(weights).stem + (f"_{variant}" if plus else "")
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in f"{pair.id}__{name}")
     return out_dir / f"{safe}.tif"
 
 

@@ -153,6 +153,7 @@ def test_evaluate_with_flips_scores_what_predict_with_flips_writes(tmp_path, ran
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["model"] == "random.safetensors+flips" and doc["overall"]["pixels"] == 200 * 200
+    assert doc["images"][0]["prediction"].endswith("__random_flips.tif")  # not the plain model's file
     r = run_cli("predict", tmp_path / "s.tif", "-o", tmp_path / "p.tif", "--weights", random_weights, "--flips",
                 "--tile-size", 32, "--overlap", 8)
     assert r.returncode == 0, r.stderr
