@@ -113,28 +113,26 @@ def figure(realdata: Path, work: Path, png: Path) -> None:
 
 
 def errors(realdata: Path, work: Path) -> None:
-    """The model's false and missed water at 10 m (its 2 m mask averaged, water at >= 0.5, as
-    compare scores a 10 m label): how much of each touches the other class of the label (a
-    shore), and the mean reflectance of the rest (DN / 10000, as compare reads these stacks)."""
+    """The model's false and missed water at 10 m (its 2 m mask brought onto the label's grid
+    as compare does it): how much of each touches the other class of the label (a shore), and
+    the mean reflectance of the rest (DN / 10000, as compare reads these stacks)."""
     from scipy.ndimage import binary_dilation
+
+    from s2s2net_cli.align import binarise, open_mask, warp_mask
 
     rows = json.loads((work / "real_scores.json").read_text())["rows"]
     model = next(r for r in rows if r["model"].endswith(".safetensors"))
     for name, image, label in labelled_scenes(realdata):
         img = next(i for i in model["images"] if i["id"] == name)
-        with rasterio.open(img["prediction"]) as src:
-            fine = src.read(1)
         with rasterio.open(label) as src:
-            truth = src.read(1)
+            truth = binarise(src.read(1), src.nodata)
+            predicted = warp_mask(open_mask(img["prediction"], 255), src.transform, src.crs, truth.shape, finer=True)
         with rasterio.open(image) as src:
             reflectance = src.read().astype(np.float64) / 10000
-        h, w = truth.shape
-        blocks = fine.reshape(h, 5, w, 5)
-        valid = (truth != 255) & ~(blocks == 255).any(axis=(1, 3))
-        water = np.where(blocks == 255, 0, blocks).mean(axis=(1, 3)) >= 0.5
-        labelled = truth == 1
+        valid = ~np.isnan(truth) & ~np.isnan(predicted)
+        water, labelled = predicted == 1, truth == 1
         near_water = binary_dilation(labelled, np.ones((3, 3), bool))
-        near_land = binary_dilation(~labelled & (truth != 255), np.ones((3, 3), bool))
+        near_land = binary_dilation(truth == 0, np.ones((3, 3), bool))
         false, missed, found = valid & water & ~labelled, valid & ~water & labelled, valid & water & labelled
         print(f"{name}: {model['model']} at 10 m: {found.sum()} water found, {false.sum()} false, {missed.sum()} missed")
         for what, wrong, shore, other in (("false water", false, near_water, "labelled water"),

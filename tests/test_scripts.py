@@ -31,6 +31,7 @@ def test_real_scene_errors_are_split_into_shore_and_the_rest(tmp_path, capsys):
     import sys
 
     import numpy as np
+    from affine import Affine
 
     from .conftest import write_raster
 
@@ -50,8 +51,8 @@ def test_real_scene_errors_are_split_into_shore_and_the_rest(tmp_path, capsys):
     water[45:50, 45:50] = 1  # a 10 m pixel the label leaves out
     (tmp_path / "real").mkdir()
     write_raster(tmp_path / "real" / "lake_s2.tif", image)
-    write_raster(tmp_path / "real" / "lake_water.tif", label)
-    prediction = write_raster(tmp_path / "pred.tif", water)
+    write_raster(tmp_path / "real" / "lake_water.tif", label, nodata=255)
+    prediction = write_raster(tmp_path / "pred.tif", water, transform=Affine(2, 0, 500000, 0, -2, 4000000))  # 2 m
     (tmp_path / "real_scores.json").write_text(json.dumps({"rows": [
         {"model": "m.safetensors", "images": [{"id": "lake", "prediction": str(prediction)}]}]}))
     errors(tmp_path / "real", tmp_path)
