@@ -33,9 +33,9 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
     exact 5x sub-grid. Same seed, same pair.
 
     With --background, water is painted into a random crop (at most --size) of a real scene:
-    the scene keeps its place, grid and level (--level does not apply); the mask is exact where water or shore was
-    painted, and elsewhere says water or land only where a water index is sure (nodata
-    otherwise, which training leaves out of the loss).
+    the scene keeps its place, grid and level (--level does not apply); the mask is exact
+    where water or shore was painted, and elsewhere says water or land only where a water
+    index is sure (nodata otherwise, which training leaves out of the loss).
 
     \b
     Example:
