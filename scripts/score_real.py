@@ -114,9 +114,11 @@ def figure(realdata: Path, work: Path, png: Path) -> None:
 
 def errors(realdata: Path, work: Path) -> None:
     """The model's false and missed water at 10 m (its 2 m mask brought onto the label's grid
-    as compare does it): how much of each touches the other class of the label (a shore), and
-    the mean reflectance of the rest (DN / 10000, as compare reads these stacks)."""
-    from scipy.ndimage import binary_dilation
+    as compare does it): how much of each touches the other class of the label (a shore), how
+    much of that lies beside labelled water under 50 m wide (what a 5 x 5 px opening removes),
+    and the mean reflectance of the shore part and of the rest (DN / 10000, as compare reads
+    these stacks)."""
+    from scipy.ndimage import binary_dilation, binary_opening
 
     from s2s2net_cli.align import binarise, open_mask, warp_mask
 
@@ -133,14 +135,22 @@ def errors(realdata: Path, work: Path) -> None:
         water, labelled = predicted == 1, truth == 1
         near_water = binary_dilation(labelled, np.ones((3, 3), bool))
         near_land = binary_dilation(truth == 0, np.ones((3, 3), bool))
+        narrow = labelled & ~binary_opening(labelled, np.ones((5, 5), bool))
+        beside_narrow = binary_dilation(narrow, np.ones((3, 3), bool))
         false, missed, found = valid & water & ~labelled, valid & ~water & labelled, valid & water & labelled
         print(f"{name}: {model['model']} at 10 m: {found.sum()} water found, {false.sum()} false, {missed.sum()} missed")
         for what, wrong, shore, other in (("false water", false, near_water, "labelled water"),
                                           ("missed water", missed, near_land, "labelled land")):
-            rest = wrong & ~shore
-            share = (wrong & shore).sum() / max(1, wrong.sum())
-            mean = ", ".join(f"{v:.3f}" for v in reflectance[:, rest].mean(axis=1)) if rest.any() else "-"
-            print(f"  {what}: {share:.0%} touches {other}; the rest ({rest.sum()} px) mean reflectance {mean}")
+            on_shore, rest = wrong & shore, wrong & ~shore
+            share = on_shore.sum() / max(1, wrong.sum())
+            narrow_share = (on_shore & beside_narrow).sum() / max(1, on_shore.sum())
+            print(f"  {what}: {share:.0%} touches {other} ({narrow_share:.0%} of that beside water under 50 m wide; "
+                  f"mean reflectance {mean_reflectance(reflectance, on_shore)}); "
+                  f"the rest ({rest.sum()} px) mean reflectance {mean_reflectance(reflectance, rest)}")
+
+
+def mean_reflectance(reflectance: np.ndarray, where: np.ndarray) -> str:
+    return ", ".join(f"{v:.3f}" for v in reflectance[:, where].mean(axis=1)) if where.any() else "-"
 
 
 if __name__ == "__main__":

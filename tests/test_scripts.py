@@ -38,10 +38,11 @@ def test_real_scene_errors_are_split_into_shore_and_the_rest(tmp_path, capsys):
     sys.path.insert(0, str(ROOT / "scripts"))
     from score_real import errors
 
-    label = np.zeros((10, 10), "uint8")
+    label = np.zeros((10, 14), "uint8")
     label[:, :5] = 1  # water west of a straight shore
+    label[:, 12] = 1  # a channel 10 m wide
     label[9, 9] = 255
-    image = np.full((6, 10, 10), 1000, "uint16")
+    image = np.full((6, 10, 14), 1000, "uint16")
     image[:, 0:2, 8:10] = np.arange(1, 7)[:, None, None] * 100  # the dark land the model calls water
     water = np.repeat(np.repeat(label == 1, 5, 0), 5, 1).astype("uint8")
     water[:, 25:30] = 1  # one column of false water on the shore
@@ -49,6 +50,8 @@ def test_real_scene_errors_are_split_into_shore_and_the_rest(tmp_path, capsys):
     water[0:5, 0:5] = 0  # one missed water pixel, not on the shore
     water[0:5, 20:25] = 0  # one missed on the shore
     water[45:50, 45:50] = 1  # a 10 m pixel the label leaves out
+    water[15:20, 65:70] = 1  # false water beside the channel
+    water[25:30, 60:65] = 0  # a missed channel pixel
     (tmp_path / "real").mkdir()
     write_raster(tmp_path / "real" / "lake_s2.tif", image)
     write_raster(tmp_path / "real" / "lake_water.tif", label, nodata=255)
@@ -57,10 +60,12 @@ def test_real_scene_errors_are_split_into_shore_and_the_rest(tmp_path, capsys):
         {"model": "m.safetensors", "images": [{"id": "lake", "prediction": str(prediction)}]}]}))
     errors(tmp_path / "real", tmp_path)
     out = capsys.readouterr().out
-    assert "lake: m.safetensors at 10 m: 48 water found, 14 false, 2 missed" in out
-    assert "false water: 71% touches labelled water; the rest (4 px) mean reflectance 0.010, 0.020, 0.030, 0.040, " \
-           "0.050, 0.060" in out
-    assert "missed water: 50% touches labelled land; the rest (1 px) mean reflectance 0.100" in out
+    assert "lake: m.safetensors at 10 m: 57 water found, 15 false, 3 missed" in out
+    flat = ", ".join(["0.100"] * 6)
+    assert (f"false water: 73% touches labelled water (9% of that beside water under 50 m wide; mean reflectance "
+            f"{flat}); the rest (4 px) mean reflectance 0.010, 0.020, 0.030, 0.040, 0.050, 0.060") in out
+    assert (f"missed water: 67% touches labelled land (50% of that beside water under 50 m wide; mean reflectance "
+            f"{flat}); the rest (1 px) mean reflectance {flat}") in out
 
 
 def test_real_backgrounds_stack_brings_swir_from_its_own_20m_grid_by_nearest(tmp_path):
