@@ -262,41 +262,34 @@ def _land_cover(H: int, W: int, rng: np.random.Generator) -> np.ndarray:
     urban = smooth_noise(H, W, rng, scale=rng.uniform(100, 300)) > rng.uniform(0.6, 1.6)
     classes[forest] = CLASS["forest"]
     classes[urban] = CLASS["urban"]
-    sun = rng.uniform(0, 2 * np.pi)
-    _buildings(classes, urban, urban, rng, sun, lot=(6, 21), shadow=(1, 6))
-    if rng.random() < 0.4:  # a district of high-rise towers, their shadows 16-80 m long
-        towers = urban & (smooth_noise(H, W, rng, scale=rng.uniform(60, 200)) > rng.uniform(-0.5, 0.8))
-        _buildings(classes, towers, urban, rng, sun, lot=(20, 50), shadow=(8, 40))
+    _buildings(classes, urban, rng)
     return classes
 
 
-def _buildings(classes: np.ndarray, where: np.ndarray, ground: np.ndarray, rng: np.random.Generator, sun: float,
-               *, lot: tuple[int, int], shadow: tuple[float, float]) -> None:
-    """Buildings on square lots of ``lot`` 2 m pixels (one size drawn from that range) inside
-    ``where``, footprints a quarter of the lot or more, each casting a shadow of ``shadow``
-    pixels (one length drawn from the range) away from the ``sun`` azimuth (radians) onto
-    ``ground`` (what it does not fall on keeps its class)."""
+def _buildings(classes: np.ndarray, urban: np.ndarray, rng: np.random.Generator) -> None:
+    """Buildings on lots of 12 to 40 m inside ``urban``, each casting a shadow away from the sun."""
     H, W = classes.shape
-    lot = int(rng.integers(*lot))
+    lot = int(rng.integers(6, 21))
     gh, gw = H // lot + 1, W // lot + 1
     lot_y, lot_x = np.arange(H) // lot, np.arange(W) // lot
     in_y, in_x = np.arange(H) % lot, np.arange(W) % lot
-    size_y = rng.integers(max(2, lot // 4), lot - 1, size=(gh, gw))
-    size_x = rng.integers(max(2, lot // 4), lot - 1, size=(gh, gw))
+    size_y = rng.integers(2, lot - 1, size=(gh, gw))
+    size_x = rng.integers(2, lot - 1, size=(gh, gw))
     built = rng.random((gh, gw)) < rng.uniform(0.5, 0.9)
     kind = rng.random((gh, gw))
     metal, dark = rng.uniform(0.1, 0.5), rng.uniform(0.1, 0.4)
     roof = np.where(kind < metal, CLASS["metal_roof"], np.where(kind < metal + dark, CLASS["dark_roof"], CLASS["urban"]))
     footprint = (built[lot_y[:, None], lot_x[None, :]]
                  & (in_y[:, None] < size_y[lot_y[:, None], lot_x[None, :]])
-                 & (in_x[None, :] < size_x[lot_y[:, None], lot_x[None, :]])) & where
-    length = rng.uniform(*shadow)
+                 & (in_x[None, :] < size_x[lot_y[:, None], lot_x[None, :]])) & urban
+    sun = rng.uniform(0, 2 * np.pi)
+    length = rng.uniform(1, 6)  # shadow length in 2 m pixels
     dy, dx = int(round(length * np.sin(sun))), int(round(length * np.cos(sun)))
     cast = np.zeros_like(footprint)
     for k in range(1, max(abs(dy), abs(dx)) + 1):
         t = k / max(abs(dy), abs(dx))
         cast |= np.roll(footprint, (int(round(t * dy)), int(round(t * dx))), axis=(0, 1))
-    classes[cast & ~footprint & ground] = CLASS["shadow"]
+    classes[cast & ~footprint & urban] = CLASS["shadow"]
     classes[footprint] = roof[lot_y[:, None], lot_x[None, :]][footprint]
 
 
