@@ -116,8 +116,8 @@ def errors(realdata: Path, work: Path) -> None:
     """The model's false and missed water at 10 m (its 2 m mask brought onto the label's grid
     as compare does it): how much of each touches the other class of the label (a shore), how
     much of that lies beside labelled water under 50 m wide (what a 5 x 5 px opening removes),
-    and the mean reflectance of the shore part and of the rest (DN / 10000, as compare reads
-    these stacks)."""
+    the mean reflectance of the shore part and of the rest (DN / 10000, as compare reads these
+    stacks), and the F1 the model would score were every error off the shores put right."""
     from scipy.ndimage import binary_dilation, binary_opening
 
     from s2s2net_cli.align import binarise, open_mask, warp_mask
@@ -147,6 +147,10 @@ def errors(realdata: Path, work: Path) -> None:
             print(f"  {what}: {share:.0%} touches {other} ({narrow_share:.0%} of that beside water under 50 m wide; "
                   f"mean reflectance {mean_reflectance(reflectance, on_shore)}); "
                   f"the rest ({rest.sum()} px) mean reflectance {mean_reflectance(reflectance, rest)}")
+        # every error off the shores put right: false water there gone, missed water there found
+        shore_false, shore_missed = (false & near_water).sum(), (missed & near_land).sum()
+        tp = found.sum() + (missed & ~near_land).sum()
+        print(f"  F1 were every error off the shores put right: {2 * tp / (2 * tp + shore_false + shore_missed):.4f}")
 
 
 def mean_reflectance(reflectance: np.ndarray, where: np.ndarray) -> str:
