@@ -1,16 +1,15 @@
 """Synthetic Sentinel-2 scenes whose 2 m water truth is known exactly.
 
-A landscape is drawn at 2 m as a class map (water bodies from vector shapes: rivers, streams
-a few metres wide, canals, lakes, coasts; land cover from noise fields and rotated parcels;
-buildings with tiled, metal or dark tar roofs and the shadows they cast; dark confusers such
-as asphalt and burnt ground). Each class has a 6-band reflectance spectrum taken from
-published Sentinel-2 ranges and varied per scene. The 10 m scene is the area average over
-each 5 x 5 block (computed exactly as class fractions times spectra) times a smooth
-brightness texture, blurred slightly, with B11/B12
-averaged to 20 m and brought back to 10 m, and sensor noise. On top of that, drawn per scene:
-terrain shading and cloud shadows (lit by blue-rich skylight only, so that shadowed land has a
-positive MNDWI, as in real scenes), thin semi-transparent cloud, top-of-atmosphere path radiance
-(L1C-like) and nodata margins.
+A landscape is drawn at 2 m as a class map (water bodies from vector shapes: rivers, streams a
+few metres wide, canals, lakes, coasts; land cover from noise fields and rotated parcels;
+buildings with tiled, metal or dark tar roofs and the shadows they cast; dark confusers such as
+asphalt and burnt ground). Each class has a 6-band reflectance spectrum taken from published
+Sentinel-2 ranges and varied per scene. The 10 m scene is the area average over each 5 x 5
+block (computed exactly as class fractions times spectra) times a smooth brightness texture,
+blurred slightly, with B11/B12 averaged to 20 m and brought back to 10 m, and sensor noise. On
+top of that, drawn per scene: terrain shading and cloud shadows (lit by blue-rich skylight
+only, so that shadowed land has a positive MNDWI, as in real scenes), thin semi-transparent
+cloud, top-of-atmosphere path radiance (L1C-like) and nodata margins.
 
 The 2 m mask lies on the exact 5x sub-grid of the scene (transform times Affine.scale(1/5)).
 """

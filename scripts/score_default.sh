@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The figures of the model card: the bundled model against every baseline on synthetic
-# hold-out scenes (48, generator seeds 9000-9047, never used in training), scored at 2 m, alone and
-# with --flips, and a picture of the real Sentinel-2 crop, its MNDWI and the 2 m prediction.
+# The figures of the model card: the bundled model against every baseline on 48 synthetic
+# hold-out scenes (generator seeds 9000-9047, never used in training), scored at 2 m, alone
+# and with --flips, and a picture of the real Sentinel-2 crop, its MNDWI and the 2 m prediction.
 #
 #   scripts/score_default.sh [WORK_DIR]
 set -euo pipefail

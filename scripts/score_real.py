@@ -139,18 +139,19 @@ def errors(realdata: Path, work: Path) -> None:
         beside_narrow = binary_dilation(narrow, np.ones((3, 3), bool))
         false, missed, found = valid & water & ~labelled, valid & ~water & labelled, valid & water & labelled
         print(f"{name}: {model['model']} at 10 m: {found.sum()} water found, {false.sum()} false, {missed.sum()} missed")
+        shore_errors = 0
         for what, wrong, shore, other in (("false water", false, near_water, "labelled water"),
                                           ("missed water", missed, near_land, "labelled land")):
             on_shore, rest = wrong & shore, wrong & ~shore
+            shore_errors += on_shore.sum()
             share = on_shore.sum() / max(1, wrong.sum())
             narrow_share = (on_shore & beside_narrow).sum() / max(1, on_shore.sum())
             print(f"  {what}: {share:.0%} touches {other} ({narrow_share:.0%} of that beside water under 50 m wide; "
                   f"mean reflectance {mean_reflectance(reflectance, on_shore)}); "
                   f"the rest ({rest.sum()} px) mean reflectance {mean_reflectance(reflectance, rest)}")
         # every error off the shores put right: false water there gone, missed water there found
-        shore_false, shore_missed = (false & near_water).sum(), (missed & near_land).sum()
         tp = found.sum() + (missed & ~near_land).sum()
-        print(f"  F1 were every error off the shores put right: {2 * tp / (2 * tp + shore_false + shore_missed):.4f}")
+        print(f"  F1 were every error off the shores put right: {2 * tp / (2 * tp + shore_errors):.4f}")
 
 
 def mean_reflectance(reflectance: np.ndarray, where: np.ndarray) -> str:
