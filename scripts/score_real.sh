@@ -2,7 +2,7 @@
 # The model card's real-scene figures: the bundled model and every water index on the real
 # labelled scenes in ../shared/realdata/ (pooled F1 at 10 m, as `s2s2net compare` scores a
 # 10 m label), where the model's errors lie, its sensitivity to how B11/B12 reached 10 m, the
-# model with --flips, and docs/shanghai.png.
+# model with --flips, the model at other tile sizes than predict's 512 px, and docs/shanghai.png.
 #
 #   scripts/score_real.sh [WORK_DIR]        (REALDATA=DIR to read the scenes elsewhere)
 #
@@ -39,4 +39,11 @@ echo "with test-time augmentation (predict --flips: the mean over eight flips an
 s2s2net -q compare --manifest "$WORK/real.csv" --weights s2s2net_cli/weights/default.safetensors --flips --json \
     --overwrite > "$WORK/flips_scores.json"
 table "$WORK/flips_scores.json"
+echo "at other tile sizes (predict --tile-size; the encoder attends across the whole tile):"
+for size in 64 128 256 768; do
+    s2s2net -q compare --manifest "$WORK/real.csv" --weights s2s2net_cli/weights/default.safetensors \
+        --tile-size "$size" --json --overwrite > "$WORK/tile_${size}_scores.json"
+    echo "--tile-size $size"
+    table "$WORK/tile_${size}_scores.json"
+done
 python scripts/score_real.py figure "$REAL" "$WORK" docs/shanghai.png
