@@ -2,7 +2,8 @@
 # The model card's real-scene figures: the bundled model and every water index on the real
 # labelled scenes in ../shared/realdata/ (pooled F1 at 10 m, as `s2s2net compare` scores a
 # 10 m label), where the model's errors lie, its sensitivity to how B11/B12 reached 10 m, the
-# model with --flips, the model at other tile sizes than predict's 512 px, and docs/shanghai.png.
+# model with --flips, the model at other tile sizes than predict's 512 px, and
+# docs/shanghai.png.
 #
 #   scripts/score_real.sh [WORK_DIR]        (REALDATA=DIR to read the scenes elsewhere)
 #
