@@ -14,7 +14,8 @@ from ..evaluate import evaluate as run_evaluation, make_models
 from ..io import check_output
 from ..predict import PredictOptions
 from .options import (bands_option, device_option, flips_option, json_option, keep_clouds_option, manifest_option, mask_option,
-                      nodata_option, offset_option, overwrite_option, pair_option, require_pairs, scale_option)
+                      nodata_option, offset_option, overwrite_option, pair_option, require_pairs, scale_option,
+                      tile_size_option)
 from .render import stderr, summary_table
 
 log = logging.getLogger("s2s2net")
@@ -69,7 +70,7 @@ common_options = [
     pair_option, manifest_option, nodata_option, bands_option, scale_option, offset_option, keep_clouds_option,
     mask_option,
     device_option, flips_option,
-    click.option("--tile-size", type=click.IntRange(32), default=512, show_default=True, help="Tile side for the network."),
+    tile_size_option,
     click.option("--save-predictions", type=click.Path(file_okay=False), default=None, help="Keep each 2 m prediction here as a GeoTIFF."),
     overwrite_option, json_option,
 ]

@@ -56,6 +56,9 @@ device_option = click.option("--device", default="auto", show_default=True, call
 flips_option = click.option("--flips", is_flag=True,
                             help="Test-time augmentation: average each tile's water probability over its eight flips "
                                  "and quarter turns (8x the work).")
+tile_size_option = click.option("--tile-size", type=click.IntRange(32), default=512, show_default=True,
+                                help="Tile side in 10 m pixels; smaller tiles use less memory but give the "
+                                     "network less context, and score lower.")
 precision_option = click.option("--precision", type=click.Choice(["auto", "32", "bf16", "16"]), default="auto",
                                 show_default=True, help="Mixed precision on GPUs when auto; fp32 on the CPU.")
 

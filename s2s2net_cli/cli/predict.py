@@ -13,7 +13,8 @@ from ..batch import predict_scenes
 from ..io import check_output
 from ..predict import Predictor, PredictOptions, default_weights
 from .options import (aoi_option, bands_option, bbox_option, creation_options, device_option, flips_option, json_option,
-                      keep_clouds_option, mask_option, offset_option, overwrite_option, precision_option, scale_option)
+                      keep_clouds_option, mask_option, offset_option, overwrite_option, precision_option, scale_option,
+                      tile_size_option)
 from .render import progress_bar
 
 log = logging.getLogger("s2s2net")
@@ -25,7 +26,7 @@ VECTOR_SUFFIXES = {".gpkg", ".geojson", ".json", ".shp", ".fgb"}
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path),
               help="Output GeoTIFF (one scene) or folder (several scenes: <stem>_water.tif each).")
 @click.option("--weights", type=click.Path(dir_okay=False, path_type=Path), help="Weights file (default: the bundled model).")
-@click.option("--tile-size", type=click.IntRange(32), default=512, show_default=True, help="Tile side in 10 m pixels.")
+@tile_size_option
 @click.option("--overlap", type=click.IntRange(0), default=64, show_default=True, help="Context on each side of a tile (10 m pixels).")
 @click.option("--batch-size", type=click.IntRange(1), default=None, help="Tiles per forward pass (default 1 on the CPU, 8 on a GPU).")
 @device_option
