@@ -2,8 +2,8 @@
 # The model card's real-scene figures: the bundled model and every water index on the real
 # labelled scenes in ../shared/realdata/ (pooled F1 at 10 m, as `s2s2net compare` scores a
 # 10 m label), where the model's errors lie, its sensitivity to how B11/B12 reached 10 m, the
-# model with --flips, the model at other tile sizes than predict's 512 px, and
-# docs/shanghai.png.
+# model with --flips, the model at other tile sizes than predict's 512 px, docs/shanghai.png
+# and docs/shanghai_errors.png (the largest errors off the label's shores).
 #
 #   scripts/score_real.sh [WORK_DIR]        (REALDATA=DIR to read the scenes elsewhere)
 #
@@ -48,3 +48,4 @@ for size in 64 128 256 768; do
     table "$WORK/tile_${size}_scores.json"
 done
 python scripts/score_real.py figure "$REAL" "$WORK" docs/shanghai.png
+python scripts/score_real.py error-figure "$REAL" "$WORK" docs/shanghai_errors.png

@@ -26,17 +26,15 @@ def test_real_scenes_are_found_by_their_label(tmp_path):
                      "coast_a": ("coast_a_l2a.tif", "coast_a_water.tif")}  # "two" is ambiguous: skipped
 
 
-def test_real_scene_errors_are_split_into_shore_and_the_rest(tmp_path, capsys):
+def _real_scene_with_errors(tmp_path):
+    """A 10 x 14 px labelled scene named as the Shanghai one, and a 2 m prediction of it with
+    errors on and off the label's shores, listed in tmp_path/real_scores.json."""
     import json
-    import sys
 
     import numpy as np
     from affine import Affine
 
     from .conftest import write_raster
-
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from score_real import errors
 
     label = np.zeros((10, 14), "uint8")
     label[:, :5] = 1  # water west of a straight shore
@@ -53,20 +51,66 @@ def test_real_scene_errors_are_split_into_shore_and_the_rest(tmp_path, capsys):
     water[15:20, 65:70] = 1  # false water beside the channel
     water[25:30, 60:65] = 0  # a missed channel pixel
     (tmp_path / "real").mkdir()
-    write_raster(tmp_path / "real" / "lake_s2.tif", image)
-    write_raster(tmp_path / "real" / "lake_water.tif", label, nodata=255)
+    write_raster(tmp_path / "real" / "shanghai_lake_s2.tif", image)
+    write_raster(tmp_path / "real" / "shanghai_lake_water.tif", label, nodata=255)
     prediction = write_raster(tmp_path / "pred.tif", water, transform=Affine(2, 0, 500000, 0, -2, 4000000))  # 2 m
     (tmp_path / "real_scores.json").write_text(json.dumps({"rows": [
-        {"model": "m.safetensors", "images": [{"id": "lake", "prediction": str(prediction)}]}]}))
+        {"model": "m.safetensors", "images": [{"id": "shanghai_lake", "prediction": str(prediction)}]}]}))
+
+
+def test_real_scene_errors_are_split_into_shore_and_the_rest(tmp_path, capsys):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from score_real import errors
+
+    _real_scene_with_errors(tmp_path)
     errors(tmp_path / "real", tmp_path)
     out = capsys.readouterr().out
-    assert "lake: m.safetensors at 10 m: 57 water found, 15 false, 3 missed" in out
+    assert "shanghai_lake: m.safetensors at 10 m: 57 water found, 15 false, 3 missed" in out
     flat = ", ".join(["0.100"] * 6)
     assert (f"false water: 73% touches labelled water (9% of that beside water under 50 m wide; mean reflectance "
             f"{flat}); the rest (4 px) mean reflectance 0.010, 0.020, 0.030, 0.040, 0.050, 0.060") in out
+    # the 2 x 2 px piece's centre is (0.5, 8.5), rounded half to even
+    assert "the rest in 1 piece; the largest: 4 px at row 0, col 8: 0.010, 0.020, 0.030, 0.040, 0.050, 0.060" in out
     assert (f"missed water: 67% touches labelled land (50% of that beside water under 50 m wide; mean reflectance "
             f"{flat}); the rest (1 px) mean reflectance {flat}") in out
+    assert f"the rest in 1 piece; the largest: 1 px at row 0, col 0: {flat}" in out
     assert "F1 were every error off the shores put right: 0.8992" in out  # 2 * 58 / (2 * 58 + 11 + 2)
+
+
+def test_error_pieces_are_8_connected_and_largest_first():
+    import sys
+
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from score_real import error_pieces
+
+    wrong = np.zeros((6, 8), bool)
+    wrong[0, 6] = True  # 1 px
+    wrong[1, 0] = wrong[2, 1] = True  # 2 px, joined at a corner
+    wrong[4, 4:7] = True  # 3 px
+    wrong[5, 0:2] = True  # 2 px, after the other two of that size in row order
+    count, largest = error_pieces(wrong, 3)
+    assert count == 4
+    assert [(int(p.sum()), c) for p, c in largest] == [(3, (4.0, 5.0)), (2, (1.5, 0.5)), (2, (5.0, 0.5))]
+    assert largest[1][0][1, 0] and largest[1][0][2, 1] and largest[1][0].sum() == 2
+    assert error_pieces(np.zeros((3, 3), bool), 3) == (0, [])
+
+
+def test_real_scene_error_figure_has_a_row_per_piece(tmp_path):
+    import sys
+
+    from PIL import Image
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from score_real import error_figure
+
+    _real_scene_with_errors(tmp_path)
+    error_figure(tmp_path / "real", tmp_path, tmp_path / "errors.png", side=8)
+    with Image.open(tmp_path / "errors.png") as png:
+        assert png.size == (12 * 70, 2 * 3 * 70)  # one piece of false and one of missed water off the shores
 
 
 def test_real_backgrounds_stack_brings_swir_from_its_own_20m_grid_by_nearest(tmp_path):
