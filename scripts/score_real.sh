@@ -47,5 +47,9 @@ for size in 64 128 256 768; do
     echo "--tile-size $size"
     table "$WORK/tile_${size}_scores.json"
 done
+echo "--tile-size 768 --flips"
+s2s2net -q compare --manifest "$WORK/real.csv" --weights s2s2net_cli/weights/default.safetensors \
+    --tile-size 768 --flips --json --overwrite > "$WORK/tile_768_flips_scores.json"
+table "$WORK/tile_768_flips_scores.json"
 python scripts/score_real.py figure "$REAL" "$WORK" docs/shanghai.png
 python scripts/score_real.py error-figure "$REAL" "$WORK" docs/shanghai_errors.png
