@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import rasterio
+from affine import Affine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -117,7 +118,8 @@ def error_maps(image: Path, label: Path, prediction: Path) -> dict[str, np.ndarr
     """The model's 2 m mask brought onto the label's 10 m grid as compare does it, and where it
     is right and wrong there: ``found``, ``false`` and ``missed`` water, ``near_water`` and
     ``near_land`` (the label's classes grown by one pixel, 8 neighbours), ``beside_narrow``
-    (next to labelled water under 50 m wide: what a 5 x 5 px opening removes), ``reflectance``
+    (next to labelled water under 50 m wide: what a 5 x 5 px opening removes), ``wide`` (in or
+    within 2 px of labelled water 150 m wide or more: what a 15 x 15 px opening keeps), ``reflectance``
     (DN / 10000, as compare reads these stacks) and ``prediction`` (the 2 m mask)."""
     from scipy.ndimage import binary_dilation, binary_opening
 
@@ -134,12 +136,14 @@ def error_maps(image: Path, label: Path, prediction: Path) -> dict[str, np.ndarr
     valid = ~np.isnan(truth) & ~np.isnan(predicted)
     water, labelled = predicted == 1, truth == 1
     narrow = labelled & ~binary_opening(labelled, np.ones((5, 5), bool))
+    wide = binary_opening(labelled, np.ones((15, 15), bool))
     return {"truth": truth, "prediction": fine, "reflectance": reflectance,
             "found": valid & water & labelled, "false": valid & water & ~labelled,
             "missed": valid & ~water & labelled,
             "near_water": binary_dilation(labelled, np.ones((3, 3), bool)),
             "near_land": binary_dilation(truth == 0, np.ones((3, 3), bool)),
-            "beside_narrow": binary_dilation(narrow, np.ones((3, 3), bool))}
+            "beside_narrow": binary_dilation(narrow, np.ones((3, 3), bool)),
+            "wide": binary_dilation(wide, np.ones((3, 3), bool), iterations=2)}
 
 
 def model_predictions(work: Path) -> tuple[str, dict[str, Path]]:
@@ -151,8 +155,9 @@ def model_predictions(work: Path) -> tuple[str, dict[str, Path]]:
 def errors(realdata: Path, work: Path) -> None:
     """The model's false and missed water at 10 m: how much of each touches the other class of
     the label (a shore), how much of that lies beside labelled water under 50 m wide, the mean
-    reflectance of the shore part and of the rest, the largest pieces of the rest, and the F1
-    the model would score were every error off the shores put right."""
+    reflectance of the shore part and of the rest, the largest pieces of the rest, the errors in
+    and beside wide water (rivers, lakes), and the F1 the model would score were every error off
+    the shores put right."""
     model, predictions = model_predictions(work)
     for name, image, label in labelled_scenes(realdata):
         e = error_maps(image, label, predictions[name])
@@ -174,6 +179,9 @@ def errors(realdata: Path, work: Path) -> None:
                 print(f"    the rest in {count} piece{'s' if count > 1 else ''}; the largest: " + "; ".join(
                     f"{where.sum()} px at row {round(r)}, col {round(c)}: {mean_reflectance(reflectance, where)}"
                     for where, (r, c) in largest))
+        wide = e["wide"]
+        print(f"  in or beside labelled water 150 m wide or more: {(e['missed'] & wide).sum()} missed "
+              f"({(e['missed'] & wide & ~e['near_land']).sum()} off the shores), {(e['false'] & wide).sum()} false")
         # every error off the shores put right: false water there gone, missed water there found
         tp = e["found"].sum() + (e["missed"] & ~e["near_land"]).sum()
         print(f"  F1 were every error off the shores put right: {2 * tp / (2 * tp + shore_errors):.4f}")
@@ -208,6 +216,9 @@ def error_figure(realdata: Path, work: Path, png: Path, side: int = 48) -> None:
 
     name, image, label = next(s for s in labelled_scenes(realdata) if s[0].startswith("shanghai"))
     model, predictions = model_predictions(work)
+    with rasterio.open(label) as ten, rasterio.open(predictions[name]) as two:
+        if not two.transform.almost_equals(ten.transform * Affine.scale(1 / 5)):
+            sys.exit(f"{predictions[name]}: not on the 5 x sub-grid of {label}, which the crops need")
     e = error_maps(image, label, predictions[name])
     rows = [(what, piece) for what, wrong, shore in (("false water", e["false"], e["near_water"]),
                                                      ("missed water", e["missed"], e["near_land"]))
@@ -222,7 +233,7 @@ def error_figure(realdata: Path, work: Path, png: Path, side: int = 48) -> None:
         h, w = where[crop].shape
         true_colour = np.clip(np.stack([refl[2], refl[1], refl[0]], -1)[crop] / 0.25, 0, 1)
         false_colour = np.clip(np.stack([refl[4], refl[3], refl[1]], -1)[crop] / 0.35, 0, 1)
-        fine = e["prediction"][y0 * 5:(y0 + h) * 5, x0 * 5:(x0 + w) * 5]  # the scene's 5 x sub-grid
+        fine = e["prediction"][y0 * 5:(y0 + h) * 5, x0 * 5:(x0 + w) * 5]  # the label's 5 x sub-grid
         panels = [(true_colour, f"{what}, {where.sum()} px: true colour"), (false_colour, "SWIR1/NIR/green"),
                   (e["truth"][crop], "label (10 m)"), (np.where(fine == 255, np.nan, fine), "model (2 m)")]
         for ax, (data, title) in zip(ax_row, panels):

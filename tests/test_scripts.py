@@ -76,6 +76,7 @@ def test_real_scene_errors_are_split_into_shore_and_the_rest(tmp_path, capsys):
     assert (f"missed water: 67% touches labelled land (50% of that beside water under 50 m wide; mean reflectance "
             f"{flat}); the rest (1 px) mean reflectance {flat}") in out
     assert f"the rest in 1 piece; the largest: 1 px at row 0, col 0: {flat}" in out
+    assert "in or beside labelled water 150 m wide or more: 0 missed (0 off the shores), 0 false" in out  # 50 m at most
     assert "F1 were every error off the shores put right: 0.8992" in out  # 2 * 58 / (2 * 58 + 11 + 2)
 
 
