@@ -147,3 +147,27 @@ def test_real_backgrounds_stack_brings_swir_from_its_own_20m_grid_by_nearest(tmp
         # 10 m column c (centre 435735 + 10 c) lies in 20 m column (c + 1) // 2
         expected = coarse[np.arange(12) // 2][:, (np.arange(12) + 1) // 2]
         assert np.array_equal(data[4], expected)
+
+
+def test_wide_water_is_what_a_150_m_opening_keeps_grown_by_2_px(tmp_path):
+    import sys
+
+    import numpy as np
+    from affine import Affine
+
+    from .conftest import write_raster
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from score_real import error_maps
+
+    label = np.zeros((20, 30), "uint8")
+    label[:, :16] = 1  # a river 160 m wide
+    label[:, 25:27] = 1  # a canal 20 m wide
+    water = np.repeat(np.repeat(label == 1, 5, 0), 5, 1).astype("uint8")
+    water[50:55, 50:55] = 0  # a boat in the river, missed
+    write_raster(tmp_path / "image.tif", np.full((6, 20, 30), 1000, "uint16"))
+    write_raster(tmp_path / "label.tif", label, nodata=255)
+    write_raster(tmp_path / "pred.tif", water, transform=Affine(2, 0, 500000, 0, -2, 4000000))
+    e = error_maps(tmp_path / "image.tif", tmp_path / "label.tif", tmp_path / "pred.tif")
+    assert e["wide"][:, :18].all() and not e["wide"][:, 18:].any()  # the river and 2 px beside it; not the canal
+    assert (e["missed"] & e["wide"]).sum() == 1 and e["missed"][10, 10]
