@@ -12,6 +12,16 @@ def test_score_real_says_so_and_exits_0_without_the_real_scenes(tmp_path):
     assert "no real labelled scenes" in r.stdout and not (tmp_path / "work").exists()
 
 
+
+def test_score_real_py_answers_a_wrong_command_line_with_its_usage_and_status_2(tmp_path):
+    for args in ([], ["errors", str(tmp_path)], ["figure", str(tmp_path), str(tmp_path)], ["scores", "a", "b"]):
+        r = subprocess.run(["python", "scripts/score_real.py", *args], cwd=ROOT, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stderr.startswith("usage:") and "error-figure REALDATA WORK PNG" in r.stderr
+        assert "Traceback" not in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
 def test_real_scenes_are_found_by_their_label(tmp_path):
     import sys
 
