@@ -254,8 +254,8 @@ def error_figure(realdata: Path, work: Path, png: Path, side: int = 48) -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
-    arguments = {"manifest": 2, "errors": 2, "figure": 3, "error-figure": 3}
-    if len(sys.argv) < 2 or arguments.get(sys.argv[1]) != len(sys.argv) - 2:
+    operand_count = {"manifest": 2, "errors": 2, "figure": 3, "error-figure": 3}
+    if len(sys.argv) < 2 or operand_count.get(sys.argv[1]) != len(sys.argv) - 2:
         print("usage:\n" + "\n".join(line for line in __doc__.splitlines() if "score_real.py" in line), file=sys.stderr)
         sys.exit(2)
     command, realdata, work = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])

@@ -1,4 +1,5 @@
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -12,18 +13,17 @@ def test_score_real_says_so_and_exits_0_without_the_real_scenes(tmp_path):
     assert "no real labelled scenes" in r.stdout and not (tmp_path / "work").exists()
 
 
-
 def test_score_real_py_answers_a_wrong_command_line_with_its_usage_and_status_2(tmp_path):
     for args in ([], ["errors", str(tmp_path)], ["figure", str(tmp_path), str(tmp_path)], ["scores", "a", "b"]):
-        r = subprocess.run(["python", "scripts/score_real.py", *args], cwd=ROOT, capture_output=True, text=True,
+        r = subprocess.run([sys.executable, "scripts/score_real.py", *args], cwd=ROOT, capture_output=True, text=True,
                            timeout=60)
         assert r.returncode == 2, (args, r.stderr)
         assert r.stderr.startswith("usage:") and "error-figure REALDATA WORK PNG" in r.stderr
         assert "Traceback" not in r.stderr
     assert list(tmp_path.iterdir()) == []
 
+
 def test_real_scenes_are_found_by_their_label(tmp_path):
-    import sys
 
     sys.path.insert(0, str(ROOT / "scripts"))
     from score_real import labelled_scenes
@@ -69,7 +69,6 @@ def _real_scene_with_errors(tmp_path):
 
 
 def test_real_scene_errors_are_split_into_shore_and_the_rest(tmp_path, capsys):
-    import sys
 
     sys.path.insert(0, str(ROOT / "scripts"))
     from score_real import errors
@@ -91,7 +90,6 @@ def test_real_scene_errors_are_split_into_shore_and_the_rest(tmp_path, capsys):
 
 
 def test_error_pieces_are_8_connected_and_largest_first():
-    import sys
 
     import numpy as np
 
@@ -111,7 +109,6 @@ def test_error_pieces_are_8_connected_and_largest_first():
 
 
 def test_real_scene_error_figure_has_a_row_per_piece(tmp_path):
-    import sys
 
     from PIL import Image
 
@@ -126,7 +123,6 @@ def test_real_scene_error_figure_has_a_row_per_piece(tmp_path):
 
 def test_real_backgrounds_stack_brings_swir_from_its_own_20m_grid_by_nearest(tmp_path):
     # as in the Virginia scene: the 20 m grid starts 10 m west of the 10 m one
-    import sys
 
     import numpy as np
     import rasterio
@@ -160,7 +156,6 @@ def test_real_backgrounds_stack_brings_swir_from_its_own_20m_grid_by_nearest(tmp
 
 
 def test_wide_water_is_what_a_150_m_opening_keeps_grown_by_2_px(tmp_path):
-    import sys
 
     import numpy as np
     from affine import Affine
