@@ -23,6 +23,7 @@ import rasterio
 from affine import Affine
 
 ROOT = Path(__file__).resolve().parent.parent
+PIECES = 3  # the largest pieces of each kind of error off the shores, printed and drawn
 
 
 def labelled_scenes(realdata: Path) -> list[tuple[str, Path, Path]]:
@@ -185,9 +186,6 @@ def errors(realdata: Path, work: Path) -> None:
         # every error off the shores put right: false water there gone, missed water there found
         tp = e["found"].sum() + (e["missed"] & ~e["near_land"]).sum()
         print(f"  F1 were every error off the shores put right: {2 * tp / (2 * tp + shore_errors):.4f}")
-
-
-PIECES = 3  # the largest pieces of each kind of error off the shores, printed and drawn
 
 
 def error_pieces(wrong: np.ndarray, largest: int) -> tuple[int, list[tuple[np.ndarray, tuple[float, float]]]]:

@@ -24,7 +24,6 @@ def test_score_real_py_answers_a_wrong_command_line_with_its_usage_and_status_2(
 
 
 def test_real_scenes_are_found_by_their_label(tmp_path):
-
     sys.path.insert(0, str(ROOT / "scripts"))
     from score_real import labelled_scenes
 
@@ -69,7 +68,6 @@ def _real_scene_with_errors(tmp_path):
 
 
 def test_real_scene_errors_are_split_into_shore_and_the_rest(tmp_path, capsys):
-
     sys.path.insert(0, str(ROOT / "scripts"))
     from score_real import errors
 
@@ -90,7 +88,6 @@ def test_real_scene_errors_are_split_into_shore_and_the_rest(tmp_path, capsys):
 
 
 def test_error_pieces_are_8_connected_and_largest_first():
-
     import numpy as np
 
     sys.path.insert(0, str(ROOT / "scripts"))
@@ -109,7 +106,6 @@ def test_error_pieces_are_8_connected_and_largest_first():
 
 
 def test_real_scene_error_figure_has_a_row_per_piece(tmp_path):
-
     from PIL import Image
 
     sys.path.insert(0, str(ROOT / "scripts"))
@@ -121,9 +117,31 @@ def test_real_scene_error_figure_has_a_row_per_piece(tmp_path):
         assert png.size == (12 * 70, 2 * 3 * 70)  # one piece of false and one of missed water off the shores
 
 
+def test_real_scene_error_figure_refuses_a_prediction_off_the_labels_sub_grid(tmp_path):
+    import json
+
+    import numpy as np
+    import pytest
+    from affine import Affine
+
+    from .conftest import write_raster
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from score_real import error_figure
+
+    _real_scene_with_errors(tmp_path)
+    shifted = write_raster(tmp_path / "shifted.tif", np.ones((50, 70), "uint8"),
+                           transform=Affine(2, 0, 500002, 0, -2, 4000000))  # 2 m east of the sub-grid
+    scores = json.loads((tmp_path / "real_scores.json").read_text())
+    scores["rows"][0]["images"][0]["prediction"] = str(shifted)
+    (tmp_path / "real_scores.json").write_text(json.dumps(scores))
+    with pytest.raises(SystemExit, match="not on the 5 x sub-grid"):
+        error_figure(tmp_path / "real", tmp_path, tmp_path / "errors.png", side=8)
+    assert not (tmp_path / "errors.png").exists()
+
+
 def test_real_backgrounds_stack_brings_swir_from_its_own_20m_grid_by_nearest(tmp_path):
     # as in the Virginia scene: the 20 m grid starts 10 m west of the 10 m one
-
     import numpy as np
     import rasterio
     from affine import Affine
@@ -156,7 +174,6 @@ def test_real_backgrounds_stack_brings_swir_from_its_own_20m_grid_by_nearest(tmp
 
 
 def test_wide_water_is_what_a_150_m_opening_keeps_grown_by_2_px(tmp_path):
-
     import numpy as np
     from affine import Affine
 
