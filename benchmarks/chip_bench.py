@@ -23,7 +23,7 @@ import numpy as np
 import rasterio
 from rasterio.windows import Window
 
-from s2s2net_cli.synthetic import make_pair
+from s2s2net_cli.synthetic.scenes import make_pair
 
 
 def write_big_pair(size: int, scene_path: Path, mask_path: Path) -> None:

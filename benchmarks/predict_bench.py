@@ -29,8 +29,8 @@ import torch
 
 from s2s2net_cli.checkpoint import WeightsCard, load_model, save_weights
 from s2s2net_cli.model import S2S2Net
-from s2s2net_cli.predict import DEFAULT_WEIGHTS
-from s2s2net_cli.synthetic import make_pair
+from s2s2net_cli.inference.runtime import DEFAULT_WEIGHTS
+from s2s2net_cli.synthetic.scenes import make_pair
 
 
 def main() -> None:

@@ -24,7 +24,8 @@ from pathlib import Path
 def worker(args) -> None:
     import torch
 
-    from s2s2net_cli.train import TrainOptions, train
+    from s2s2net_cli.training.config import TrainOptions
+    from s2s2net_cli.training.loop import train
 
     options = TrainOptions(max_steps=args.steps, batch_size=args.batch_size, zero_stage=args.stage,
                            val_every=10 ** 9, augment="none", overwrite=True)

@@ -18,7 +18,7 @@ from safetensors.torch import load_file, save_file
 from . import __version__
 from .bands import BandSpec
 from .errors import InputError, describe
-from .io import atomic_path
+from .io import atomic_path, check_output
 from .model import ModelConfig, S2S2Net
 
 METADATA_KEY = "s2s2net"
@@ -31,7 +31,6 @@ class WeightsCard:
 
     model: ModelConfig = field(default_factory=ModelConfig)
     bands: BandSpec = field(default_factory=BandSpec)
-    tile_size: int = 512
     training: dict = field(default_factory=dict)
     version: str = __version__
     threshold: float = 0.5  # the water probability threshold the model was calibrated for
@@ -45,7 +44,6 @@ class WeightsCard:
             "format": FORMAT_VERSION,
             "model": self.model.to_dict(),
             "bands": self.bands.to_dict(),
-            "tile_size": self.tile_size,
             "training": self.training,
             "version": self.version,
             "threshold": self.threshold,
@@ -56,7 +54,6 @@ class WeightsCard:
         card = cls(
             model=ModelConfig.from_dict(data["model"]),
             bands=BandSpec.from_dict(data["bands"]),
-            tile_size=int(data.get("tile_size", 512)),
             training=dict(data.get("training") or {}),
             version=str(data.get("version", "unknown")),
             threshold=float(data.get("threshold", 0.5)),
@@ -147,27 +144,13 @@ def _kind_hint(head: bytes) -> str:
     return ""
 
 
-def annotate_weights(src, dst, training_notes: dict, threshold: float | None = None) -> Path:
+def annotate_weights(src, dst, training_notes: dict, threshold: float | None = None, overwrite: bool = False) -> Path:
     """Copy weights from ``src`` to ``dst`` with ``training_notes`` added to the card (and its
-    calibrated ``threshold`` set)."""
+    calibrated ``threshold`` set); an existing ``dst`` is replaced only with ``overwrite``."""
+    check_output(dst, overwrite)
     state, card = load_weights(src)
     card.training = {**card.training, **training_notes}
     if threshold is not None:
         card.threshold = float(threshold)
         card.__post_init__()
     return save_weights(dst, state, card)
-
-
-if __name__ == "__main__":  # python -m s2s2net_cli.checkpoint annotate SRC DST --set KEY=VALUE ...
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m s2s2net_cli.checkpoint")
-    sub = parser.add_subparsers(dest="command", required=True)
-    ann = sub.add_parser("annotate", help="copy weights, adding KEY=VALUE notes to the training metadata")
-    ann.add_argument("src")
-    ann.add_argument("dst")
-    ann.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    ann.add_argument("--threshold", type=float, default=None, help="the calibrated water probability threshold")
-    args = parser.parse_args()
-    notes = dict(item.split("=", 1) for item in args.set)
-    annotate_weights(args.src, args.dst, notes, args.threshold)

@@ -11,6 +11,12 @@ class InputError(S2S2NetError):
     """An input file (scene, mask, manifest, weights, chips folder) that cannot be used."""
 
 
+class UsageError(S2S2NetError):
+    """Options that cannot work together (exit status 2, as Click's own usage errors)."""
+
+    exit_code = 2
+
+
 class OutputExistsError(S2S2NetError):
     """An output that already exists and may not be replaced without --overwrite."""
 

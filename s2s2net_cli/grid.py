@@ -6,7 +6,9 @@ same CRS, exactly 5x the width and height. Coordinates are never rebuilt from bo
 
 from __future__ import annotations
 
+import numpy as np
 from affine import Affine
+from pyproj import Geod
 
 SCALE_FACTOR = 5
 PAD_MULTIPLE = 32
@@ -30,11 +32,7 @@ def row_pixel_areas(crs, transform: Affine, row0: int, n_rows: int):
     """Area in m2 of one pixel in each of the rows [row0, row0 + n_rows) of a north-up grid:
     geodesic (WGS 84 ellipsoid) in a geographic CRS, whose pixels shrink towards the poles;
     the pixel's width times height (in metres) in a projected one."""
-    import numpy as np
-
     if crs is not None and crs.is_geographic:
-        from pyproj import Geod
-
         geod = Geod(ellps="WGS84")
         tops = transform.f + transform.e * np.arange(row0, row0 + n_rows)
         lats = np.clip(np.stack([tops, tops + transform.e]), -90, 90)
@@ -52,3 +50,8 @@ def row_pixel_areas(crs, transform: Affine, row0: int, n_rows: int):
 def is_rotated(transform: Affine) -> bool:
     """True for transforms with rotation or shear terms (north-up grids only are supported)."""
     return transform.b != 0 or transform.d != 0
+
+
+def to_fine(values, factor: int = SCALE_FACTOR):
+    """A (..., h, w) 10 m array on its 2 m sub-grid: each pixel copied to its ``factor`` x ``factor`` cells."""
+    return np.repeat(np.repeat(values, factor, axis=-2), factor, axis=-1)

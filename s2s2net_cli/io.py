@@ -8,6 +8,8 @@ import os
 import shutil
 from pathlib import Path
 
+from rasterio.errors import RasterioIOError
+
 from .errors import OutputExistsError, S2S2NetError, describe, first_line
 
 
@@ -15,11 +17,12 @@ from .errors import OutputExistsError, S2S2NetError, describe, first_line
 _PROFILE_KEYS = {"blockxsize", "blockysize", "tiled", "compress", "predictor", "zlevel", "zstd_level", "interleave"}
 
 
-def geotiff_profile(width: int, height: int, count: int, dtype: str, crs, transform, nodata=None, block: int = 256,
+def geotiff_profile(shape: tuple[int, int, int], dtype: str, crs, transform, nodata=None, block: int = 256,
                     creation_options: dict | None = None) -> dict:
-    """The one GeoTIFF every output of the house is: tiled in ``block`` px squares (strips when
-    smaller than a block), deflate with horizontal differencing for integers, BigTIFF when
-    needed; ``creation_options`` (--co NAME=VALUE) on top."""
+    """The one GeoTIFF every output of the house is, of ``shape`` (bands, height, width): tiled in
+    ``block`` px squares (strips when smaller than a block), deflate with horizontal differencing
+    for integers, BigTIFF when needed; ``creation_options`` (--co NAME=VALUE) on top."""
+    count, height, width = shape
     profile = {"driver": "GTiff", "width": width, "height": height, "count": count, "dtype": dtype, "crs": crs,
                "transform": transform, "nodata": nodata, "compress": "deflate", "BIGTIFF": "IF_SAFER"}
     if min(width, height) >= block:
@@ -54,8 +57,6 @@ def atomic_path(path):
     if str(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_sibling(path)
-    from rasterio.errors import RasterioIOError
-
     try:
         yield tmp
         os.replace(tmp, path)

@@ -6,10 +6,9 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from .bands import source_stem
 from .errors import InputError, describe
+from .formats import is_remote, source_stem
 from .io import atomic_path
-from .sources import is_remote
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ each 2 m pixel comes from one tile. Context costs only the encoder and decoder; 
 costs the upsampling head too, so it is kept small.
 
 Tiles run one row of tiles at a time, top to bottom. After tile row ``i`` the 2 m rows above
-``final_bottom(i)`` are finished. Ranks sharing one scene take contiguous bands of tile rows
-(``bands``); two neighbouring bands meet in a seam of ``2 * blend`` 10 m rows that both reach.
+``final_bottom(i)`` are finished. Ranks sharing one scene take contiguous shares of tile rows
+(``rank_shares``); two neighbouring shares meet in a seam of ``2 * blend`` 10 m rows that both reach.
 
 Pure arithmetic: no I/O, no torch. Rows and columns in 10 m pixels unless a name says 2 m.
 """
@@ -111,16 +111,16 @@ class TileGrid:
         f = SCALE_FACTOR
         return f * (k * self.tile - self.blend), min(f * (k * self.tile + self.blend), self.height * f)
 
-    def bands(self, world: int) -> list[tuple[int, int]]:
+    def rank_shares(self, world: int) -> list[tuple[int, int]]:
         """Contiguous [first, last) ranges of tile rows, one per rank, as even as possible."""
         edges = np.linspace(0, self.n_rows, world + 1).round().astype(int)
         return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
     def can_share(self, world: int) -> bool:
-        """Whether ``world`` ranks can each take a band of at least one tile row."""
+        """Whether ``world`` ranks can each take a share of at least one tile row."""
         return 1 < world <= self.n_rows
 
-    def band_rows(self, first: int, last: int) -> tuple[int, int]:
+    def share_rows(self, first: int, last: int) -> tuple[int, int]:
         """The 2 m rows [top, bottom) that only the tile rows [first, last) reach (no seam)."""
         top = self.seam(first)[1] if first > 0 else 0
         bottom = self.seam(last)[0] if last < self.n_rows else self.height * SCALE_FACTOR

@@ -7,11 +7,13 @@ from pathlib import Path
 import geopandas as gpd
 import numpy as np
 import rasterio
+from pyproj import Geod
 from rasterio.features import shapes
 from rasterio.windows import Window
 from shapely.geometry import shape
 from shapely.ops import unary_union
 
+from .formats import NODATA, WATER
 from .io import atomic_path, check_output
 
 STRIP_ROWS = 2048
@@ -30,9 +32,9 @@ def water_polygons(mask_path, strip_rows: int = STRIP_ROWS) -> gpd.GeoDataFrame:
         tags = src.tags()
         if "probability" in tags.get("values", ""):
             cut = float(tags["threshold"]) * 100
-            is_water = lambda data: (data >= cut) & (data != 255)  # noqa: E731
+            is_water = lambda data: (data >= cut) & (data != NODATA)  # noqa: E731
         else:
-            is_water = lambda data: data == 1  # noqa: E731
+            is_water = lambda data: data == WATER  # noqa: E731
         for row0 in range(0, src.height, strip_rows):
             h = min(strip_rows, src.height - row0)
             window = Window(0, row0, src.width, h)
@@ -50,8 +52,6 @@ def water_polygons(mask_path, strip_rows: int = STRIP_ROWS) -> gpd.GeoDataFrame:
         whole.extend(getattr(merged, "geoms", [merged]))
     gdf = gpd.GeoDataFrame({"geometry": whole}, geometry="geometry", crs=crs)
     if crs is not None and crs.is_geographic:  # degrees: geodesic areas on the WGS 84 ellipsoid
-        from pyproj import Geod
-
         geod = Geod(ellps="WGS84")
         gdf["area_m2"] = [abs(geod.geometry_area_perimeter(g)[0]) for g in gdf.geometry]
     else:

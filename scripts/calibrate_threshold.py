@@ -49,8 +49,8 @@ def main() -> None:
     parser.add_argument("--realdata", default=str(ROOT.parent / "shared" / "realdata"))
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from s2s2net_cli.predict import Predictor, PredictOptions
-    from s2s2net_cli.synthetic import make_pair, write_pair
+    from s2s2net_cli.inference.predictor import PredictOptions, Predictor
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
 
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)

@@ -66,7 +66,7 @@ def stack(band_files: dict[str, Path], out: Path, level: str) -> None:
             reproject(rasterio.band(src, 1), data[i], src_crs=src.crs, src_transform=src.transform,
                       dst_crs=crs, dst_transform=transform, resampling=Resampling.nearest)
     with atomic_path(out) as tmp:
-        with rasterio.open(tmp, "w", **geotiff_profile(w, h, len(BAND_NAMES), "uint16", crs, transform, 0)) as dst:
+        with rasterio.open(tmp, "w", **geotiff_profile((len(BAND_NAMES), h, w), "uint16", crs, transform, 0)) as dst:
             dst.write(data)
             dst.descriptions = BAND_NAMES
             dst.update_tags(level=level, scale="10000")

@@ -19,9 +19,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import rasterio
 
-from s2s2net_cli.baselines import water_index
-from s2s2net_cli.predict import Predictor, PredictOptions, default_weights
-from s2s2net_cli.report import false_colour
+from s2s2net_cli.indices import water_index
+from s2s2net_cli.inference.predictor import PredictOptions, Predictor
+from s2s2net_cli.inference.runtime import default_weights
+from s2s2net_cli.evaluation.report import false_colour
 
 
 def main() -> None:

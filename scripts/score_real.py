@@ -37,7 +37,7 @@ def labelled_scenes(realdata: Path) -> list[tuple[str, Path, Path]]:
 
 
 def swir_variant(image: Path, out: Path, method: str) -> None:
-    from s2s2net_cli.baselines import bilinear_to_fine
+    from s2s2net_cli.indices import bilinear_to_fine
 
     with rasterio.open(image) as src:
         data, profile = src.read(), src.profile
@@ -81,7 +81,7 @@ def figure(realdata: Path, work: Path, png: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from s2s2net_cli.report import false_colour
+    from s2s2net_cli.evaluation.report import false_colour
 
     name, image, label = next(s for s in labelled_scenes(realdata) if s[0].startswith("shanghai"))
     scores = json.loads((work / "real_scores.json").read_text())["rows"]
@@ -124,12 +124,12 @@ def error_maps(image: Path, label: Path, prediction: Path) -> dict[str, np.ndarr
     (DN / 10000, as compare reads these stacks) and ``prediction`` (the 2 m mask)."""
     from scipy.ndimage import binary_dilation, binary_opening
 
-    from s2s2net_cli.align import binarise, open_mask, warp_mask
+    from s2s2net_cli.labels import binarise, open_label, warp_label
 
     with rasterio.open(label) as src:
         truth = binarise(src.read(1), src.nodata)
-        mask = open_mask(prediction, 255)
-        predicted = warp_mask(mask, src.transform, src.crs, truth.shape, finer=True)
+        mask = open_label(prediction, 255)
+        predicted = warp_label(mask, src.transform, src.crs, truth.shape, finer=True)
     with rasterio.open(image) as src:
         reflectance = src.read().astype(np.float64) / 10000
     with rasterio.open(prediction) as src:

@@ -30,7 +30,7 @@ s2s2net -q train "$WORK/chips" -o "$WORK/run" --max-steps "$STEPS" --batch-size 
     --warmup-steps 200 --val-every 500 --augment full --precision bf16 --seed 1 --overwrite
 threshold=$(python scripts/calibrate_threshold.py "$WORK/run/best.safetensors" "$WORK/calibration")
 end=$(date +%s)
-python -m s2s2net_cli.checkpoint annotate "$WORK/run/best.safetensors" s2s2net_cli/weights/default.safetensors \
+s2s2net weights annotate "$WORK/run/best.safetensors" s2s2net_cli/weights/default.safetensors --overwrite \
     --threshold "$threshold" \
     --set recipe=scripts/train_default.sh --set "data=300 synthetic scenes (seeds 1000-1299, 192 px) and 140 with water painted into real unlabelled scenes (seeds 3000-3139), 64 px chips" \
     --set precision=bf16 --set "train_seconds=$((end - start))" --set "machine=$(nproc) CPU cores"

@@ -156,7 +156,7 @@ def test_disk_errors_while_writing_leave_no_file(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_sigkill_during_training_loses_at_most_one_validation_interval(tmp_path):
-    from s2s2net_cli.synthetic import make_pair, write_pair
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
 
     p = make_pair(64, seed=77, nodata_margin=False)
     write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
@@ -188,8 +188,8 @@ def test_sigkill_during_training_loses_at_most_one_validation_interval(tmp_path)
 
 @pytest.mark.slow
 def test_a_failing_rank_ends_the_launch_with_its_message(tmp_path):
-    from s2s2net_cli.data import chip_splits
-    from s2s2net_cli.synthetic import make_pair, write_pair
+    from s2s2net_cli.training.data import chip_splits
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
 
     p = make_pair(64, seed=78, nodata_margin=False)
     write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
@@ -261,7 +261,7 @@ def test_metric_counts_partition_the_valid_pixels(seed, h, w):
 
 @pytest.mark.slow
 def test_a_poisoned_deepspeed_checkpoint_is_not_unpickled(tmp_path):
-    from s2s2net_cli.synthetic import make_pair, write_pair
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
 
     p = make_pair(32, seed=79, nodata_margin=False)
     write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")

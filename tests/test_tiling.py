@@ -1,4 +1,4 @@
-"""The tiling arithmetic on its own: where tiles lie, which 2 m rows are final when, seams and bands."""
+"""The tiling arithmetic on its own: where tiles lie, which 2 m rows are final when, seams and ranks' shares."""
 
 import numpy as np
 import pytest
@@ -37,22 +37,22 @@ def test_output_is_final_exactly_when_no_later_tile_reaches_it(grid, axis):
 
 @settings(max_examples=80, deadline=None)
 @given(grids, st.integers(1, 12))
-def test_bands_and_seams_cover_every_2m_row_once(grid, world):
+def test_rank_shares_and_seams_cover_every_2m_row_once(grid, world):
     H2 = grid.height * 5
     if not grid.can_share(world):
         assert world == 1 or world > grid.n_rows
         return
-    bands = grid.bands(world)
-    assert len(bands) == world and bands[0][0] == 0 and bands[-1][1] == grid.n_rows
-    assert all(last > first for first, last in bands) and all(a[1] == b[0] for a, b in zip(bands, bands[1:]))
+    shares = grid.rank_shares(world)
+    assert len(shares) == world and shares[0][0] == 0 and shares[-1][1] == grid.n_rows
+    assert all(last > first for first, last in shares) and all(a[1] == b[0] for a, b in zip(shares, shares[1:]))
     owner = np.zeros(H2, int)
-    for first, last in bands:
-        top, bottom = grid.band_rows(first, last)
+    for first, last in shares:
+        top, bottom = grid.share_rows(first, last)
         owner[top:bottom] += 1
         if first > 0:
             s0, s1 = grid.seam(first)
             owner[s0:s1] += 1
-            for row2 in range(s0, s1):  # a seam row is reached by the two bands' tiles and no others
+            for row2 in range(s0, s1):  # a seam row is reached by the two shares' tiles and no others
                 assert set(covering(grid, row2)) == {first - 1, first}
         for row2 in range(top, bottom, 5):
             assert all(first <= i < last for i in covering(grid, row2))

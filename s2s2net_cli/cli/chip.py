@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from ..chip import ChipOptions, chip_pairs
-from .options import (bands_option, json_option, keep_clouds_option, manifest_option, mask_option, nodata_option,
-                      offset_option, overwrite_option, pair_option, require_pairs, scale_option)
+from ..training.chips import ChipOptions, chip_pairs
+from .options import (json_option, manifest_option, nodata_option, overwrite_option, pair_option, require_pairs,
+                      scene_options)
 from .render import progress_bar, summary_table
 
 
@@ -26,17 +26,13 @@ from .render import progress_bar, summary_table
               help="Vector file: chips intersecting its polygons are the test split.")
 @click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.2, show_default=True)
 @click.option("--seed", type=int, default=42, show_default=True)
-@bands_option
-@scale_option
-@offset_option
-@keep_clouds_option
-@mask_option
+@scene_options
 @nodata_option
 @overwrite_option
 @json_option
 @click.pass_context
-def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, test_regions, val_fraction, seed, bands,
-         scale, offset, keep_clouds, mask, nodata, overwrite, as_json):
+def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, test_regions, val_fraction, seed, scene,
+         nodata, overwrite, as_json):
     """Align high-resolution masks to Sentinel-2 scenes and cut training chips.
 
     Each mask is warped onto the exact 5x sub-grid of its scene (averaged to a water fraction
@@ -48,14 +44,15 @@ def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, tes
       s2s2net chip --pair s2.tif mask.tif -o chips/
       s2s2net chip --manifest pairs.csv -o chips/ --size 256 --test-ids lake_a,delta_b
       s2s2net chip --manifest pairs.csv -o chips/ --test-regions holdout.gpkg --json
+      s2s2net chip --pair S2B_MSIL2A_x.SAFE.zip lakes_1m.tif -o chips/ --aoi lake_district.gpkg
     """
     if test_ids and test_regions:
         raise click.BadParameter("give --test-ids or --test-regions, not both", ctx, param_hint="'--test-regions'")
     pair_list = require_pairs(ctx, pairs, manifests)
     options = ChipOptions(size=size, stride=stride or size, max_nodata=max_nodata,
                           test_ids=tuple(t.strip() for t in test_ids.split(",") if t.strip()) if test_ids else (),
-                          test_regions=test_regions, val_fraction=val_fraction, seed=seed, bands=bands, scale=scale,
-                          offset=offset, keep_clouds=keep_clouds, leave_out=mask, nodata=nodata, overwrite=overwrite)
+                          test_regions=test_regions, val_fraction=val_fraction, seed=seed, scene=scene, nodata=nodata,
+                          overwrite=overwrite)
     with progress_bar("chips", quiet=ctx.obj.get("quiet")) as on_step:
         summary = chip_pairs(pair_list, out_dir, options,
                              on_progress=(lambda scene_id, done, total: on_step(done, total)) if on_step else None)

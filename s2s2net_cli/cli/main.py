@@ -8,10 +8,13 @@ import signal
 import sys
 
 import click
+import rasterio
 from rasterio.errors import RasterioError
 
 from .. import __version__
 from ..errors import S2S2NetError, first_line
+from ..world import World
+from . import chip, evaluate, predict, synth, train, weights
 
 # GDAL's block cache defaults to 5 % of RAM and keeps dirty output blocks in it: on a full
 # Sentinel-2 tile that is gigabytes that predict and chip, which stream row by row, never use
@@ -90,23 +93,17 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, debug: bool, local_rank: 
         # GDAL's own warnings only with -v: the one-line error says what matters
         logging.getLogger(noisy).setLevel(logging.WARNING if verbose else logging.ERROR)
     ctx.ensure_object(dict)
-    ctx.obj.update(debug=debug, local_rank=local_rank, quiet=quiet)
-    if local_rank is not None:
-        os.environ.setdefault("LOCAL_RANK", str(local_rank))
-    cache_mb = GDAL_CACHE_MB_PREDICT if ctx.invoked_subcommand == "predict" else GDAL_CACHE_MB
-    os.environ.setdefault("GDAL_CACHEMAX", str(cache_mb))  # read by GDAL when it first caches a block
+    ctx.obj.update(debug=debug, quiet=quiet, world=World.from_environment(local_rank))
+    if "GDAL_CACHEMAX" not in os.environ:  # GDAL's block cache, for this command only
+        cache_mb = GDAL_CACHE_MB_PREDICT if ctx.invoked_subcommand == "predict" else GDAL_CACHE_MB
+        ctx.with_resource(rasterio.Env(GDAL_CACHEMAX=cache_mb * 2 ** 20))
     signal.signal(signal.SIGTERM, _terminate)
 
 
-def _register() -> None:
-    from . import chip, evaluate, predict, synth, train
-
-    cli.add_command(chip.chip)
-    cli.add_command(evaluate.compare)
-    cli.add_command(evaluate.evaluate)
-    cli.add_command(predict.predict)
-    cli.add_command(synth.synth)
-    cli.add_command(train.train)
-
-
-_register()
+cli.add_command(chip.chip)
+cli.add_command(evaluate.compare)
+cli.add_command(evaluate.evaluate)
+cli.add_command(predict.predict)
+cli.add_command(synth.synth)
+cli.add_command(train.train)
+cli.add_command(weights.weights)

@@ -1,10 +1,18 @@
-"""Options that several commands share, so each is defined once."""
+"""Options that several commands share, so each is defined once; ``scene_options`` hands a
+command one finished SceneOptions, as rasterio's rio/options.py hands finished values."""
 
 from __future__ import annotations
+
+import functools
+import re
+from dataclasses import fields
 
 import click
 
 from ..bands import BAND_NAMES
+from ..manifest import pairs_from_options
+from ..sources.aoi import check_bbox
+from ..sources.options import SceneOptions
 
 overwrite_option = click.option("--overwrite", is_flag=True, help="Replace existing outputs.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON summary on stdout.")
@@ -44,8 +52,6 @@ creation_options = click.option("--co", "creation_options", multiple=True, callb
 
 
 def _check_device(ctx, param, value):
-    import re
-
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", value):
         raise click.BadParameter(f"{value!r} is not auto, cpu, cuda or cuda:N", ctx, param)
     return value
@@ -59,6 +65,8 @@ flips_option = click.option("--flips", is_flag=True,
 tile_size_option = click.option("--tile-size", type=click.IntRange(32), default=512, show_default=True,
                                 help="Tile side in 10 m pixels; smaller tiles use less memory but give the "
                                      "network less context, and score lower.")
+overlap_option = click.option("--overlap", type=click.IntRange(0), default=None,
+                              help="Context read on each side of a tile (10 m pixels; default 64, at most the tile size).")
 precision_option = click.option("--precision", type=click.Choice(["auto", "32", "bf16", "16"]), default="auto",
                                 show_default=True, help="Mixed precision on GPUs when auto; fp32 on the CPU.")
 
@@ -73,8 +81,6 @@ nodata_option = click.option("--nodata", type=float, default=None, help="Mask va
 
 def require_pairs(ctx, pairs, manifests):
     """Pairs from --pair and --manifest (at least one of them)."""
-    from ..manifest import pairs_from_options
-
     if not pairs and not manifests:
         raise click.UsageError("give --pair IMAGE MASK or --manifest FILE", ctx)
     return pairs_from_options(list(pairs), manifests)
@@ -92,15 +98,13 @@ offset_option = click.option("--offset", type=float, default=0.0, show_default=T
 keep_clouds_option = click.option("--keep-clouds", is_flag=True,
                                   help="Keep L2A pixels classed cloud, cloud shadow, cirrus, snow or defective "
                                        "(SCL 1, 3, 8, 9, 10, 11); by default they are nodata and left out of scores.")
-mask_option = click.option("--mask", "mask", type=click.Path(dir_okay=False, exists=True), default=None,
+mask_option = click.option("--mask", "leave_out", type=click.Path(dir_okay=False, exists=True), default=None,
                            help="Raster on any grid whose nonzero pixels are left out (nodata in outputs, not scored).")
 
 
 def _parse_bbox(ctx, param, value):
     if value is None:
         return None
-    from ..aoi import check_bbox
-
     try:
         numbers = [float(v) for v in value.split(",")]
     except ValueError:
@@ -115,3 +119,24 @@ bbox_option = click.option("--bbox", callback=_parse_bbox, metavar="W,S,E,N",
                            help="Area of interest in longitude/latitude (WGS 84); only the windows covering it are read.")
 aoi_option = click.option("--aoi", type=click.Path(dir_okay=False, exists=True), default=None,
                           help="Area of interest: any vector file geopandas reads, any CRS; outside its polygons is nodata.")
+
+
+SCENE_OPTIONS = (bands_option, scale_option, offset_option, keep_clouds_option, mask_option, bbox_option, aoi_option)
+
+
+def scene_options(command):
+    """The options of how scenes are read (--bands, --scale, --offset, --keep-clouds, --mask,
+    --bbox, --aoi), handed to ``command`` as one finished ``scene: SceneOptions``. A new scene
+    option is one decorator in SCENE_OPTIONS and one field of SceneOptions of the same name."""
+    names = [f.name for f in fields(SceneOptions)]
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        values = {name: kwargs.pop(name) for name in names}
+        if values["bbox"] and values["aoi"]:
+            raise click.BadParameter("give --bbox or --aoi, not both", click.get_current_context(), param_hint="'--aoi'")
+        return command(*args, scene=SceneOptions(**values), **kwargs)
+
+    for option in reversed(SCENE_OPTIONS):
+        wrapper = option(wrapper)
+    return wrapper

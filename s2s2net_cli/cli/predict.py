@@ -8,13 +8,12 @@ from pathlib import Path
 
 import click
 
-from ..bands import source_stem
-from ..batch import predict_scenes
+from ..inference.batch import output_targets, predict_scenes
+from ..inference.predictor import PredictOptions, Predictor
+from ..inference.runtime import default_weights
 from ..io import check_output
-from ..predict import Predictor, PredictOptions, default_weights
-from .options import (aoi_option, bands_option, bbox_option, creation_options, device_option, flips_option, json_option,
-                      keep_clouds_option, mask_option, offset_option, overwrite_option, precision_option, scale_option,
-                      tile_size_option)
+from .options import (creation_options, device_option, flips_option, json_option, overlap_option, overwrite_option,
+                      precision_option, scene_options, tile_size_option)
 from .render import progress_bar
 
 log = logging.getLogger("s2s2net")
@@ -27,18 +26,12 @@ VECTOR_SUFFIXES = {".gpkg", ".geojson", ".json", ".shp", ".fgb"}
               help="Output GeoTIFF (one scene) or folder (several scenes: <stem>_water.tif each).")
 @click.option("--weights", type=click.Path(dir_okay=False, path_type=Path), help="Weights file (default: the bundled model).")
 @tile_size_option
-@click.option("--overlap", type=click.IntRange(0), default=64, show_default=True, help="Context on each side of a tile (10 m pixels).")
+@overlap_option
 @click.option("--batch-size", type=click.IntRange(1), default=None, help="Tiles per forward pass (default 1 on the CPU, 8 on a GPU).")
 @device_option
 @precision_option
 @flips_option
-@bands_option
-@scale_option
-@offset_option
-@keep_clouds_option
-@mask_option
-@bbox_option
-@aoi_option
+@scene_options
 @click.option("--probability", is_flag=True, help="Write water probability as uint8 0-100 instead of a 0/1 mask.")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="Probability above which a pixel is water (default: the model's calibrated threshold).")
@@ -49,8 +42,8 @@ VECTOR_SUFFIXES = {".gpkg", ".geojson", ".json", ".shp", ".fgb"}
 @overwrite_option
 @json_option
 @click.pass_context
-def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device, precision, flips, bands, scale, offset,
-            keep_clouds, mask, bbox, aoi, probability, threshold, cog, vector, creation_options, overwrite, as_json):
+def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device, precision, flips, scene, probability,
+            threshold, cog, vector, creation_options, overwrite, as_json):
     """Map water at 2 m in one or more Sentinel-2 scenes.
 
     SCENE is a 6-band GeoTIFF/VRT stack (B02, B03, B04, B08, B11, B12), a Sentinel-2 L1C or
@@ -73,10 +66,8 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
     Under a launcher (deepspeed --module, torchrun) several scenes are shared among the
     ranks, and one scene's rows of tiles are.
     """
-    if overlap > tile_size:
+    if overlap is not None and overlap > tile_size:
         raise click.BadParameter(f"overlap {overlap} is larger than the tile size {tile_size}", ctx, param_hint="'--overlap'")
-    if bbox and aoi:
-        raise click.BadParameter("give --bbox or --aoi, not both", ctx, param_hint="'--aoi'")
     if vector and len(scenes) > 1:
         raise click.BadParameter("--vector takes one scene", ctx, param_hint="'--vector'")
     if vector:
@@ -85,24 +76,11 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
                                      param_hint="'--vector'")
         check_output(vector, overwrite)
     options = PredictOptions(tile_size=tile_size, overlap=overlap, batch_size=batch_size, device=device,
-                             precision=precision, bands=bands, scale=scale, offset=offset, keep_clouds=keep_clouds,
-                             mask=mask, bbox=bbox, aoi=aoi, probability=probability,
-                             threshold=threshold, flips=flips, cog=cog, creation_options=creation_options, overwrite=overwrite)
-    predictor = Predictor(weights or default_weights(), options)
-    if len(scenes) == 1:
-        targets = [(scenes[0], output)]
-    else:
-        if output.exists() and not output.is_dir():
-            raise click.BadParameter(f"{output} is a file; with several scenes -o names a folder", ctx,
-                                     param_hint="'-o'")
-        names = [f"{source_stem(s)}_water.tif" for s in scenes]
-        twice = sorted({n for n in names if names.count(n) > 1})
-        if twice:
-            same = [s for s, n in zip(scenes, names) if n == twice[0]]
-            raise click.BadParameter(f"{same[0]} and {same[1]} would both be written to {output / twice[0]}; "
-                                     "predict them into separate folders", ctx, param_hint="'SCENE...'")
-        output.mkdir(parents=True, exist_ok=True)
-        targets = [(s, output / n) for s, n in zip(scenes, names)]
+                             precision=precision, scene=scene, probability=probability, threshold=threshold,
+                             flips=flips, cog=cog, creation_options=creation_options, overwrite=overwrite)
+    targets = output_targets(scenes, output)
+    world = ctx.obj["world"]
+    predictor = Predictor(weights or default_weights(), options, world)
 
     def progress(name, quiet):
         return progress_bar(name, quiet=ctx.obj.get("quiet") or quiet, km2_per_step=(tile_size * 0.01) ** 2)
@@ -111,15 +89,18 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
         for w in result.warnings:
             log.warning(w)
         if vector:
-            from ..vectorize import write_water_polygons
+            from ..vectorize import write_water_polygons  # heavy: geopandas
 
             write_water_polygons(result.output, vector, overwrite=overwrite)
 
-    summary = predict_scenes(predictor, targets, progress, after,
+    summary = predict_scenes(predictor, targets, world, progress, after,
                              on_failure=lambda exc: click.echo(f"Error: {exc}", err=True))
-    if summary is None:  # another rank reports
-        return
-    results, failures = summary
+    if summary is not None:  # None: another rank reports
+        _report(ctx, *summary, as_json)
+
+
+def _report(ctx, results: list[dict], failures: list[dict], as_json: bool) -> None:
+    """The summary: JSON on stdout, or a line a scene on stderr; exit status 1 if a scene failed."""
     if as_json:
         click.echo(json.dumps({"scenes": results, "failures": failures}, indent=2))
     elif not ctx.obj.get("quiet"):

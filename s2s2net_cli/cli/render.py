@@ -6,6 +6,7 @@ import contextlib
 import time
 
 from rich.console import Console
+from rich.table import Table
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 stderr = Console(stderr=True)
@@ -46,8 +47,6 @@ def progress_bar(description: str, quiet: bool = False, km2_per_step: float | No
 
 def summary_table(title: str, columns: list[str], rows: list[list[str]], highlight: dict | None = None) -> None:
     """A rich table on stderr. ``highlight`` maps (row, column) to a style."""
-    from rich.table import Table
-
     table = Table(title=title)
     for c in columns:
         table.add_column(c, justify="left" if c == columns[0] else "right")

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import click
 
-from ..painted import make_painted_pair
-from ..synthetic import make_pair, write_pair
-from .options import overwrite_option
 from ..io import check_output
+from ..manifest import write_manifest
+from ..synthetic.painted import make_painted_pair
+from ..synthetic.scenes import make_pair, write_pair
+from .options import overwrite_option
 
 
 @click.command()
@@ -58,6 +59,4 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
         if not ctx.obj.get("quiet"):
             click.echo(f"{scene_path}  {mask_path}  water {float((pair.mask == 1).mean()):.1%}", err=True)
     if manifest:
-        from ..manifest import write_manifest
-
         write_manifest(out_dir / "manifest.csv", rows, overwrite=True)

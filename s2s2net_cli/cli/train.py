@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import click
 from click.core import ParameterSource
 
-from ..train import TrainOptions, read_deepspeed_config, train as run_training
+from ..training.config import TrainOptions, read_deepspeed_config
+from ..training.loop import train as run_training
 from .options import overwrite_option, precision_option
+from .render import progress_bar, stderr
 
 
 @click.command()
@@ -63,22 +64,18 @@ def train(ctx, chips_dir, run_dir, max_steps, epochs, batch_size, lr, weight_dec
                            deepspeed_config=read_deepspeed_config(deepspeed_config) if deepspeed_config else None,
                            explicit=explicit, val_every=val_every, seed=seed, num_workers=num_workers, resume=resume,
                            init_weights=init_weights, overwrite=overwrite, augment=augment, warmup_steps=warmup_steps)
-    rank = int(os.environ.get("RANK", "0"))
-    quiet = ctx.obj.get("quiet") or rank != 0
-    from .render import progress_bar
-
+    world = ctx.obj["world"]
+    quiet = ctx.obj.get("quiet") or not world.leads
     with progress_bar("train", quiet=quiet) as on_step:
         def on_record(record):
             if on_step and record["kind"] == "train":
                 on_step(record["step"], record["total_steps"])
             elif record["kind"] == "val" and not quiet:
-                from .render import stderr
-
                 f1 = "-" if record["f1"] is None else f"{record['f1']:.3f}"
                 stderr.print(f"step {record['step']}: val loss {record['val_loss']:.4f}, F1 {f1}")
 
-        result = run_training(chips_dir, run_dir, options, on_record=on_record)
-    if rank == 0 and not ctx.obj.get("quiet"):
+        result = run_training(chips_dir, run_dir, options, on_record=on_record, world=world)
+    if world.leads and not ctx.obj.get("quiet"):
         click.echo(json.dumps({"steps": result.steps, "best_f1": result.best_f1, "last": result.last, "best": result.best,
                                "seconds": round(result.seconds, 1), "world_size": result.world_size,
                                "interrupted": result.interrupted}), err=True)

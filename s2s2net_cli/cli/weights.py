@@ -1,0 +1,56 @@
+"""``s2s2net weights``: what a weights file says about itself, and notes added to it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ..checkpoint import annotate_weights, read_card
+from .options import overwrite_option
+
+
+@click.group()
+def weights():
+    """Read and annotate weights files (.safetensors with the model's card)."""
+
+
+@weights.command()
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+def show(path):
+    """Print the card of a weights file as JSON (read from its header: no tensor is loaded).
+
+    \b
+    Example:
+      s2s2net weights show run/best.safetensors
+    """
+    click.echo(json.dumps(read_card(path).to_dict(), indent=2))
+
+
+def _parse_notes(ctx, param, values):
+    notes = {}
+    for item in values or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", ctx, param)
+        notes[key] = value
+    return notes
+
+
+@weights.command()
+@click.argument("src", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("dst", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--set", "notes", multiple=True, callback=_parse_notes, metavar="KEY=VALUE",
+              help="A note added to the card's training record (repeatable).")
+@click.option("--threshold", type=click.FloatRange(0, 1), default=None,
+              help="The water probability threshold the model was calibrated for.")
+@overwrite_option
+def annotate(src, dst, notes, threshold, overwrite):
+    """Copy weights from SRC to DST with notes added to their card (and its threshold set).
+
+    \b
+    Example:
+      s2s2net weights annotate run/best.safetensors model.safetensors --set recipe=train.sh --threshold 0.6
+    """
+    annotate_weights(src, dst, notes, threshold, overwrite=overwrite)

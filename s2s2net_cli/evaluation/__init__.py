@@ -1,0 +1,1 @@
+"""Scoring models and baselines on hold-out scenes, and reporting the scores."""

@@ -1,0 +1,30 @@
+"""A comparison: every model scored on the same pairs and pixels, its predictions kept in a
+folder or a temporary one, and a picture of them if asked."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from ..manifest import Pair
+from ..sources.options import SceneOptions
+from .evaluate import ModelScores, evaluate
+from .report import plot_comparison
+
+
+def compare(models: list, pairs: list[Pair], nodata: float | None = None, scene_options: SceneOptions | None = None,
+            save_predictions=None, plot=None, on_progress: Callable[[str, str], None] | None = None) -> list[ModelScores]:
+    """Score ``models`` on ``pairs``. The 2 m predictions go to ``save_predictions`` (else a
+    temporary folder, and each image's "prediction" is None); ``plot`` names a PNG of scenes,
+    references and predictions."""
+    with tempfile.TemporaryDirectory(prefix="s2s2net-eval-") as tmp:
+        predictions = Path(save_predictions) if save_predictions else Path(tmp)
+        results = evaluate(models, pairs, predictions, nodata, on_progress, scene_options)
+        if plot:
+            plot_comparison(plot, pairs, results, predictions, scene_options=scene_options)
+    if not save_predictions:
+        for r in results:
+            for img in r.images:
+                img["prediction"] = None
+    return results

@@ -1,0 +1,110 @@
+"""Scoring models and baselines on hold-out scenes, with the same pixels counted for all.
+
+Each model's 2 m prediction is made by the same streaming code as ``predict`` and written to
+a GeoTIFF; it is then brought to the reference's grid window by window: compared directly on
+the same grid, by nearest when the reference is finer or in another CRS, and averaged to a
+water fraction then thresholded at 0.5 when the reference is coarser (a 10 m label). Pixels
+that are nodata in the reference or in the image are left out of every count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import rasterio
+
+from ..errors import InputError, describe
+from ..formats import NODATA, safe_name
+from ..inference.baselines import IndexBaseline
+from ..inference.predictor import PredictOptions, Predictor
+from ..inference.runtime import default_weights
+from ..labels import binarise, check_transformable, label_resolution_in, open_label, warp_label
+from ..manifest import Pair
+from ..metrics import Counts, count
+from ..sources.open import open_pair
+
+
+@dataclass
+class ModelScores:
+    model: str
+    images: list[dict] = field(default_factory=list)
+    counts: Counts = field(default_factory=Counts)
+
+    @property
+    def overall(self) -> dict:
+        return self.counts.scores()
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "images": self.images, "overall": _public(self.overall)}
+
+
+def make_models(weights: list, baselines: list[str], options: PredictOptions | None = None,
+                default_baselines: tuple[str, ...] = ()) -> list[Predictor]:
+    """Predictors for each weights file and baseline name, all run with ``options`` (predict's
+    own defaults unless given). With neither weights nor baselines: the bundled model and
+    ``default_baselines``."""
+    if not weights and not baselines:
+        weights, baselines = [default_weights()], list(default_baselines)
+    options = options or PredictOptions()
+    forwards = [IndexBaseline(name) for name in baselines]  # an unknown name is refused before a model loads
+    models = [Predictor(w, options) for w in weights] + [Predictor(f, options) for f in forwards]
+    names = [m.model_name for m in models]
+    if len(set(names)) != len(names):
+        raise InputError(describe(names[0], "two models have the same name; give weights files distinct names"))
+    return models
+
+
+def score_pair(prediction_path, pair: Pair, nodata: float | None = None, block: int = 1024) -> Counts:
+    """Counts of a 2 m prediction GeoTIFF against ``pair.mask``, on the reference's grid."""
+    ref = open_label(pair.mask, nodata)
+    pred = open_label(prediction_path, NODATA)
+    check_transformable(pair.mask, ref.crs, pred.crs)
+    finer = label_resolution_in(pred, ref.crs) < abs(ref.transform.a) * 0.999
+    counts = Counts()
+    with rasterio.open(pair.mask) as src:
+        for row0 in range(0, src.height, block):
+            for col0 in range(0, src.width, block):
+                window = rasterio.windows.Window(col0, row0, min(block, src.width - col0), min(block, src.height - row0))
+                reference = binarise(src.read(1, window=window), ref.nodata)
+                predicted = warp_label(pred, src.window_transform(window), ref.crs, reference.shape, finer)
+                valid = ~np.isnan(reference) & ~np.isnan(predicted)
+                counts += count(predicted == 1, reference == 1, valid)
+    return counts
+
+
+def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | None = None,
+             on_progress: Callable[[str, str], None] | None = None, scene_options=None) -> list[ModelScores]:
+    """Score every model on every pair. Each 2 m prediction is written to ``predictions_dir``
+    (see prediction_path) and scored on the reference's grid. Pixels a model's output leaves
+    out (nodata, clouds, --mask) are left out of every count."""
+    for pair in pairs:
+        open_pair(pair.image, pair.mask, scene_options, nodata=nodata)
+    predictions_dir = Path(predictions_dir)
+    predictions_dir.mkdir(parents=True, exist_ok=True)
+    results = [ModelScores(m.model_name) for m in models]
+    for pair in pairs:
+        for model, result in zip(models, results):
+            if on_progress:
+                on_progress(pair.id, model.model_name)
+            pred_path = prediction_path(predictions_dir, pair, model.model_name)
+            predicted = model.predict_scene(pair.image, pred_path)
+            counts = score_pair(pred_path, pair, nodata)
+            result.counts += counts
+            result.images.append({"image": str(pair.image), "reference": str(pair.mask), "id": pair.id,
+                                  **_public(counts.scores()), "prediction": str(pred_path),
+                                  "warnings": list(predicted.warnings)})
+    return results
+
+
+def prediction_path(out_dir: Path, pair: Pair, model_name: str) -> Path:
+    weights, plus, variant = model_name.partition("+")  # "a.safetensors+flips": a_flips
+    name = Path(weights).stem + (f"_{variant}" if plus else "")
+    return out_dir / f"{safe_name(f'{pair.id}__{name}')}.tif"
+
+
+def _public(scores: dict) -> dict:
+    return {k: scores[k] for k in ("f1", "iou", "precision", "recall", "pixels")} | {
+        k: scores[k] for k in ("tp", "fp", "fn", "tn") if k in scores}

@@ -1,0 +1,100 @@
+"""Reports of a comparison: CSV rows and a PNG of scenes, references and predictions."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import rasterio
+import rasterio.windows
+from rasterio.enums import Resampling
+
+from ..io import atomic_path
+from ..labels import binarise
+from ..manifest import Pair
+from ..sources.open import open_scene
+from ..sources.options import SceneOptions
+from .evaluate import ModelScores, prediction_path
+
+COLUMNS = ("model", "image", "f1", "iou", "precision", "recall", "pixels")
+
+
+def table_rows(results: list[ModelScores]) -> list[dict]:
+    """One row per model and image, then one 'overall' row per model."""
+    rows = []
+    for r in results:
+        for img in r.images:
+            rows.append({"model": r.model, "image": img["id"], **{k: img[k] for k in COLUMNS[2:]}})
+    for r in results:
+        rows.append({"model": r.model, "image": "overall", **{k: r.overall[k] for k in COLUMNS[2:]}})
+    return rows
+
+
+def write_csv(path, results: list[ModelScores]) -> None:
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=COLUMNS)
+            writer.writeheader()
+            for row in table_rows(results):
+                writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+
+
+def false_colour(scene_path, max_side: int = 400, scene_options=None) -> np.ndarray:
+    """SWIR1 / NIR / green composite (water dark blue), stretched per band, at most max_side px.
+    ``scene_path`` is any scene source; its B11, B08 and B03 are found as predict finds them."""
+    scene = open_scene(scene_path, scene_options or SceneOptions())
+    scale = max(scene.width, scene.height) / max_side
+    shape = (max(1, round(scene.height / max(scale, 1))), max(1, round(scene.width / max(scale, 1))))
+    window = rasterio.windows.Window(scene.origin[1], scene.origin[0], scene.width, scene.height)
+    with rasterio.open(scene.dataset) as src:
+        data = src.read([scene.indexes[i] for i in (4, 3, 1)], out_shape=(3, *shape), window=window,
+                        resampling=Resampling.average).astype(np.float32)
+    valid = (data > 0).any(axis=0)
+    out = np.zeros((*shape, 3), np.float32)
+    for i in range(3):
+        if valid.any():
+            lo, hi = np.percentile(data[i][valid], (2, 98))
+            out[..., i] = np.clip((data[i] - lo) / max(hi - lo, 1e-6), 0, 1)
+    return out
+
+
+def _mask_preview(path, shape) -> np.ndarray:
+    with rasterio.open(path) as src:
+        raw = src.read(1, out_shape=shape, resampling=Resampling.nearest)
+        return binarise(raw, src.nodata)
+
+
+def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predictions_dir, scene_options=None) -> None:
+    """A PNG: one row per image; scene in false colour, reference, then each model's prediction."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+
+    cmap = ListedColormap(["#d9c89e", "#1f5fbf"]).with_extremes(bad="#808080")
+    ncols = 2 + len(results)
+    fig, axes = plt.subplots(len(pairs), ncols, figsize=(3 * ncols, 3 * len(pairs)), squeeze=False)
+    for i, pair in enumerate(pairs):
+        rgb = false_colour(pair.image, scene_options=scene_options)
+        shape = rgb.shape[:2]
+        panels = [("scene (SWIR/NIR/green)", rgb), ("reference", _mask_preview(pair.mask, shape))]
+        for r in results:
+            img = next(x for x in r.images if x["id"] == pair.id)
+            f1 = "undefined" if img["f1"] is None else f"{img['f1']:.3f}"
+            panels.append((f"{Path(r.model).stem}\nF1 {f1}", _mask_preview(prediction_path(predictions_dir, pair, r.model), shape)))
+        for j, (title, data) in enumerate(panels):
+            ax = axes[i, j]
+            if data.ndim == 3:
+                ax.imshow(data, interpolation="nearest")
+            else:
+                ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=0, vmax=1, interpolation="nearest")
+            ax.set_title(title if i == 0 or j >= 2 else "", fontsize=9)
+            ax.set_xticks([])
+            ax.set_yticks([])
+        axes[i, 0].set_ylabel(pair.id, fontsize=9)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)

@@ -1,0 +1,87 @@
+"""File conventions of the house: what a mask's values mean, how chips store reflectance,
+which pixels of an input hold data, and how sources and the outputs named after them are named.
+
+Masks are uint8: 0 land, 1 water, 255 nodata. Chips store reflectance x 10000 as uint16
+with 0 as nodata. An input pixel holds no data where any band is NaN, where every band equals
+the file's nodata value, or where every band is 0 (Sentinel-2's own convention).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+LAND, WATER, NODATA = 0, 1, 255
+CHIP_SCALE = 10000.0  # chips (and synthetic scenes) store reflectance x 10000 as uint16, 0 nodata
+
+
+def reflectance_to_dn(reflectance: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
+    """Reflectance as uint16 reflectance x 10000 (at least 1, so that 0 stays nodata); 0 where not ``valid``.
+    The product is taken in ``reflectance``'s own float type."""
+    dn = np.clip(np.rint(reflectance * CHIP_SCALE), 1, 65535).astype(np.uint16)
+    if valid is not None:
+        dn[:, ~valid] = 0
+    return dn
+
+
+def dn_to_reflectance(dn: np.ndarray) -> np.ndarray:
+    """uint16 reflectance x 10000 (chips, synthetic scenes) as float32 reflectance."""
+    return dn.astype(np.float32) / np.float32(CHIP_SCALE)
+
+
+def valid_mask(raw: np.ndarray, nodata: float | None) -> np.ndarray:
+    """Pixels that hold data: not NaN in any band, not all-nodata, not all-zero. ``raw`` is (bands, h, w)."""
+    valid = np.ones(raw.shape[1:], dtype=bool)
+    if raw.dtype.kind == "f":
+        valid &= ~np.isnan(raw).any(axis=0)
+    if nodata is not None and not (isinstance(nodata, float) and math.isnan(nodata)):
+        valid &= ~(raw == nodata).all(axis=0)
+    valid &= (raw != 0).any(axis=0)
+    return valid
+
+
+def safe_name(text: str) -> str:
+    """``text`` with every character but letters, digits, '-', '_' and '.' replaced by '_' (for file names)."""
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)
+
+
+def source_name(path) -> str:
+    """'/data/S2B_MSIL2A_x.SAFE/MTD_MSIL2A.xml' -> 'S2B_MSIL2A_x.SAFE'; URLs keep their last part."""
+    text = str(path).rstrip("/")
+    parts = [p for p in text.replace("\\", "/").split("/") if p]
+    if not parts:
+        return text
+    if parts[-1].upper().startswith("MTD_MSIL") and len(parts) > 1:
+        return parts[-2]
+    return parts[-1]
+
+
+def source_stem(path) -> str:
+    """A file-name stem for outputs named after a scene: suffixes .tif/.vrt/.json/.zip/.SAFE dropped."""
+    name = source_name(path)
+    for suffix in (".zip", ".json", ".tiff", ".tif", ".vrt", ".SAFE", ".safe"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return name or "scene"
+
+
+def is_remote(path) -> bool:
+    """URLs and GDAL virtual paths, which are strings for GDAL, never local files."""
+    text = str(path)
+    return "://" in text or text.startswith("/vsi")
+
+
+def gdal_path(path) -> str:
+    """A path or URL as GDAL opens it: https:// via /vsicurl/, s3:// via /vsis3/, gs:// via
+    /vsigs/; local paths absolute; GDAL virtual paths as given."""
+    text = str(path)
+    if text.startswith("/vsi"):
+        return text
+    for scheme, prefix in (("s3://", "/vsis3/"), ("gs://", "/vsigs/"), ("az://", "/vsiaz/")):
+        if text.startswith(scheme):
+            return prefix + text[len(scheme):]
+    if text.startswith(("http://", "https://", "ftp://")):
+        return "/vsicurl/" + text
+    return os.path.abspath(text)

@@ -1,0 +1,67 @@
+"""Notebooks: a (band, y, x) ``xarray.DataArray`` in, the 2 m water mask as a DataArray out.
+
+The input is what odc-stac or stackstac give (a ``band`` dimension, a CRS and transform
+through rioxarray's ``.rio``). Bands are taken by name when the ``band`` coordinate names
+them (B02 ... B12 or blue, green, red, nir, swir16, swir22), else in the model's order.
+The array goes through the same streaming predictor as ``s2s2net predict`` (written to a
+temporary GeoTIFF, so a lazy dask array is computed window by window) and comes back with
+``.rio`` CRS and transform on the exact 5x sub-grid: transform x Affine.scale(1/5).
+
+    >>> from s2s2net_cli.inference.dataarray import predict_dataarray
+    >>> water = predict_dataarray(stack.sel(time=t), offset=-1000)
+    >>> water.rio.to_raster("water.tif")
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..bands import BAND_NAMES
+from ..errors import InputError
+from ..sources.stac import ASSET_NAMES
+from .predictor import PredictOptions, Predictor
+from .runtime import default_weights
+
+
+def select_bands(da):
+    """``da`` with its six bands in the model's order (by name when the band coordinate names them)."""
+    if "band" not in da.dims or da.ndim != 3:
+        raise InputError(f"DataArray: needs dimensions (band, y, x), has {da.dims}")
+    names = [str(v) for v in da["band"].values] if "band" in da.coords else []
+    if names and not all(n.isdigit() for n in names):
+        order = []
+        for band in BAND_NAMES:
+            found = next((n for n in ASSET_NAMES[band] if n in names), None)
+            if found is None:
+                raise InputError(f"DataArray: no band {band} (looked for {', '.join(ASSET_NAMES[band])} in {names})")
+            order.append(found)
+        return da.sel(band=order)
+    if da.sizes["band"] != len(BAND_NAMES):
+        raise InputError(f"DataArray: {da.sizes['band']} unnamed bands; the model needs 6 ({', '.join(BAND_NAMES)})")
+    return da
+
+
+def predict_dataarray(da, weights=None, probability: bool = False, **options):
+    """The 2 m water mask (uint8 0/1, 255 nodata) or probability (0-100) of ``da``.
+
+    ``options`` are those of PredictOptions (``threshold``, ``tile_size``, ``device``, ...) and
+    of SceneOptions (``offset``, ``scale``, ...). Returns a DataArray (y, x) named ``water``."""
+    import rioxarray  # noqa: F401  (registers .rio; heavy: xarray)
+
+    if da.rio.crs is None:
+        raise InputError("DataArray: has no CRS (set one with da.rio.write_crs)")
+    stack = select_bands(da)
+    stack = stack.fillna(0) if np.issubdtype(stack.dtype, np.floating) else stack
+    nodata = stack.rio.nodata if stack.rio.nodata is not None else 0
+    predictor = Predictor(weights or default_weights(), PredictOptions.from_flat(probability=probability, **options))
+    with tempfile.TemporaryDirectory(prefix="s2s2net-da-") as tmp:
+        scene, out = Path(tmp) / "scene.tif", Path(tmp) / "water.tif"
+        stack.rio.write_nodata(nodata, inplace=False).rio.to_raster(scene, tiled=True, windowed=True)
+        predictor.predict_scene(scene, out)
+        result = rioxarray.open_rasterio(out, mask_and_scale=False).squeeze("band", drop=True).load()
+    result.name = "water"
+    result.attrs["long_name"] = "water probability (percent)" if probability else "water (1), land (0)"
+    return result

@@ -1,0 +1,149 @@
+"""Predicting one scene: a whole scene to a georeferenced 2 m mask, the facade of this wing.
+
+The scene is cut into tiles of ``tile_size`` 10 m pixels, each read with ``overlap`` pixels of
+context on every side (rasterio windows, reflected past the scene edges). The encoder and
+decoder see the whole read window; the upsampling head, nine tenths of the work, runs only on
+the tile plus ``blend`` pixels (``S2S2Net.forward_window``), so context costs little. The
+tiles stream through the forward (stream.py) into the mask writer (writer.py).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Callable
+
+from ..grid import SCALE_FACTOR
+from ..io import check_output
+from ..sources.checks import scene_warnings
+from ..sources.open import open_scene
+from ..sources.options import SceneOptions
+from ..sources.scene import Scene, SceneReader
+from ..tiling import TileGrid
+from ..world import World
+from .runtime import ModelRuntime
+from .stream import Forward, run_rows
+from .writer import MaskWriter, PredictionStats
+
+
+DEFAULT_OVERLAP = 64  # 10 m pixels of context, or the whole tile size when that is smaller
+
+
+@dataclass
+class PredictOptions:
+    tile_size: int = 512
+    overlap: int | None = None  # context read around each tile (10 m pixels); None: DEFAULT_OVERLAP or the tile size
+    blend: int = 8  # 10 m pixels of each tile's output beyond its core, blended with the neighbours'
+    batch_size: int | None = None  # None: 1 on the CPU, 8 on a GPU
+    device: str = "auto"
+    precision: str = "auto"
+    scene: SceneOptions = field(default_factory=SceneOptions)
+    probability: bool = False
+    threshold: float | None = None  # None: the model's calibrated threshold (its card's)
+    flips: bool = False  # average over the eight flips and quarter turns of each tile (8x the work)
+    cog: bool = False
+    creation_options: dict = field(default_factory=dict)
+    overwrite: bool = False
+
+    @classmethod
+    def from_flat(cls, **options) -> "PredictOptions":
+        """PredictOptions from one flat set of keywords, those of SceneOptions among them
+        (``offset=-1000, tile_size=256``), as notebooks and scripts give them."""
+        scene_fields = {f.name for f in fields(SceneOptions)}
+        scene = SceneOptions(**{k: v for k, v in options.items() if k in scene_fields})
+        return cls(scene=scene, **{k: v for k, v in options.items() if k not in scene_fields})
+
+    def __post_init__(self):
+        if self.overlap is None:
+            self.overlap = min(DEFAULT_OVERLAP, self.tile_size)
+        if self.tile_size < 1 or self.overlap < 0 or self.blend < 0:
+            raise ValueError("tile size must be positive, overlap and blend not negative")
+        if self.threshold is not None and not 0 <= self.threshold <= 1:
+            raise ValueError("threshold must lie in 0-1")
+
+
+@dataclass
+class SceneResult:
+    scene: str
+    output: str
+    seconds: float
+    water_km2: float
+    nodata_fraction: float
+    tiles: int
+    warnings: list[str] = field(default_factory=list)
+    masked_fraction: float = 0.0  # of the output's pixels: data left out (clouds, --mask, outside --aoi)
+    gpu_peak_mb: float | None = None  # the most GPU memory torch held at once (GPUs only)
+
+    def to_dict(self) -> dict:
+        out = {"scene": self.scene, "output": self.output, "seconds": round(self.seconds, 3),
+               "water_km2": self.water_km2, "nodata_fraction": self.nodata_fraction,
+               "masked_fraction": self.masked_fraction, "tiles": self.tiles, "warnings": self.warnings}
+        if self.gpu_peak_mb is not None:
+            out["gpu_peak_mb"] = round(self.gpu_peak_mb, 1)
+        return out
+
+
+@dataclass
+class PreparedScene:
+    """One scene checked and ready to run: where its tiles lie, its forward and writer."""
+
+    scene: Scene
+    output: Path
+    warnings: list[str]
+    grid: TileGrid
+    forward: Forward
+    writer: MaskWriter
+    start: float
+
+
+class Predictor:
+    """A model (a weights file, or any Forward: the index baselines, a test's stand-in) and
+    the settings to run it over scenes."""
+
+    def __init__(self, model, options: PredictOptions | None = None, world: World = World()):
+        self.options = opts = options or PredictOptions()
+        if not isinstance(model, Forward):
+            model = ModelRuntime(model, opts.device, opts.precision, opts.flips, opts.threshold, opts.batch_size,
+                                 local_rank=world.local_rank)
+        self.forward = model
+
+    @property
+    def model_name(self) -> str:
+        return self.forward.name
+
+    def prepare(self, scene_path, output_path) -> PreparedScene:
+        """Check the output path and the scene; the scene ready to run, with its warnings
+        (band order, scale, offset)."""
+        start, opts = time.perf_counter(), self.options
+        check_output(output_path, opts.overwrite)
+        scene = open_scene(scene_path, opts.scene, len(self.forward.spec.names))
+        warnings = scene_warnings(scene, self.forward.spec)
+        forward = self.forward.for_scene(scene)
+        writer = MaskWriter(forward.threshold, opts.probability, forward.tags(), opts.creation_options, opts.cog,
+                            opts.overwrite)
+        grid = TileGrid.for_scene(scene.height, scene.width, opts.tile_size, opts.overlap, opts.blend)
+        return PreparedScene(scene, Path(output_path), warnings, grid, forward, writer, start)
+
+    def predict_scene(self, scene_path, output_path, on_tile: Callable[[int, int], None] | None = None) -> SceneResult:
+        """Predict ``scene_path`` into ``output_path`` (GeoTIFF, uint8), atomically."""
+        job = self.prepare(scene_path, output_path)
+
+        def fill(dst) -> PredictionStats:
+            stats = PredictionStats()
+            with SceneReader(job.scene) as reader:
+                run_rows(job.grid, reader, job.forward, (0, job.grid.n_rows),
+                         lambda row0, col0, prob, valid: job.writer.write_block(dst, prob, row0, valid, stats, col0),
+                         stats, on_tile)
+            return stats
+
+        return self.result(job, job.writer.write(job.scene, job.output, fill))
+
+    @staticmethod
+    def result(job: PreparedScene, stats: PredictionStats) -> SceneResult:
+        """What the prediction of ``job`` made, from its counters."""
+        total = job.scene.width * job.scene.height * SCALE_FACTOR ** 2
+        return SceneResult(str(job.scene.path), str(job.output), time.perf_counter() - job.start,
+                           water_km2=stats.water_m2 / 1e6, nodata_fraction=stats.nodata / total, tiles=stats.tiles,
+                           warnings=job.warnings, masked_fraction=stats.masked / total,
+                           gpu_peak_mb=job.forward.gpu_peak_mb())

@@ -1,0 +1,133 @@
+"""The mask writer: a 2 m GeoTIFF on the exact 5x sub-grid of a scene, written block by block
+as the stream finishes them (0 land, 1 water, 255 nodata; or probability in percent), with its
+description and tags, made a Cloud Optimized GeoTIFF if asked, and renamed into place only
+when complete.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Callable
+
+import numpy as np
+import rasterio
+from rasterio.errors import RasterioIOError
+from rasterio.shutil import copy as copy_dataset
+from rasterio.windows import Window
+
+from .. import __version__
+from ..errors import InputError, describe, first_line
+from ..formats import NODATA
+from ..grid import SCALE_FACTOR, fine_transform, row_pixel_areas
+from ..io import atomic_path, check_output, geotiff_profile, temporary_sibling
+
+WRITE_ROWS = 512  # 2 m rows converted and written at a time
+
+
+@dataclass
+class PredictionStats:
+    """Counters of a prediction: 2 m pixels of water (and their area), nodata and left out
+    (masked: clouds, --mask, outside the AOI), tiles run."""
+
+    water: int = 0
+    water_m2: float = 0.0
+    nodata: int = 0
+    masked: int = 0
+    tiles: int = 0
+
+    def __iadd__(self, other: "PredictionStats") -> "PredictionStats":
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+        return self
+
+
+def mask_profile(scene, creation_options: dict | None = None) -> dict:
+    """The GeoTIFF profile of a 2 m uint8 mask on the exact 5x sub-grid of ``scene``."""
+    f = SCALE_FACTOR
+    profile = geotiff_profile((1, scene.height * f, scene.width * f), "uint8", scene.crs, fine_transform(scene.transform),
+                              NODATA, block=512, creation_options=creation_options)
+    profile.setdefault("tiled", True)  # a mask narrower than a block: tiled all the same, as --co may ask
+    profile.setdefault("blockxsize", 512)
+    profile.setdefault("blockysize", 512)
+    return profile
+
+
+@dataclass(frozen=True)
+class MaskWriter:
+    """How 2 m probabilities become the output: the threshold, mask or percent, the forward's
+    tags, GeoTIFF creation options, COG, and whether an existing output may be replaced."""
+
+    threshold: float
+    probability: bool = False
+    forward_tags: dict | None = None
+    creation_options: dict | None = None
+    cog: bool = False
+    overwrite: bool = False
+
+    def write(self, scene, output_path, fill: Callable) -> PredictionStats:
+        """Open the 2 m mask of ``scene`` at a temporary name, let ``fill(dst)`` write its rows
+        (it returns the stats), add description and tags, make it a COG if asked, then rename."""
+        profile = mask_profile(scene, self.creation_options)
+        with atomic_path(check_output(output_path, self.overwrite)) as tmp:
+            gtiff = temporary_sibling(tmp) if self.cog else tmp
+            try:
+                with rasterio.open(gtiff, "w", **profile) as dst:
+                    try:
+                        stats = fill(dst)
+                    except RasterioIOError as exc:
+                        if gtiff.name in str(exc):
+                            raise
+                        raise InputError(describe(scene.path, f"cannot be read ({first_line(exc)})")) from exc
+                    dst.set_band_description(1, "water probability (percent)" if self.probability else "water (1), land (0)")
+                    dst.update_tags(**self.tags(scene))
+                if self.cog:
+                    _to_cog(gtiff, tmp, profile, self.creation_options, self.probability)
+            finally:
+                if self.cog and gtiff.exists():
+                    gtiff.unlink()
+        return stats
+
+    def tags(self, scene) -> dict:
+        return {
+            "s2s2net_version": __version__, **(self.forward_tags or {}),
+            "values": "probability percent 0-100, 255 nodata" if self.probability else "0 land, 1 water, 255 nodata",
+            "source_scene": scene.name, "source_kind": scene.kind, "bands": ",".join(map(str, scene.indexes)),
+            "scale": f"{scene.scale:g}", "offset": ",".join(f"{v:g}" for v in scene.offset),
+            "clouds_left_out": "yes" if scene.cloud_band else "no",
+        }
+
+    def write_block(self, dst, prob: np.ndarray, row0: int, valid_10m: np.ndarray, stats: PredictionStats,
+                    col0: int = 0, dst_row0: int | None = None) -> None:
+        """Write the 2 m block ``prob`` whose corner is (row0, col0) of the output at row
+        ``dst_row0`` (default row0) of ``dst``, as mask or percent, nodata where ``valid_10m``
+        (10 m, from row row0 // 5 and column col0 // 5; col0 a multiple of 5) is False."""
+        f, step = SCALE_FACTOR, WRITE_ROWS
+        shift = (row0 if dst_row0 is None else dst_row0) - row0
+        for a in range(row0, row0 + prob.shape[0], step):  # in pieces: a few bytes per pixel of temporaries
+            piece = prob[a - row0: a - row0 + step]
+            rows_10m = np.arange(a, a + piece.shape[0]) // f - row0 // f
+            valid = np.repeat(valid_10m[rows_10m], f, axis=1)[:, : piece.shape[1]]
+            water = (piece >= self.threshold) & valid
+            if self.probability:
+                out = np.clip(np.rint(piece * 100), 0, 100).astype(np.uint8)
+            else:
+                out = water.astype(np.uint8)
+            per_row = water.sum(axis=1)
+            stats.water += int(per_row.sum())
+            stats.water_m2 += float(per_row @ row_pixel_areas(dst.crs, dst.transform, a + shift, len(per_row)))
+            out[~valid] = NODATA
+            stats.nodata += int((~valid).sum())
+            dst.write(out, 1, window=Window(col0, a + shift, out.shape[1], out.shape[0]))
+
+
+def _to_cog(src_path, dst_path, profile, creation_options: dict | None = None, probability: bool = False) -> None:
+    """Copy to a Cloud Optimized GeoTIFF: overviews by mode for a 0/1 mask and by average for
+    probabilities; the user's --co options carried over under the COG driver's names."""
+    options = {"COMPRESS": str(profile.get("compress", "deflate")).upper(), "PREDICTOR": "YES", "BLOCKSIZE": 512,
+               "BIGTIFF": "IF_SAFER", "OVERVIEW_RESAMPLING": "AVERAGE" if probability else "MODE"}
+    renamed = {"ZLEVEL": "LEVEL", "ZSTD_LEVEL": "LEVEL", "JPEG_QUALITY": "QUALITY", "BLOCKXSIZE": "BLOCKSIZE"}
+    for key, value in (creation_options or {}).items():
+        key = renamed.get(key.upper(), key.upper())
+        if key not in ("TILED", "BLOCKYSIZE", "INTERLEAVE"):  # a COG is always tiled, with square blocks
+            options[key] = value
+    copy_dataset(str(src_path), str(dst_path), driver="COG", **options)

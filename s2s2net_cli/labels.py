@@ -1,0 +1,140 @@
+"""Water labels: rasters that say water or land (a reference mask, a high-resolution mask to
+chip, or a prediction), read and put on a grid.
+
+A label is binarised first (water = value > 0; NaN, its nodata value or ``nodata`` are
+nodata), then warped with rasterio onto the target grid (the exact 5x sub-grid of a scene, or
+any grid): averaged to a water fraction when the label is finer than the target (then 0/1 at
+0.5), nearest when it is coarser. Only the part of the label that covers the target window is
+read, so memory is bounded by the window.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import rasterio
+from pyproj import CRS, Transformer
+from pyproj.exceptions import CRSError as ProjCRSError, ProjError
+from rasterio.errors import CRSError, RasterioIOError
+from rasterio.warp import Resampling, reproject, transform_bounds
+from rasterio.windows import Window, from_bounds
+
+from .errors import InputError, describe, first_line
+from .grid import is_rotated
+
+
+@dataclass(frozen=True)
+class Label:
+    path: str
+    crs: object
+    transform: object
+    width: int
+    height: int
+    nodata: float | None
+
+
+def open_label(path, nodata: float | None = None) -> Label:
+    """A label raster, checked: readable, georeferenced, north-up; ``nodata`` overrides the file's."""
+    try:
+        with rasterio.open(path) as src:
+            info = Label(str(path), src.crs, src.transform, src.width, src.height,
+                         nodata if nodata is not None else src.nodata)
+    except RasterioIOError as exc:
+        raise InputError(describe(path, "not a readable raster mask")) from exc
+    if info.crs is None:
+        raise InputError(describe(path, "mask has no CRS"))
+    if is_rotated(info.transform):
+        raise InputError(describe(path, "mask has a rotated transform; only north-up grids are supported"))
+    return info
+
+
+def check_transformable(path, src_crs, dst_crs) -> None:
+    """InputError naming ``path`` when PROJ knows no way from ``src_crs`` to ``dst_crs``."""
+    try:
+        Transformer.from_crs(CRS.from_wkt(src_crs.to_wkt()), CRS.from_wkt(dst_crs.to_wkt()), always_xy=True)
+    except (ProjError, ProjCRSError) as exc:
+        raise InputError(describe(path, f"CRS {_crs_name(src_crs)} cannot be transformed to {_crs_name(dst_crs)}")) from exc
+
+
+def _crs_name(crs) -> str:
+    epsg = crs.to_epsg()
+    if epsg:
+        return f"EPSG:{epsg}"
+    return repr(CRS.from_wkt(crs.to_wkt()).name)
+
+
+def label_bounds_in(label: Label, crs) -> tuple[float, float, float, float]:
+    """The label's bounds in ``crs``; InputError when the CRSs cannot be transformed."""
+    check_transformable(label.path, label.crs, crs)
+    left, top = label.transform.c, label.transform.f
+    right, bottom = label.transform * (label.width, label.height)
+    try:
+        bounds = transform_bounds(label.crs, crs, left, min(top, bottom), right, max(top, bottom), densify_pts=21)
+    except (CRSError, Exception) as exc:  # PROJ raises various errors
+        raise InputError(describe(label.path, f"mask CRS cannot be transformed to the scene's ({exc})")) from exc
+    if not all(math.isfinite(b) for b in bounds):
+        raise InputError(describe(label.path, "mask CRS cannot be transformed to the scene's (infinite bounds)"))
+    return bounds
+
+
+def label_resolution_in(label: Label, crs) -> float:
+    """The label's mean pixel size in the units of ``crs``."""
+    left, bottom, right, top = label_bounds_in(label, crs)
+    return math.sqrt(abs((right - left) * (top - bottom)) / (label.width * label.height))
+
+
+def warp_label(label: Label, dst_transform, dst_crs, shape: tuple[int, int], finer: bool) -> np.ndarray:
+    """The label on the target grid as float32: 0/1, NaN where it has no valid pixel."""
+    height, width = shape
+    dst_left, dst_top = dst_transform.c, dst_transform.f
+    dst_right, dst_bottom = dst_transform * (width, height)
+    out = np.full(shape, np.nan, dtype=np.float32)
+    try:
+        src_bounds = transform_bounds(dst_crs, label.crs, dst_left, dst_bottom, dst_right, dst_top, densify_pts=21)
+    except Exception as exc:
+        raise InputError(describe(label.path, f"mask CRS cannot be transformed to the scene's ({exc})")) from exc
+    with rasterio.open(label.path) as src:
+        window = from_bounds(*src_bounds, transform=src.transform).round_offsets(op="floor").round_lengths(op="ceil")
+        window = Window(window.col_off - 2, window.row_off - 2, window.width + 4, window.height + 4)
+        clipped = window.intersection(Window(0, 0, src.width, src.height)) if _overlaps(window, src) else None
+        if clipped is None:
+            return out
+        try:
+            raw = src.read(1, window=clipped)
+        except RasterioIOError as exc:
+            raise InputError(describe(label.path, f"mask cannot be read ({first_line(exc)})")) from exc
+        src_transform = src.window_transform(clipped)
+    binary = binarise(raw, label.nodata)
+    reproject(binary, out, src_transform=src_transform, src_crs=label.crs, src_nodata=np.nan,
+              dst_transform=dst_transform, dst_crs=dst_crs, dst_nodata=np.nan,
+              resampling=Resampling.average if finer else Resampling.nearest)
+    valid = ~np.isnan(out)
+    out[valid] = (out[valid] >= 0.5).astype(np.float32)
+    return out
+
+
+def binarise(raw: np.ndarray, nodata: float | None) -> np.ndarray:
+    """Water 1.0, land 0.0, nodata NaN."""
+    data = raw.astype(np.float32)
+    invalid = np.isnan(data)
+    if nodata is not None and not (isinstance(nodata, float) and math.isnan(nodata)):
+        invalid |= raw == nodata
+    out = (data > 0).astype(np.float32)
+    out[invalid] = np.nan
+    return out
+
+
+def check_label_has_valid(label: Label) -> None:
+    """InputError when the label holds no valid pixel."""
+    with rasterio.open(label.path) as src:
+        for _, window in src.block_windows(1):
+            if (~np.isnan(binarise(src.read(1, window=window), label.nodata))).any():
+                return
+    raise InputError(describe(label.path, "mask has no valid pixel (all nodata)"))
+
+
+def _overlaps(window: Window, src) -> bool:
+    return (window.col_off < src.width and window.row_off < src.height
+            and window.col_off + window.width > 0 and window.row_off + window.height > 0)

@@ -1,0 +1,79 @@
+"""An area of interest: a longitude/latitude box or the polygons of a vector file.
+
+The scene is cut to the AOI's bounding window on its own grid (so the output stays on the
+exact 5x sub-grid and only the windows that cover the AOI are read), its top-left corner
+moved out to a multiple of 32 pixels (320 m) of the scene's grid; pixels outside the
+polygons are left out (nodata in outputs). Tiles at the window's edge still see the real
+pixels beyond it as context.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import shapely
+from affine import Affine
+
+from ..errors import InputError, describe, first_line
+from ..grid import PAD_MULTIPLE
+from .scene import Scene
+
+
+def check_bbox(bbox) -> tuple[float, float, float, float]:
+    """(W, S, E, N) in degrees; ValueError saying what is wrong."""
+    if len(bbox) != 4:
+        raise ValueError("needs four numbers W,S,E,N")
+    west, south, east, north = (float(v) for v in bbox)
+    if not all(math.isfinite(v) for v in (west, south, east, north)):
+        raise ValueError("values must be finite")
+    if not (-180 <= west <= 180 and -180 <= east <= 180):
+        raise ValueError("longitudes must lie in -180..180")
+    if not (-90 <= south <= 90 and -90 <= north <= 90):
+        raise ValueError("latitudes must lie in -90..90")
+    if west >= east:
+        raise ValueError(f"west {west:g} is not less than east {east:g}")
+    if south >= north:
+        raise ValueError(f"south {south:g} is not less than north {north:g}")
+    return west, south, east, north
+
+
+def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
+    """``scene`` cut to the bounding window of ``bbox`` (lon/lat) or the polygons in ``aoi``."""
+    import geopandas as gpd  # heavy: only an area of interest needs it
+
+    if bbox is not None:
+        west, south, east, north = check_bbox(bbox)
+        box = shapely.segmentize(shapely.box(west, south, east, north), max((east - west), (north - south)) / 64)
+        shapes = gpd.GeoSeries([box], crs="EPSG:4326")
+        label = f"--bbox {west:g},{south:g},{east:g},{north:g}"
+    else:
+        try:
+            frame = gpd.read_file(aoi)
+        except Exception as exc:  # pyogrio raises its own errors
+            raise InputError(describe(aoi, f"not a vector file geopandas can read ({first_line(exc)})")) from exc
+        if frame.crs is None:
+            raise InputError(describe(aoi, "AOI has no CRS"))
+        shapes = frame.geometry[~(frame.geometry.is_empty | frame.geometry.isna())]
+        if shapes.empty:
+            raise InputError(describe(aoi, "AOI holds no geometry"))
+        label = str(aoi)
+    try:
+        shapes = shapes.to_crs(scene.crs)
+    except Exception as exc:
+        raise InputError(describe(label, f"AOI cannot be transformed to the scene's CRS ({exc})")) from exc
+    shapes = [g if g.is_valid else g.buffer(0) for g in shapes if g is not None and not g.is_empty]
+    left, bottom, right, top = shapely.union_all(shapes).bounds
+    inverse = ~scene.dataset_transform
+    cols, rows = zip(*(inverse * xy for xy in ((left, top), (right, bottom), (left, bottom), (right, top))))
+    H, W = scene.dataset_shape
+    # the window's corner snaps outward to a multiple of PAD_MULTIPLE pixels, so the network
+    # meets the pixels at the same phase of its strides as in the whole scene
+    col0 = max(math.floor(min(cols) / PAD_MULTIPLE) * PAD_MULTIPLE, 0)
+    row0 = max(math.floor(min(rows) / PAD_MULTIPLE) * PAD_MULTIPLE, 0)
+    col1, row1 = min(math.ceil(max(cols)), W), min(math.ceil(max(rows)), H)
+    if col1 <= col0 or row1 <= row0 or not all(math.isfinite(v) for v in (left, bottom, right, top)):
+        raise InputError(describe(label, f"AOI does not overlap the scene {scene.name}"))
+    transform = scene.dataset_transform * Affine.translation(col0, row0)
+    return replace(scene, transform=transform, width=col1 - col0, height=row1 - row0, origin=(row0, col0),
+                   aoi=tuple(shapes))

@@ -1,0 +1,67 @@
+"""What a scene's own values and descriptions say about how it was read: warnings when its
+bands are described as other bands than the model reads, or its reflectance looks like
+another scale or a missing offset."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..bands import BandSpec, band_token
+from ..errors import describe
+from ..formats import valid_mask
+from .scene import Scene, check_has_valid_pixels
+
+
+def scene_warnings(scene: Scene, spec: BandSpec) -> list[str]:
+    """Check that ``scene`` holds valid pixels (InputError if not); the warnings about how it
+    was read (band order, scale, offset), from a decimated sample."""
+    warnings = band_order_warnings(scene, spec)
+    sample = check_has_valid_pixels(scene)
+    valid = valid_mask(sample, scene.nodata)
+    return warnings + [w for w in (scale_warning(scene, sample, valid), offset_warning(scene, sample, valid)) if w]
+
+
+def band_order_warnings(scene: Scene, spec: BandSpec) -> list[str]:
+    """Warnings when the scene's band descriptions name other bands than the model expects."""
+    warnings = []
+    for pos, (index, expected) in enumerate(zip(scene.indexes, spec.names)):
+        desc = scene.descriptions[index - 1] if index - 1 < len(scene.descriptions) else None
+        if desc and band_token(desc) and band_token(desc) != band_token(expected):
+            warnings.append(describe(scene.path, f"band {index} is described as {desc!r} but the model reads "
+                                                 f"{expected} there (input {pos + 1})"))
+    return warnings
+
+
+def scale_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> str | None:
+    """A warning when the valid pixels' median reflectance is implausible for the scene's scale."""
+    if not valid.any():
+        return None
+    median = float(np.median(scene.reflectance(sample)[:, valid]))
+    if median > 1.5 or median < 0.002:
+        return describe(
+            scene.path,
+            f"median reflectance is {median:.4g} with scale {scene.scale:g}; values look like another scale (see --scale)",
+        )
+    return None
+
+
+# Below this reflectance lies the darkest 1 % of some band of nearly every scene (water,
+# shadow, vegetation in the SWIR). Since processing baseline 04.00 DNs carry +1000, which
+# lifts every band's darkest pixels above 0.1.
+OFFSET_SUSPECT_REFLECTANCE = 0.09
+
+
+def offset_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> str | None:
+    """A warning when a stack read without offset looks like DNs that still carry the +1000 of
+    processing baseline 04.00 and later: even the darkest pixels of every band are bright."""
+    if scene.kind != "stack" or any(scene.offset) or valid.sum() < 100:
+        return None
+    darkest = np.percentile(scene.reflectance(sample)[:, valid], 1, axis=1)
+    if float(darkest.min()) >= OFFSET_SUSPECT_REFLECTANCE:
+        return describe(
+            scene.path,
+            f"even the darkest 1 % of every band is brighter than {OFFSET_SUSPECT_REFLECTANCE:g} reflectance; "
+            "a stack from a product of processing baseline 04.00 or later (2022 on) stores DN = 10000 x "
+            "reflectance + 1000: pass --offset -1000",
+        )
+    return None

@@ -1,0 +1,246 @@
+"""A scene, opened and checked, and the reader of its windows.
+
+A ``Scene`` is what every source (sources/open.py) opens to: its 10 m grid, where its six bands
+are and how their DNs become reflectance, (DN + offset) / scale, and which pixels count (L2A
+scene classes, a raster of pixels to leave out, an area of interest). ``SceneReader`` reads
+windows of it with where they hold data (formats.valid_mask) and where that data counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import rasterio
+from affine import Affine
+from rasterio.errors import RasterioIOError
+from rasterio.features import geometry_mask
+from rasterio.vrt import WarpedVRT
+from rasterio.warp import Resampling
+from rasterio.windows import Window
+
+from ..bands import BAND_NAMES, DEFAULT_SCALE, BandSpec, normalise
+from ..errors import InputError, describe, first_line
+from ..formats import source_name, valid_mask
+from ..grid import is_rotated
+
+_REFLECTANCE_DTYPES = {"uint16", "int16", "uint32", "int32", "float32", "float64"}
+
+
+@dataclass(frozen=True)
+class Scene:
+    """An opened, checked scene: its grid, where its pixels are and how to read them.
+
+    ``path`` is what the user named (a stack, a product folder or zip, a STAC item, a URL);
+    ``dataset`` is what GDAL opens (the stack itself, or a VRT of a product's band files).
+    The grid (crs, transform, width, height) is the part read: the whole dataset, or the
+    window ``origin`` (row, col) of an area of interest. Reflectance = (DN + offset) / scale.
+    Pixels of ``cloud_band`` in CLOUD_CLASSES, nonzero in ``leave_out`` (a raster on any grid)
+    or outside ``aoi`` (shapes in the scene's CRS) are left out of outputs and scores but still
+    seen as context.
+    """
+
+    path: str
+    crs: object
+    transform: object
+    width: int
+    height: int
+    dtype: str
+    count: int
+    indexes: tuple[int, ...]
+    nodata: float | None
+    descriptions: tuple[str | None, ...] = field(default=())
+    dataset: str = ""
+    kind: str = "stack"
+    scale: float = DEFAULT_SCALE
+    offset: tuple[float, ...] = (0.0,) * len(BAND_NAMES)
+    cloud_band: int | None = None
+    leave_out: str | None = None
+    origin: tuple[int, int] = (0, 0)
+    dataset_shape: tuple[int, int] = (0, 0)
+    aoi: tuple = ()
+
+    def __post_init__(self):
+        if not self.dataset:
+            object.__setattr__(self, "dataset", str(self.path))
+        if self.dataset_shape == (0, 0):
+            object.__setattr__(self, "dataset_shape", (self.height, self.width))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.height, self.width
+
+    @property
+    def name(self) -> str:
+        """A short name for tags and messages: the file or folder name, not its whole path."""
+        return source_name(self.path)
+
+    @property
+    def dataset_transform(self):
+        """The transform of the whole dataset (the scene's grid may be a window of it)."""
+        return self.transform * Affine.translation(-self.origin[1], -self.origin[0])
+
+    def reflectance(self, raw: np.ndarray) -> np.ndarray:
+        """(bands, h, w) DNs as float32 reflectance: (DN + offset) / scale."""
+        offset = np.asarray(self.offset, dtype=np.float32)[:, None, None]
+        return (raw.astype(np.float32) + offset) / np.float32(self.scale)
+
+
+def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(BAND_NAMES)) -> Scene:
+    """Open a GeoTIFF/VRT stack ``path`` and check that it can be read as a reflectance scene.
+
+    ``indexes`` are the 1-based bands to read, in the model's band order (default 1..n).
+    Raises InputError naming the file for anything that cannot be a scene.
+    """
+    try:
+        with rasterio.open(path) as src:
+            crs, transform = src.crs, src.transform
+            width, height, count, dtype = src.width, src.height, src.count, src.dtypes[0]
+            nodata, descriptions = src.nodata, tuple(src.descriptions)
+    except RasterioIOError as exc:
+        raise InputError(describe(path, f"not a readable raster ({first_line(exc)})")) from exc
+    check_grid(path, crs, transform)
+    if dtype not in _REFLECTANCE_DTYPES:
+        raise InputError(describe(path, f"has dtype {dtype}, which cannot hold reflectance (expected uint16, int16 or float)"))
+    if indexes is None:
+        if count < n_bands:
+            raise InputError(describe(path, f"has {count} band(s); the model needs {n_bands} ({', '.join(BAND_NAMES)})"))
+        indexes = tuple(range(1, n_bands + 1))
+    else:
+        indexes = tuple(int(i) for i in indexes)
+        if len(indexes) != n_bands:
+            raise InputError(describe(path, f"{len(indexes)} band indexes given; the model needs {n_bands}"))
+        bad = [i for i in indexes if not 1 <= i <= count]
+        if bad:
+            raise InputError(describe(path, f"has {count} band(s); band index {bad[0]} does not exist"))
+    return Scene(str(path), crs, transform, width, height, dtype, count, indexes, nodata, descriptions)
+
+
+def check_grid(path, crs, transform) -> None:
+    """InputError unless the grid is georeferenced, north-up and unrotated."""
+    if crs is None:
+        raise InputError(describe(path, "has no CRS; a scene must be georeferenced"))
+    if is_rotated(transform):
+        raise InputError(describe(path, "has a rotated or sheared transform; only north-up grids are supported"))
+    if transform.is_identity or transform.a <= 0 or transform.e >= 0:
+        raise InputError(describe(path, "has no usable geotransform (expected north-up pixels)"))
+
+
+# Scene classification (L2A SCL) classes left out unless --keep-clouds: saturated or
+# defective, cloud shadow, cloud medium and high probability, thin cirrus, snow.
+CLOUD_CLASSES = (1, 3, 8, 9, 10, 11)
+
+
+class SceneReader:
+    """Windows of a scene's bands with their validity, read on demand (memory bounded by the
+    window). Windows are in the scene's pixels and may reach past its edges: the parts inside
+    the dataset are read (an area of interest sees its real surroundings as context), the parts
+    past the dataset's edges are filled by reflection."""
+
+    def __init__(self, scene: Scene):
+        self.scene = scene
+        self.src = rasterio.open(scene.dataset)
+        self.leave_out_src = self.leave_out_vrt = None
+        try:
+            if scene.leave_out:
+                self.leave_out_src = rasterio.open(scene.leave_out)
+                height, width = scene.dataset_shape
+                self.leave_out_vrt = WarpedVRT(self.leave_out_src, crs=scene.crs, transform=scene.dataset_transform,
+                                               width=width, height=height, resampling=Resampling.nearest, nodata=0)
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> "SceneReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for ds in (self.leave_out_vrt, self.leave_out_src, self.src):
+            if ds is not None:
+                ds.close()
+
+    def window_transform(self, window: Window):
+        return self.scene.transform * Affine.translation(window.col_off, window.row_off)
+
+    def read(self, window: Window) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(raw, valid, keep) for ``window``: the bands' DNs (bands, h, w) as stored, where
+        they hold data, and where that data also counts in outputs (not cloud, not masked,
+        inside the area of interest)."""
+        scene = self.scene
+        row0, col0 = int(window.row_off) + scene.origin[0], int(window.col_off) + scene.origin[1]
+        h, w = int(window.height), int(window.width)
+        H, W = scene.dataset_shape
+        r0, c0 = max(row0, 0), max(col0, 0)
+        r1, c1 = min(row0 + h, H), min(col0 + w, W)
+        if r1 <= r0 or c1 <= c0:
+            raise ValueError(f"window {window} does not overlap the scene")
+        inner = Window(c0, r0, c1 - c0, r1 - r0)
+        try:
+            raw = self.src.read(list(scene.indexes), window=inner)
+            clouds = self.src.read(scene.cloud_band, window=inner) if scene.cloud_band else None
+        except RasterioIOError as exc:
+            raise InputError(describe(scene.path, f"cannot be read at rows {r0}-{r1}, columns {c0}-{c1} "
+                                                  f"({first_line(exc)})")) from exc
+        valid = valid_mask(raw, scene.nodata)
+        left_out = np.zeros(valid.shape, dtype=bool)
+        if clouds is not None:
+            left_out |= np.isin(clouds, CLOUD_CLASSES)
+        if self.leave_out_vrt is not None:
+            try:
+                left_out |= self.leave_out_vrt.read(1, window=inner) != 0
+            except RasterioIOError as exc:
+                raise InputError(describe(scene.leave_out, f"--mask cannot be read ({first_line(exc)})")) from exc
+        if scene.aoi:
+            left_out |= geometry_mask(scene.aoi, out_shape=valid.shape, transform=self.src.window_transform(inner),
+                                      all_touched=True)
+        pads = ((r0 - row0, row0 + h - r1), (c0 - col0, col0 + w - c1))
+        if any(p for pair in pads for p in pair):
+            mode = "reflect" if min(raw.shape[1:]) > 1 else "edge"
+            raw = np.pad(raw, ((0, 0), *pads), mode=mode)
+            valid = np.pad(valid, pads, mode=mode)
+            left_out = np.pad(left_out, pads, mode=mode)
+        return raw, valid, valid & ~left_out
+
+
+def read_sample(scene: Scene, size: int = 256) -> np.ndarray:
+    """A decimated view of the scene's bands (at most size x size), read across the whole
+    grid, so a truncated or damaged file is caught before any output is started."""
+    shape = (len(scene.indexes), min(size, scene.height), min(size, scene.width))
+    window = Window(scene.origin[1], scene.origin[0], scene.width, scene.height)
+    try:
+        with rasterio.open(scene.dataset) as src:
+            return src.read(list(scene.indexes), out_shape=shape, window=window)
+    except RasterioIOError as exc:
+        raise InputError(describe(scene.path, f"cannot be read, damaged or truncated ({first_line(exc)})")) from exc
+
+
+def check_has_valid_pixels(scene: Scene) -> np.ndarray:
+    """InputError when the scene holds no valid pixel; returns the decimated sample read."""
+    sample = read_sample(scene)
+    if valid_mask(sample, scene.nodata).any():
+        return sample
+    with SceneReader(scene) as reader:  # the sample can miss a small valid area
+        for row0 in range(0, scene.height, 256):
+            _, valid, _ = reader.read(Window(0, row0, scene.width, min(256, scene.height - row0)))
+            if valid.any():
+                return sample
+    raise InputError(describe(scene.path, "has no valid pixel (all nodata)"))
+
+
+def read_normalised(reader: SceneReader, window: Window, spec: BandSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The network's input for ``window`` (normalised float32 (bands, h, w); pixels without
+    data at the band mean), where the output counts (``keep`` of SceneReader.read) and where
+    data is left out (valid but not kept: clouds, mask, outside the AOI)."""
+    raw, valid, keep = reader.read(window)
+    return normalise(reader.scene.reflectance(raw), valid, spec), keep, valid & ~keep
+
+
+def read_scene(path, spec: BandSpec = BandSpec(), indexes=None) -> tuple[np.ndarray, np.ndarray, Scene]:
+    """A whole (small) stack as normalised array, valid mask and Scene. For chips and tests."""
+    scene = replace(open_stack(path, indexes, len(spec.names)), scale=spec.scale)
+    with SceneReader(scene) as reader:
+        data, valid, _ = read_normalised(reader, Window(0, 0, scene.width, scene.height), spec)
+    return data, valid, scene

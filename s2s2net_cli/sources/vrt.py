@@ -1,0 +1,76 @@
+"""A product's or item's band files as one scene: a GDAL VRT (an XML string, opened in place:
+nothing is unpacked or copied) on the 10 m grid of B02. B11 and B12 reach that grid from 20 m
+by nearest: each 20 m pixel is copied to its four 10 m pixels, as ``synth`` and ``chip`` feed
+them to the network.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from xml.sax.saxutils import escape
+
+import rasterio
+from rasterio.errors import RasterioIOError
+
+from ..bands import BAND_NAMES
+from ..errors import InputError, describe, first_line
+from .scene import Scene, check_grid
+
+
+@dataclass(frozen=True)
+class BandFiles:
+    """What a product or item resolves to: one GDAL path per band (B02 ... B12, optional SCL)."""
+
+    source: str
+    kind: str
+    files: dict
+    offset: tuple[float, ...]
+    scale: float
+
+
+def band_files_scene(band_files: BandFiles, keep_clouds: bool = False) -> Scene:
+    """A Scene reading ``band_files`` through a VRT on the grid of its first band (B02)."""
+    names = list(BAND_NAMES) + (["SCL"] if "SCL" in band_files.files and not keep_clouds else [])
+    grids = [_band_grid(band_files.source, band_files.files[name], name) for name in names]
+    ref = grids[0]
+    check_grid(band_files.source, ref["crs"], ref["transform"])
+    bands_xml = []
+    for k, (name, grid) in enumerate(zip(names, grids), start=1):
+        if grid["crs"] != ref["crs"]:
+            raise InputError(describe(band_files.source, f"band {name} is in another CRS than B02"))
+        bands_xml.append(_vrt_band(k, name, band_files.files[name], grid, ref, band_files.source))
+    xml = (f'<VRTDataset rasterXSize="{ref["width"]}" rasterYSize="{ref["height"]}">'
+           f'<SRS>{escape(ref["crs"].to_wkt())}</SRS>'
+           f'<GeoTransform>{", ".join(repr(float(v)) for v in ref["transform"].to_gdal())}</GeoTransform>'
+           + "".join(bands_xml) + "</VRTDataset>")
+    return Scene(band_files.source, ref["crs"], ref["transform"], ref["width"], ref["height"], "uint16",
+                 len(names), tuple(range(1, len(BAND_NAMES) + 1)), 0, tuple(BAND_NAMES), dataset=xml,
+                 kind=band_files.kind, scale=band_files.scale, offset=band_files.offset,
+                 cloud_band=len(names) if names[-1] == "SCL" else None)
+
+
+def _band_grid(source: str, path: str, name: str) -> dict:
+    try:
+        with rasterio.open(path) as src:
+            return {"crs": src.crs, "transform": src.transform, "width": src.width, "height": src.height,
+                    "dtype": src.dtypes[0]}
+    except RasterioIOError as exc:
+        raise InputError(describe(source, f"band {name} cannot be read from {path} ({first_line(exc)})")) from exc
+
+
+def _vrt_band(k: int, name: str, path: str, grid: dict, ref: dict, source: str) -> str:
+    """One VRT band: the whole band file placed on the reference grid (nearest when coarser)."""
+    rt, t = ref["transform"], grid["transform"]
+    ratio_x, ratio_y = t.a / rt.a, t.e / rt.e
+    x_off, y_off = (t.c - rt.c) / rt.a, (t.f - rt.f) / rt.e
+    values = (ratio_x, ratio_y, x_off, y_off)
+    if any(abs(v - round(v)) > 1e-6 for v in values) or min(ratio_x, ratio_y) < 1:
+        raise InputError(describe(source, f"band {name} is not on the 10 m grid of B02 or a multiple of it "
+                                          f"({abs(t.a):g} m pixels at offset {x_off:g}, {y_off:g})"))
+    ratio_x, ratio_y, x_off, y_off = (int(round(v)) for v in values)
+    return (f'<VRTRasterBand dataType="UInt16" band="{k}"><Description>{name}</Description>'
+            f'<SimpleSource resampling="nearest"><SourceFilename relativeToVRT="0">{escape(path)}</SourceFilename>'
+            f'<SourceBand>1</SourceBand>'
+            f'<SrcRect xOff="0" yOff="0" xSize="{grid["width"]}" ySize="{grid["height"]}"/>'
+            f'<DstRect xOff="{x_off}" yOff="{y_off}" xSize="{grid["width"] * ratio_x}" '
+            f'ySize="{grid["height"] * ratio_y}"/></SimpleSource></VRTRasterBand>')

@@ -1,0 +1,1 @@
+"""Synthetic scenes with exact 2 m truth, and synthetic water painted into real scenes."""

@@ -1,0 +1,1 @@
+"""Training the network: chips cut from scenes and labels, their datasets, the loss, and the DeepSpeed run."""

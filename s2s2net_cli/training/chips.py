@@ -1,0 +1,316 @@
+"""Cutting training chips: scene windows at 10 m and their masks on the exact 5x sub-grid.
+
+Each chip is two small tiled, compressed, georeferenced GeoTIFFs (uint16 reflectance x 10000
+with nodata 0; uint8 mask 0/1 with 255 nodata) and one row of ``index.gpkg``. Scenes are read
+and masks warped one chip window at a time, so memory is bounded by the chip size. The index
+is written last, under a temporary name, so an interrupted run leaves no index that points at
+missing files.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import rasterio
+from rasterio.windows import Window
+from shapely import STRtree
+from shapely.geometry import box
+
+from ..bands import BAND_NAMES
+from ..errors import InputError, OutputExistsError, describe, first_line
+from ..formats import NODATA, reflectance_to_dn, safe_name
+from ..grid import SCALE_FACTOR, fine_transform, to_fine
+from ..io import atomic_path, geotiff_profile
+from ..labels import Label, label_resolution_in, warp_label
+from ..manifest import Pair, write_manifest
+from ..sources.open import open_pair
+from ..sources.options import SceneOptions
+from ..sources.scene import SceneReader
+VAL_BLOCK = 4  # validation blocks are VAL_BLOCK x VAL_BLOCK chip positions
+
+
+@dataclass
+class ChipOptions:
+    size: int = 512
+    stride: int = 512
+    max_nodata: float = 0.0
+    test_ids: tuple[str, ...] = ()
+    test_regions: str | None = None
+    val_fraction: float = 0.2
+    seed: int = 42
+    scene: SceneOptions = field(default_factory=SceneOptions)
+    nodata: float | None = None  # the labels' nodata value
+    overwrite: bool = False
+
+
+@dataclass
+class ChipSummary:
+    chips: dict = field(default_factory=lambda: {"train": 0, "val": 0, "test": 0})
+    skipped: dict = field(default_factory=lambda: {"nodata": 0, "overlaps_test": 0, "overlaps_val": 0})
+    water_fraction: dict = field(default_factory=dict)
+    scenes: int = 0
+    index: str = ""
+    test_manifest: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"chips": self.chips, "skipped": self.skipped, "water_fraction": self.water_fraction,
+                "scenes": self.scenes, "index": self.index, "test_manifest": self.test_manifest}
+
+
+@dataclass
+class _Prepared:
+    pair: Pair
+    scene: object
+    label: Label
+    finer: bool
+    windows: list
+
+
+def chip_pairs(pairs: list[Pair], out_dir, options: ChipOptions,
+               on_progress: Callable[[str, int, int], None] | None = None) -> ChipSummary:
+    """Align and cut chips for every pair into ``out_dir``; returns a summary."""
+    out_dir = Path(out_dir)
+    prepared = _check_inputs(pairs, out_dir, options)  # every input is checked before anything is written
+    regions = _read_regions(options.test_regions) if options.test_regions else None
+    _clear_outputs(out_dir, options.overwrite)
+    index_crs = prepared[0].scene.crs if all(p.scene.crs == prepared[0].scene.crs for p in prepared) else "EPSG:4326"
+    regions_in_index = regions.to_crs(index_crs).union_all() if regions is not None else None
+    summary = ChipSummary(scenes=len(prepared))
+    rows, done, total = [], 0, sum(len(p.windows) for p in prepared)
+    for prep in prepared:
+        is_test_scene = prep.pair.id in options.test_ids or prep.pair.split == "test"
+        with SceneReader(prep.scene) as reader:
+            for row, col in prep.windows:
+                done += 1
+                record = _cut_chip(reader, prep, row, col, options, out_dir, index_crs)
+                if on_progress:
+                    on_progress(prep.pair.id, done, total)
+                if record is None:
+                    summary.skipped["nodata"] += 1
+                    continue
+                in_region = regions_in_index is not None and record["geometry"].intersects(regions_in_index)
+                record["split"] = "test" if (is_test_scene or in_region) else prep.pair.split
+                rows.append(record)
+        if is_test_scene:
+            _write_test_pair(prep, out_dir)
+    _write_index(prepared, rows, out_dir, options, summary, index_crs)
+    return summary
+
+
+def _check_inputs(pairs: list[Pair], out_dir: Path, options: ChipOptions) -> list["_Prepared"]:
+    if not pairs:
+        raise InputError(describe("--pair/--manifest", "no scene/mask pairs given"))
+    if out_dir.exists() and any(out_dir.iterdir()) and not options.overwrite:
+        raise OutputExistsError(describe(out_dir, "already holds chips (use --overwrite to replace them)"))
+    prepared = [_prepare(p, options) for p in pairs]
+    unknown = set(options.test_ids) - {p.pair.id for p in prepared}
+    if unknown:
+        raise InputError(describe("--test-ids", f"no scene with id {sorted(unknown)[0]!r} "
+                                                f"(ids: {', '.join(p.pair.id for p in prepared)})"))
+    return prepared
+
+
+def _clear_outputs(out_dir: Path, overwrite: bool) -> None:
+    """With --overwrite, remove the chips a run made before; make the chips' folders."""
+    if overwrite and out_dir.exists():
+        (out_dir / "index.gpkg").unlink(missing_ok=True)
+        for sub in ("images", "masks", "test"):
+            shutil.rmtree(out_dir / sub, ignore_errors=True)
+        (out_dir / "test_manifest.csv").unlink(missing_ok=True)
+    (out_dir / "images").mkdir(parents=True, exist_ok=True)
+    (out_dir / "masks").mkdir(parents=True, exist_ok=True)
+
+
+def _write_index(prepared: list["_Prepared"], rows: list[dict], out_dir: Path, options: ChipOptions,
+                 summary: ChipSummary, index_crs) -> None:
+    """Draw the validation split, drop chips that overlap a hold-out, count the splits, and
+    write test_manifest.csv and index.gpkg (last, so an interrupted run leaves no index)."""
+    import geopandas as gpd  # heavy: only the index needs it
+
+    in_blocks = _assign_splits(rows, options)
+    rows = _drop_overlapping(rows, "test", ("train", "val"), out_dir, summary)
+    if in_blocks:
+        rows = _drop_overlapping(rows, "val", ("train",), out_dir, summary)
+    for r in rows:
+        summary.chips[r["split"]] += 1
+    for split in ("train", "val", "test"):
+        fr = [r["water_fraction"] for r in rows if r["split"] == split]
+        summary.water_fraction[split] = round(float(np.mean(fr)), 4) if fr else None
+    test_rows = _test_manifest_rows(prepared, rows, options)
+    if test_rows:
+        write_manifest(out_dir / "test_manifest.csv", test_rows, overwrite=True)
+        summary.test_manifest = str(out_dir / "test_manifest.csv")
+    gdf = gpd.GeoDataFrame(rows, geometry="geometry", crs=index_crs) if rows else gpd.GeoDataFrame(
+        {"image": [], "mask": [], "split": [], "scene_id": [], "water_fraction": [], "nodata_fraction": []},
+        geometry=gpd.GeoSeries([], crs=index_crs))
+    index_path = out_dir / "index.gpkg"
+    with atomic_path(index_path) as tmp:
+        gdf.to_file(tmp, layer="chips", driver="GPKG")
+    summary.index = str(index_path)
+
+
+def _prepare(pair: Pair, options: ChipOptions) -> _Prepared:
+    scene, label, (left, bottom, right, top) = open_pair(pair.image, pair.mask, options.scene, options.nodata)
+    finer = label_resolution_in(label, scene.crs) < abs(scene.transform.a) / SCALE_FACTOR
+    size, stride = options.size, options.stride
+    if scene.height < size or scene.width < size:
+        raise InputError(describe(pair.image, f"is {scene.width} x {scene.height} px, smaller than one chip of {size}"))
+    # chip windows that overlap the mask's bounds, on a grid of stride
+    inv = ~scene.transform
+    c_a, r_a = inv * (left, top)
+    c_b, r_b = inv * (right, bottom)
+    rows = _positions(scene.height, size, stride)
+    cols = _positions(scene.width, size, stride)
+    rmin, rmax = min(r_a, r_b), max(r_a, r_b)
+    cmin, cmax = min(c_a, c_b), max(c_a, c_b)
+    windows = [(r, c) for r in rows for c in cols if r < rmax and r + size > rmin and c < cmax and c + size > cmin]
+    return _Prepared(pair, scene, label, finer, windows)
+
+
+def _positions(length: int, size: int, stride: int) -> list[int]:
+    pos = list(range(0, length - size + 1, stride))
+    if pos[-1] + size < length:
+        pos.append(length - size)
+    return pos
+
+
+def _cut_chip(reader: SceneReader, prep: _Prepared, row: int, col: int, options: ChipOptions, out_dir: Path,
+              index_crs) -> dict | None:
+    size, f = options.size, SCALE_FACTOR
+    scene = prep.scene
+    window = Window(col, row, size, size)
+    raw, valid10, keep10 = reader.read(window)
+    chip_transform = reader.window_transform(window)
+    mask = warp_label(prep.label, fine_transform(chip_transform), scene.crs, (size * f, size * f), prep.finer)
+    valid2 = ~np.isnan(mask) & to_fine(keep10)
+    nodata_fraction = 1.0 - float(valid2.mean())
+    if nodata_fraction > options.max_nodata or not valid2.any():
+        return None
+    dn = reflectance_to_dn(scene.reflectance(raw).astype(np.float64), valid10)
+    mask_u8 = np.where(valid2, mask, NODATA).astype(np.uint8)
+    name = f"{safe_name(prep.pair.id)}_r{row}_c{col}.tif"
+    image_rel, mask_rel = f"images/{name}", f"masks/{name}"
+    _write(out_dir / image_rel, dn, chip_transform, scene.crs, "uint16", 0, BAND_NAMES)
+    _write(out_dir / mask_rel, mask_u8[None], fine_transform(chip_transform), scene.crs, "uint8", NODATA, ("water",))
+    footprint = box(*rasterio.windows.bounds(window, scene.transform))
+    if str(index_crs) != str(scene.crs):
+        import geopandas as gpd  # heavy, as for the index
+
+        footprint = gpd.GeoSeries([footprint], crs=scene.crs).to_crs(index_crs).iloc[0]
+    return {"image": image_rel, "mask": mask_rel, "split": None, "scene_id": prep.pair.id,
+            "water_fraction": float(mask[valid2].mean()), "nodata_fraction": nodata_fraction,
+            "row": row, "col": col, "geometry": footprint}
+
+
+def _write(path: Path, data: np.ndarray, transform, crs, dtype: str, nodata, descriptions) -> None:
+    with atomic_path(path) as tmp:
+        profile = geotiff_profile(data.shape, dtype, crs, transform, nodata)
+        with rasterio.open(tmp, "w", **profile) as dst:
+            dst.write(data)
+            dst.descriptions = descriptions
+
+
+def _assign_splits(rows: list[dict], options: ChipOptions) -> bool:
+    """Validation chips come in spatial blocks (VAL_BLOCK x VAL_BLOCK chip positions of one
+    scene) drawn at random up to ``val_fraction`` of the chips, so that the model is chosen on
+    places it did not train on (train chips overlapping them are dropped afterwards). Where
+    every block holds more than the validation share (a few small scenes), single chips are
+    drawn instead, and may overlap training chips. Whether blocks were drawn."""
+    rng = random.Random(options.seed)
+    free = [r for r in rows if r["split"] is None]
+    n_val = int(round(len(free) * options.val_fraction))
+    span = options.stride * VAL_BLOCK
+    blocks: dict[tuple, list[dict]] = {}
+    for r in free:
+        blocks.setdefault((r["scene_id"], r["row"] // span, r["col"] // span), []).append(r)
+    keys = sorted(blocks)
+    rng.shuffle(keys)
+    chosen = 0
+    for key in keys:
+        take = chosen + len(blocks[key]) <= n_val
+        chosen += len(blocks[key]) if take else 0
+        for r in blocks[key]:
+            r["split"] = "val" if take else "train"
+    if chosen == 0 and n_val > 0:  # every block is larger than the validation share
+        rng.shuffle(free)
+        for k, r in enumerate(free):
+            r["split"] = "val" if k < n_val else "train"
+        return False
+    return True
+
+
+def _drop_overlapping(rows: list[dict], held: str, others: tuple[str, ...], out_dir: Path,
+                      summary: ChipSummary) -> list[dict]:
+    """A hold-out must be geographically separate: drop chips of the ``others`` splits that
+    overlap a chip of the ``held`` split (test, then val)."""
+    held_geoms = [r["geometry"] for r in rows if r["split"] == held]
+    if not held_geoms:
+        return rows
+    tree = STRtree(held_geoms)
+    kept = []
+    for r in rows:
+        if r["split"] in others:
+            hits = tree.query(r["geometry"])
+            if any(r["geometry"].intersection(held_geoms[h]).area > 0 for h in hits):
+                summary.skipped[f"overlaps_{held}"] += 1
+                (out_dir / r["image"]).unlink(missing_ok=True)
+                (out_dir / r["mask"]).unlink(missing_ok=True)
+                continue
+        kept.append(r)
+    return kept
+
+
+def _write_test_pair(prep: _Prepared, out_dir: Path) -> None:
+    """The whole aligned pair of a test scene: the scene's six bands and its 2 m mask, window by window."""
+    scene, f = prep.scene, SCALE_FACTOR
+    test_dir = out_dir / "test"
+    test_dir.mkdir(exist_ok=True)
+    image_path, mask_path = test_dir / f"{safe_name(prep.pair.id)}_image.tif", test_dir / f"{safe_name(prep.pair.id)}_mask.tif"
+    step = 512
+    with atomic_path(image_path) as itmp, atomic_path(mask_path) as mtmp:
+        with SceneReader(scene) as reader, \
+                rasterio.open(itmp, "w", **geotiff_profile((6, scene.height, scene.width), "uint16", scene.crs,
+                                                           scene.transform, 0)) as img, \
+                rasterio.open(mtmp, "w", **geotiff_profile((1, scene.height * f, scene.width * f), "uint8", scene.crs,
+                                                           fine_transform(scene.transform), NODATA)) as msk:
+            img.descriptions = BAND_NAMES
+            for r in range(0, scene.height, step):
+                for c in range(0, scene.width, step):
+                    w = Window(c, r, min(step, scene.width - c), min(step, scene.height - r))
+                    raw, valid10, keep10 = reader.read(w)
+                    img.write(reflectance_to_dn(scene.reflectance(raw).astype(np.float64), valid10), window=w)
+                    m = warp_label(prep.label, fine_transform(reader.window_transform(w)), scene.crs,
+                                  (int(w.height) * f, int(w.width) * f), prep.finer)
+                    valid2 = ~np.isnan(m) & to_fine(keep10)
+                    msk.write(np.where(valid2, m, NODATA).astype(np.uint8), 1,
+                              window=Window(c * f, r * f, int(w.width) * f, int(w.height) * f))
+
+
+def _test_manifest_rows(prepared, rows, options) -> list[dict]:
+    out = []
+    for prep in prepared:
+        if prep.pair.id in options.test_ids or prep.pair.split == "test":
+            sid = safe_name(prep.pair.id)
+            out.append({"image": f"test/{sid}_image.tif", "mask": f"test/{sid}_mask.tif", "id": prep.pair.id})
+    test_scene_ids = {p.pair.id for p in prepared if p.pair.id in options.test_ids or p.pair.split == "test"}
+    for r in rows:  # chips held out by region
+        if r["split"] == "test" and r["scene_id"] not in test_scene_ids:
+            out.append({"image": r["image"], "mask": r["mask"], "id": Path(r["image"]).stem})
+    return out
+
+
+def _read_regions(path):
+    import geopandas as gpd  # heavy, as for the index
+
+    try:
+        regions = gpd.read_file(path)
+    except Exception as exc:
+        raise InputError(describe(path, f"not a vector file geopandas can read ({first_line(exc)})")) from exc
+    if regions.empty or regions.crs is None:
+        raise InputError(describe(path, "test regions are empty or have no CRS"))
+    return regions

@@ -1,0 +1,122 @@
+"""A training run's settings: the options, and the DeepSpeed config built from them (ZeRO
+stage, precision, batch per rank), with a user's --deepspeed-config merged over it key by key."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from dataclasses import dataclass
+
+from ..errors import InputError, describe
+
+
+@dataclass
+class TrainOptions:
+    max_steps: int | None = None
+    epochs: int | None = None
+    batch_size: int = 8
+    lr: float = 6e-5
+    weight_decay: float = 0.01
+    precision: str = "auto"
+    zero_stage: int = 2
+    offload_optimizer: bool = False
+    deepspeed_config: dict | None = None
+    explicit: frozenset = frozenset()  # options the user gave, which a --deepspeed-config may not contradict
+    val_every: int = 100
+    seed: int = 42
+    num_workers: int = 0
+    resume: bool = False
+    init_weights: str | None = None
+    overwrite: bool = False
+    augment: str = "geometric"  # "none", "geometric" or "full" (geometric and radiometric)
+    warmup_steps: int = 0
+    grad_clip: float = 1.0
+
+
+def build_ds_config(options: TrainOptions, world_size: int, device_type: str, bf16_supported: bool = False) -> dict:
+    """The DeepSpeed config from the options, with --deepspeed-config merged over it key by key
+    (``bf16_supported``: whether the GPU has bf16, for precision "auto")."""
+    if options.batch_size % world_size:
+        raise InputError(describe("--batch-size", f"{options.batch_size} is not divisible by the world size {world_size}"))
+    precision = options.precision
+    if precision == "auto":
+        precision = ("bf16" if bf16_supported else "16") if device_type == "cuda" else "32"
+    config = {
+        "train_batch_size": options.batch_size,
+        "train_micro_batch_size_per_gpu": options.batch_size // world_size,
+        "gradient_accumulation_steps": 1,
+        "gradient_clipping": options.grad_clip,
+        "zero_optimization": {"stage": options.zero_stage, "contiguous_gradients": True, "overlap_comm": device_type == "cuda"},
+        "zero_allow_untested_optimizer": True,
+        "bf16": {"enabled": precision == "bf16"},
+        "fp16": {"enabled": precision == "16", "initial_scale_power": 16},
+        "steps_per_print": 10 ** 9,
+        "wall_clock_breakdown": False,
+    }
+    if options.offload_optimizer:
+        config["zero_optimization"]["offload_optimizer"] = {"device": "cpu", "pin_memory": device_type == "cuda"}
+        config["optimizer"] = {"type": "AdamW", "params": {"lr": options.lr, "weight_decay": options.weight_decay}}
+    if options.deepspeed_config:
+        _check_contradictions(config, options)
+        config = _merge(config, options.deepspeed_config)
+    return config
+
+
+def _check_contradictions(config: dict, options: TrainOptions) -> None:
+    user = options.deepspeed_config
+    checks = {
+        "batch_size": [("train_batch_size",)],
+        "zero_stage": [("zero_optimization", "stage")],
+        "precision": [("bf16", "enabled"), ("fp16", "enabled")],
+        "lr": [("optimizer", "params", "lr")],
+        "weight_decay": [("optimizer", "params", "weight_decay")],
+    }
+    for option, paths in checks.items():
+        if option not in options.explicit:
+            continue
+        for path in paths:
+            ours, theirs = _get(config, path), _get(user, path)
+            if option in ("lr", "weight_decay"):
+                ours = getattr(options, option)
+            if theirs is not None and ours is not None and theirs != ours:
+                flag = "--" + option.replace("_", "-")
+                raise InputError(describe("--deepspeed-config", f"{'.'.join(path)} = {theirs!r} contradicts {flag} ({ours!r})"))
+
+
+def _get(d: dict, path: tuple):
+    for key in path:
+        if not isinstance(d, dict) or key not in d:
+            return None
+        d = d[key]
+    return d
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def read_deepspeed_config(path) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError as exc:
+        raise InputError(describe(path, "DeepSpeed config not found")) from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(describe(path, f"DeepSpeed config is not valid JSON ({exc})")) from exc
+    if not isinstance(data, dict):
+        raise InputError(describe(path, "DeepSpeed config must be a JSON object"))
+    return data
+
+
+def lr_factor(warmup: int, total: int):
+    def factor(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total - warmup)
+        return 0.5 * (1 + math.cos(math.pi * min(1.0, progress))) * 0.95 + 0.05
+
+    return factor

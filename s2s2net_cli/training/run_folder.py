@@ -1,0 +1,110 @@
+"""A training run's folder: what may be started or resumed there, its config.json, and its
+metrics.jsonl (one JSON record a line, cut back to the checkpoint a run resumes from)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import segmentation_models_pytorch
+import torch
+
+from .. import __version__
+from ..errors import InputError, OutputExistsError, describe, first_line
+from ..io import atomic_path
+from .config import TrainOptions
+
+CHECKPOINTS = "checkpoints"  # the DeepSpeed checkpoints' folder inside the run folder
+
+
+def check_run_dir(run_dir: Path, options: TrainOptions) -> None:
+    ckpt = run_dir / CHECKPOINTS
+    if options.resume:
+        if not (ckpt / "latest").exists():
+            raise InputError(describe(run_dir, "nothing to resume (no checkpoints/latest)"))
+    elif run_dir.exists() and any(run_dir.iterdir()) and not options.overwrite:
+        raise OutputExistsError(describe(run_dir, "already exists (use --resume to continue or --overwrite to start over)"))
+
+
+def prepare_run_dir(run_dir: Path, options: TrainOptions) -> None:
+    """The run folder made (emptied first with --overwrite); left as it is to resume."""
+    if options.resume:
+        return
+    if options.overwrite and run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+
+def check_resume_matches(run_dir: Path, options: TrainOptions, world: int) -> None:
+    """A run resumes with the world size and global batch it was started with: its ZeRO
+    partitions, data order and random draws depend on both."""
+    try:
+        config = json.loads((run_dir / "config.json").read_text())
+        was = int(config["world_size"]), int(config["options"]["batch_size"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(describe(run_dir / "config.json", f"cannot be read to resume the run ({first_line(exc)})")) from exc
+    if was != (world, options.batch_size):
+        raise InputError(describe(run_dir, f"was started with {ranks_text(was[0])} and --batch-size {was[1]}; resume it with "
+                                           f"the same (this run: {ranks_text(world)}, --batch-size {options.batch_size})"))
+
+
+def ranks_text(n: int) -> str:
+    return f"{n} rank{'s' if n > 1 else ''}"
+
+
+def write_config(run_dir: Path, options: TrainOptions, ds_config: dict, facts: dict) -> None:
+    """config.json: the options, the DeepSpeed config, ``facts`` of the run (chips, counts,
+    world size, the step it resumed at) and the versions of the libraries that ran it."""
+    import deepspeed  # heavy: only training loads it
+
+    data = {
+        "options": {k: (sorted(v) if isinstance(v, frozenset) else v) for k, v in asdict(options).items()},
+        **facts, "deepspeed_config": ds_config,
+        "versions": {"s2s2net": __version__, "torch": torch.__version__, "deepspeed": deepspeed.__version__,
+                     "segmentation_models_pytorch": segmentation_models_pytorch.__version__,
+                     "numpy": np.__version__},
+    }
+    with atomic_path(run_dir / "config.json") as tmp:
+        tmp.write_text(json.dumps(data, indent=2, default=str))
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Drop records logged after the checkpoint a run resumes from at ``step`` (they will be
+    logged again); nothing to do for a run that starts afresh."""
+    if not path.exists():
+        return
+    keep = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            if json.loads(line).get("step", 0) <= step:
+                keep.append(line)
+        except json.JSONDecodeError:  # a line cut short by a kill
+            continue
+    with atomic_path(path) as tmp:
+        tmp.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
+
+
+class Records:
+    """The records of a run on this rank: kept in a list; on rank 0 also appended to
+    metrics.jsonl (flushed line by line) and handed to ``on_record``."""
+
+    def __init__(self, run_dir: Path, leads: bool, on_record: Callable[[dict], None] | None = None):
+        self.records: list[dict] = []
+        self.fh = open(run_dir / "metrics.jsonl", "a", encoding="utf-8") if leads else None
+        self.on_record = on_record if leads else None
+
+    def emit(self, record: dict) -> None:
+        self.records.append(record)
+        if self.fh:
+            self.fh.write(json.dumps(record) + "\n")
+            self.fh.flush()
+        if self.on_record:
+            self.on_record(record)
+
+    def close(self) -> None:
+        if self.fh:
+            self.fh.close()

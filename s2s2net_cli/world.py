@@ -1,0 +1,76 @@
+"""The launcher's world: this process's rank, its rank on its node, and how many ranks there are.
+
+Launchers (deepspeed, torchrun) say it in the environment: RANK, LOCAL_RANK and WORLD_SIZE,
+and where rank 0 listens, MASTER_ADDR and MASTER_PORT. The CLI reads it once
+(``World.from_environment``) and hands it down; nothing else reads those variables. Without a
+launcher the world is one process. ``join`` sets up the one process group of the world.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int = 0
+    local_rank: int = 0
+    size: int = 1
+
+    @classmethod
+    def from_environment(cls, local_rank: int | None = None) -> "World":
+        """The launcher's world (``local_rank``: DeepSpeed's --local_rank, where LOCAL_RANK is unset)."""
+        rank = int(os.environ.get("RANK", 0))
+        if local_rank is None:
+            local_rank = int(os.environ.get("LOCAL_RANK", rank))
+        return cls(rank, local_rank, int(os.environ.get("WORLD_SIZE", 1)))
+
+    @property
+    def is_shared(self) -> bool:
+        """Whether there are several ranks."""
+        return self.size > 1
+
+    @property
+    def leads(self) -> bool:
+        """Rank 0 reports and writes what all ranks share."""
+        return self.rank == 0
+
+    def join(self, timeout: timedelta, backend: str = "gloo", init: Callable | None = None) -> None:
+        """Join this world's process group, once. A world of one that no launcher started is
+        given the environment torch.distributed reads (rank 0 of 1, a free port on this host).
+        ``init(backend, timeout)`` sets the group up (default: torch.distributed's env://)."""
+        import torch.distributed as dist  # heavy: only commands that join a group load it
+
+        if dist.is_initialized():
+            return
+        if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+            os.environ.update(RANK=str(self.rank), LOCAL_RANK=str(self.local_rank), WORLD_SIZE=str(self.size))
+            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+            os.environ.setdefault("MASTER_PORT", str(free_port()))
+        os.environ.setdefault("LOCAL_RANK", str(self.local_rank))
+        if init is None:
+            dist.init_process_group(backend, init_method="env://", timeout=timeout)
+        else:
+            init(backend, timeout)
+
+    @staticmethod
+    def leave(wait: bool = True) -> None:
+        """Leave the process group; with ``wait``, once every rank is there: a rank that exits
+        while gloo still runs aborts ("terminate called without an active exception")."""
+        import torch.distributed as dist  # heavy, as in join
+
+        if dist.is_initialized():
+            if wait:
+                dist.barrier()
+            dist.destroy_process_group()
+
+
+def free_port() -> int:
+    """A TCP port free on this host now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -1,0 +1,193 @@
+import json
+
+import numpy as np
+import pytest
+import rasterio
+from affine import Affine
+
+from s2s2net_cli.indices import bilinear_to_fine
+from s2s2net_cli.inference.baselines import IndexBaseline
+from s2s2net_cli.inference.predictor import Predictor
+from s2s2net_cli.evaluation.evaluate import score_pair
+from s2s2net_cli.manifest import Pair
+from s2s2net_cli.metrics import Counts, count
+
+from ..conftest import run_cli, write_raster
+
+T10 = Affine(10, 0, 500000, 0, -10, 4000000)
+T2 = T10 @ Affine.scale(1 / 5)
+
+
+def test_counts_and_scores_on_hand_made_cases():
+    pred = np.array([[1, 1, 0, 0]], bool)
+    ref = np.array([[1, 0, 1, 0]], bool)
+    valid = np.ones_like(pred)
+    c = count(pred, ref, valid)
+    assert (c.tp, c.fp, c.fn, c.tn) == (1, 1, 1, 1)
+    s = c.scores()
+    assert s["f1"] == pytest.approx(0.5) and s["iou"] == pytest.approx(1 / 3)
+    assert s["precision"] == 0.5 and s["recall"] == 0.5 and s["pixels"] == 4
+    # nodata pixels are not counted at all
+    c = count(pred, ref, np.array([[True, False, False, True]]))
+    assert (c.tp, c.fp, c.fn, c.tn) == (1, 0, 0, 1)
+    # all land everywhere: F1, IoU, precision and recall are undefined, not 0 or 1
+    c = count(np.zeros((3, 3), bool), np.zeros((3, 3), bool), np.ones((3, 3), bool))
+    assert c.scores()["f1"] is None and c.scores()["iou"] is None and c.scores()["recall"] is None
+    # pooled counts add up
+    total = Counts()
+    total += Counts(1, 2, 3, 4)
+    total += Counts(1, 0, 0, 0)
+    assert total.scores()["f1"] == pytest.approx(4 / (4 + 2 + 3))
+
+
+@pytest.fixture
+def truth_pair(tmp_path):
+    """A 20 x 24 px scene and a 2 m truth with thin features, plus the same truth as a
+    perfect 2 m prediction file."""
+    rng = np.random.default_rng(0)
+    scene = write_raster(tmp_path / "scene.tif", rng.integers(100, 3000, (6, 20, 24)).astype("uint16"), transform=T10, nodata=0)
+    truth = np.zeros((100, 120), np.float32)
+    truth[10:40, 10:60] = 1  # a lake
+    truth[:, 77:80] = 1  # a 6 m wide canal
+    truth[60:63, :] = 1
+    pred = write_raster(tmp_path / "pred.tif", truth.astype("uint8"), transform=T2, nodata=255)
+    return scene, truth, pred
+
+
+def test_a_perfect_prediction_scores_perfect_on_a_10m_reference(tmp_path, truth_pair):
+    scene, truth, pred = truth_pair
+    fraction = truth.reshape(20, 5, 24, 5).mean(axis=(1, 3))
+    label10 = (fraction >= 0.5).astype(np.int16)
+    label10[0, 0] = -1  # int16 with -1 for nodata
+    ref = write_raster(tmp_path / "label10.tif", label10, transform=T10, nodata=-1)
+    c = score_pair(pred, Pair(scene, ref, "x"))
+    assert c.fp == 0 and c.fn == 0 and c.pixels == 20 * 24 - 1
+    assert c.scores()["f1"] == 1.0
+
+
+def test_same_grid_finer_and_other_crs_references(tmp_path, truth_pair):
+    scene, truth, pred = truth_pair
+    same = write_raster(tmp_path / "same.tif", truth, transform=T2, nodata=None)
+    c = score_pair(pred, Pair(scene, same, "x"))
+    assert (c.fp, c.fn, c.pixels) == (0, 0, truth.size)
+    # a 1 m reference (each 2 m cell split in four) scored by nearest
+    fine = np.repeat(np.repeat(truth, 2, 0), 2, 1)
+    fine[:10] = np.nan
+    ref = write_raster(tmp_path / "fine.tif", fine, transform=T2 @ Affine.scale(0.5), nodata=float("nan"))
+    c = score_pair(pred, Pair(scene, ref, "x"))
+    assert (c.fp, c.fn) == (0, 0) and c.pixels == fine.size - 10 * fine.shape[1]
+    # a reference with a nodata value given by the user
+    marked = np.where(truth == 1, 7, 0).astype("uint8")
+    marked[:5] = 99
+    ref = write_raster(tmp_path / "marked.tif", marked, transform=T2)
+    c = score_pair(pred, Pair(scene, ref, "x"), nodata=99)
+    assert (c.fp, c.fn) == (0, 0) and c.pixels == truth.size - 5 * 120
+
+
+def test_nodata_in_the_image_is_left_out(tmp_path, truth_pair):
+    scene, truth, _ = truth_pair
+    data = rasterio.open(scene).read()
+    data[:, :4, :] = 0  # four 10 m rows without data
+    scene2 = write_raster(tmp_path / "holes.tif", data, transform=T10, nodata=0)
+    ref = write_raster(tmp_path / "ref.tif", truth, transform=T2)
+    out = tmp_path / "p.tif"
+    Predictor(IndexBaseline("mndwi")).predict_scene(scene2, out)
+    c = score_pair(out, Pair(scene2, ref, "x"))
+    assert c.pixels == truth.size - 4 * 5 * 120
+
+
+def test_baselines_agree_with_numpy(tmp_path):
+    rng = np.random.default_rng(5)
+    data = rng.integers(100, 4000, (6, 15, 17)).astype("uint16")
+    data[:, 3, 3] = 0
+    scene = write_raster(tmp_path / "s.tif", data, transform=T10, nodata=0)
+    g, nir, swir = (data[i].astype(np.float64) for i in (1, 3, 4))
+    valid = (data != 0).any(axis=0)
+    with np.errstate(invalid="ignore"):
+        ndwi, mndwi = (g - nir) / (g + nir), (g - swir) / (g + swir)
+    from skimage.filters import threshold_otsu
+
+    expected = {"ndwi": ndwi > 0, "mndwi": mndwi > 0, "mndwi-otsu": mndwi > threshold_otsu(mndwi[valid], nbins=2000)}
+    for name, want in expected.items():
+        out = tmp_path / f"{name}.tif"
+        Predictor(IndexBaseline(name)).predict_scene(scene, out)
+        got = rasterio.open(out).read(1)
+        want2 = np.repeat(np.repeat(np.where(valid, want, 255), 5, 0), 5, 1)
+        mismatch = (got != want2).mean()
+        assert mismatch <= (0.02 if "otsu" in name else 0)  # Otsu: histogram bins may move a pixel or two
+    # bilinear: at the centre 2 m cell of each 10 m pixel the value is the pixel's own index
+    fine = bilinear_to_fine(mndwi.astype(np.float32), valid)
+    assert np.allclose(fine[2::5, 2::5][valid], mndwi[valid], atol=1e-5)
+    # 2 m cell (7, 10) lies on 10 m row 1, 60 % of the way from column 1 to column 2
+    assert fine[7, 10] == pytest.approx(mndwi[1, 1] * 0.4 + mndwi[1, 2] * 0.6, abs=1e-5)
+
+
+def test_compare_json_has_one_row_per_model_and_writes_csv_and_plot(tmp_path, random_weights):
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+
+    p = make_pair(40, seed=12, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("compare", "--weights", random_weights, "--baseline", "mndwi", "--baseline", "mndwi-bilinear",
+                "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "--tile-size", 32, "--json",
+                "--csv", tmp_path / "t.csv", "--plot", tmp_path / "t.png", "--save-predictions", tmp_path / "preds")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [row["model"] for row in doc["rows"]] == ["random.safetensors", "mndwi", "mndwi-bilinear"]
+    for row in doc["rows"]:
+        assert set(row) >= {"model", "f1", "iou", "precision", "recall", "pixels", "images"}
+        assert row["pixels"] == 200 * 200 and len(row["images"]) == 1
+    assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
+    assert len((tmp_path / "t.csv").read_text().splitlines()) == 1 + 2 * 3
+    assert len(list((tmp_path / "preds").glob("*.tif"))) == 3
+    r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "--json")
+    doc = json.loads(r.stdout)
+    assert doc["model"] == "mndwi" and set(doc["overall"]) >= {"f1", "iou", "precision", "recall", "pixels"}
+    assert set(doc["images"][0]) >= {"image", "reference", "f1", "iou", "precision", "recall", "pixels"}
+
+
+def test_evaluate_with_flips_scores_what_predict_with_flips_writes(tmp_path, random_weights):
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+
+    p = make_pair(40, seed=13, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("evaluate", "--weights", random_weights, "--flips", "--pair", tmp_path / "s.tif", tmp_path / "m.tif",
+                "--tile-size", 32, "--overlap", 8, "--json", "--save-predictions", tmp_path / "preds")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["model"] == "random.safetensors+flips" and doc["overall"]["pixels"] == 200 * 200
+    assert doc["images"][0]["prediction"].endswith("__random_flips.tif")  # not the plain model's file
+    r = run_cli("predict", tmp_path / "s.tif", "-o", tmp_path / "p.tif", "--weights", random_weights, "--flips",
+                "--tile-size", 32, "--overlap", 8)
+    assert r.returncode == 0, r.stderr
+    with rasterio.open(doc["images"][0]["prediction"]) as a, rasterio.open(tmp_path / "p.tif") as b:
+        assert np.array_equal(a.read(), b.read()) and a.tags()["model"] == "random.safetensors+flips"
+
+
+@pytest.mark.parametrize("case", ["no_overlap", "empty_reference", "unknown_baseline", "other_bands"])
+def test_bad_input_gets_one_line(tmp_path, truth_pair, random_weights, case):
+    scene, truth, _ = truth_pair
+    ref = write_raster(tmp_path / "ref.tif", truth, transform=T2)
+    args = ["--baseline", "mndwi"]
+    if case == "no_overlap":
+        ref = write_raster(tmp_path / "far.tif", truth, transform=Affine(2, 0, 0, 0, -2, 0))
+    elif case == "empty_reference":
+        ref = write_raster(tmp_path / "empty.tif", np.full_like(truth, np.nan), transform=T2, nodata=float("nan"))
+    elif case == "unknown_baseline":
+        args = ["--baseline", "magic"]
+    elif case == "other_bands":
+        from s2s2net_cli.bands import BandSpec
+        from s2s2net_cli.checkpoint import WeightsCard, save_weights
+        from s2s2net_cli.model import ModelConfig, S2S2Net
+
+        card = WeightsCard(model=ModelConfig(in_channels=4), bands=BandSpec(("B02", "B03", "B04", "B08"), 10000, (0.1,) * 4, (0.1,) * 4))
+        w = save_weights(tmp_path / "rgbn.safetensors", S2S2Net(config=card.model).state_dict(), card)
+        args = ["--weights", w]
+    r = run_cli("evaluate", *args, "--pair", scene, ref)
+    assert r.returncode == (2 if case == "unknown_baseline" else 1)
+    lines = r.stderr.strip().splitlines()
+    assert "Traceback" not in r.stderr
+    if case != "unknown_baseline":  # Click's usage errors carry the usage line too
+        assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
+    expected = {"no_overlap": "far.tif", "empty_reference": "empty.tif", "unknown_baseline": "magic",
+                "other_bands": "rgbn.safetensors"}[case]
+    assert expected in r.stderr

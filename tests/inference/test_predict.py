@@ -1,0 +1,307 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import geopandas as gpd
+import numpy as np
+import pytest
+import rasterio
+from affine import Affine
+from rasterio.features import rasterize
+
+from s2s2net_cli.inference.predictor import PredictOptions, Predictor
+from s2s2net_cli.inference.stream import Forward
+from s2s2net_cli.tiling import blend_weights
+
+from ..conftest import run_cli, write_raster
+
+
+def read(path):
+    with rasterio.open(path) as src:
+        return src.read(1), src.profile, src.tags()
+
+
+@pytest.mark.parametrize("h,w,origin", [(37, 45, (500003.0, 4000007.5)), (13, 70, (-12345.0, 98.0)), (64, 33, (0.0, 0.0))])
+def test_output_grid_is_exact(tmp_path, scene_factory, random_weights, h, w, origin):
+    transform = Affine(10, 0, origin[0], 0, -10, origin[1])
+    scene = scene_factory(h, w, transform=transform)
+    out = tmp_path / "out.tif"
+    r = run_cli("predict", scene, "-o", out, "--weights", random_weights, "--tile-size", 32, "--overlap", 8)
+    assert r.returncode == 0, r.stderr
+    mask, profile, tags = read(out)
+    assert profile["transform"] == transform @ Affine.scale(1 / 5)
+    assert (profile["width"], profile["height"]) == (5 * w, 5 * h)
+    assert profile["crs"] == "EPSG:32633" and profile["dtype"] == "uint8" and profile["nodata"] == 255
+    assert profile["tiled"] and profile["compress"] == "deflate"
+    assert set(np.unique(mask)) <= {0, 1}
+    assert tags["model"] == "random.safetensors" and tags["source_scene"] == scene.name
+
+
+class PointwiseModel(Forward):
+    """A stand-in network for the real tiling and blending: its output at each 2 m pixel
+    depends only on the 10 m pixel below it, so the exact answer is known everywhere."""
+
+    name = "pointwise"
+
+    def __call__(self, batch, box):
+        top, left, h, w = box
+        p = 1 / (1 + np.exp(-(batch[:, 3, top: top + h, left: left + w] - batch[:, 1, top: top + h, left: left + w])))
+        return np.repeat(np.repeat(p, 5, axis=1), 5, axis=2).astype(np.float32)
+
+
+@pytest.mark.parametrize("tile,overlap,blend", [(32, 0, 0), (32, 8, 8), (40, 13, 5), (64, 32, 8), (200, 50, 0), (32, 16, 16)])
+def test_tiling_blending_and_streaming_reassemble_the_scene_exactly(tmp_path, tile, overlap, blend):
+    rng = np.random.default_rng(tile + overlap + blend)
+    data = rng.integers(100, 5000, size=(6, 71, 83)).astype("uint16")
+    data[:, 30:35, 10:50] = 0  # a nodata hole
+    scene = write_raster(tmp_path / "s.tif", data, nodata=0)
+    out = tmp_path / "p.tif"
+    predictor = Predictor(PointwiseModel(), PredictOptions(tile_size=tile, overlap=overlap, blend=blend, probability=True))
+    predictor.predict_scene(scene, out)
+    got, _, _ = read(out)
+    refl = data.astype(np.float32) / 10000
+    norm = [(refl[b] - m) / s for b, m, s in zip(range(6), predictor.forward.spec.mean, predictor.forward.spec.std)]
+    expected = np.rint(100 / (1 + np.exp(-(norm[3] - norm[1])))).astype(np.uint8)
+    expected[(data == 0).all(axis=0)] = 255
+    expected = np.repeat(np.repeat(expected, 5, 0), 5, 1)
+    assert np.abs(got.astype(int) - expected.astype(int)).max() <= 1  # rounding of blended floats
+
+
+def test_blend_weights_sum_to_one_everywhere():
+    for size, T, O in [(100, 32, 8), (33, 32, 16), (500, 64, 64), (7, 32, 0)]:
+        weights = blend_weights(size, T, O)
+        total = np.zeros(5 * (len(weights) * T + 2 * O))
+        for i, w in enumerate(weights):
+            total[5 * i * T: 5 * i * T + len(w)] += w
+        inside = total[5 * O: 5 * (O + size)]
+        assert np.allclose(inside, 1.0, atol=1e-6)
+
+
+def test_constant_scene_gives_constant_output_across_tile_borders(tmp_path, random_weights):
+    data = np.empty((6, 70, 90), "uint16")
+    data[:] = np.array([500, 700, 600, 2500, 1800, 1200])[:, None, None]
+    scene = write_raster(tmp_path / "c.tif", data, nodata=0)
+    outs = []
+    for tile, overlap in [(32, 8), (96, 0)]:
+        out = tmp_path / f"c{tile}.tif"
+        r = run_cli("predict", scene, "-o", out, "--weights", random_weights, "--tile-size", tile, "--overlap", overlap, "--probability")
+        assert r.returncode == 0, r.stderr
+        outs.append(read(out)[0].astype(int))
+    for o in outs:
+        assert o.max() - o.min() <= 1
+    assert np.abs(outs[0] - outs[1]).max() <= 1
+
+
+def test_nodata_stays_nodata(tmp_path, random_weights):
+    rng = np.random.default_rng(1)
+    data = rng.integers(100, 3000, size=(6, 40, 50)).astype("float32")
+    data[:, :7, :] = np.nan
+    data[2, 20, 20] = np.nan
+    data[:, 30:, 45:] = -9999
+    scene = write_raster(tmp_path / "f.tif", data, nodata=-9999)
+    out = tmp_path / "o.tif"
+    r = run_cli("predict", scene, "-o", out, "--weights", random_weights, "--tile-size", 32, "--overlap", 8)
+    assert r.returncode == 0, r.stderr
+    mask, _, _ = read(out)
+    invalid = np.isnan(data).any(axis=0) | (data == -9999).all(axis=0)
+    assert np.array_equal(mask == 255, np.repeat(np.repeat(invalid, 5, 0), 5, 1))
+
+
+def test_cog_vector_and_json(tmp_path, random_weights):
+    scene = "sample_data/synth_11_scene.tif"
+    out, vec = tmp_path / "w.tif", tmp_path / "w.gpkg"
+    r = run_cli("predict", scene, "-o", out, "--weights", random_weights, "--tile-size", 64, "--overlap", 16,
+                "--cog", "--vector", vec, "--threshold", 0.45, "--json", cwd=os.getcwd())
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)["scenes"][0]
+    with rasterio.open(scene) as src:
+        scene_crs = src.crs
+    with rasterio.open(out) as src:
+        assert src.tags(ns="IMAGE_STRUCTURE")["LAYOUT"] == "COG"
+        assert src.overviews(1) and src.profile["tiled"]
+        mask, transform = src.read(1), src.transform
+        assert src.tags()["threshold"] == "0.45"
+    water = mask == 1
+    assert water.any() and abs(summary["water_km2"] - water.sum() * 4 / 1e6) < 1e-9
+    polys = gpd.read_file(vec)
+    assert polys.crs == scene_crs and np.allclose(polys["area_m2"].sum(), water.sum() * 4)
+    burned = rasterize(polys.geometry, out_shape=mask.shape, transform=transform)
+    assert np.array_equal(burned == 1, water)
+
+
+def test_strips_of_vectorizing_merge(tmp_path):
+    from s2s2net_cli.vectorize import water_polygons
+
+    mask = np.zeros((50, 40), "uint8")
+    mask[5:45, 10:20] = 1  # one lake crossing strip borders
+    mask[2:4, 30:33] = 1
+    path = write_raster(tmp_path / "m.tif", mask, transform=Affine(2, 0, 0, 0, -2, 100), nodata=255)
+    polys = water_polygons(path, strip_rows=7)
+    assert len(polys) == 2 and sorted(polys.area_m2) == [6 * 4, 400 * 4]
+
+
+def test_several_scenes_go_to_a_folder_and_a_bad_one_does_not_stop_the_rest(tmp_path, scene_factory, random_weights):
+    good1, good2 = scene_factory(20, 20), scene_factory(25, 30)
+    bad = tmp_path / "bad.tif"
+    bad.write_text("nope")
+    outdir = tmp_path / "masks"
+    r = run_cli("predict", good1, bad, good2, "-o", outdir, "--weights", random_weights, "--tile-size", 32, "--overlap", 4, "--json")
+    assert r.returncode == 1
+    assert "bad.tif: not a readable raster" in r.stderr
+    assert sorted(p.name for p in outdir.iterdir()) == sorted([f"{good1.stem}_water.tif", f"{good2.stem}_water.tif"])
+    assert len(json.loads(r.stdout)["failures"]) == 1
+
+
+@pytest.mark.parametrize("case", ["not_raster", "no_crs", "rotated", "three_bands", "all_nodata", "exists", "bad_weights"])
+def test_bad_input_gets_one_line_and_nothing_at_output(tmp_path, scene_factory, random_weights, case):
+    out = tmp_path / "out.tif"
+    weights = random_weights
+    if case == "not_raster":
+        scene = tmp_path / "x.tif"
+        scene.write_bytes(b"II*\x00garbage")
+    elif case == "no_crs":
+        scene = scene_factory(crs=None)
+    elif case == "rotated":
+        scene = scene_factory(transform=Affine(10, 1, 0, 1, -10, 0))
+    elif case == "three_bands":
+        scene = scene_factory(count=3)
+    elif case == "all_nodata":
+        scene = write_raster(tmp_path / "z.tif", np.zeros((6, 20, 20), "uint16"), nodata=0)
+    elif case == "exists":
+        scene = scene_factory()
+        out.write_text("keep me")
+    elif case == "bad_weights":
+        scene = scene_factory()
+        weights = tmp_path / "w.safetensors"
+        weights.write_bytes(b"\x80\x04K\x01.")
+    r = run_cli("predict", scene, "-o", out, "--weights", weights, "--tile-size", 32, "--overlap", 4)
+    assert r.returncode == 1, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "Traceback" not in r.stderr
+    assert (scene.name if case != "bad_weights" else "w.safetensors") in lines[0] or case == "exists"
+    if case == "exists":
+        assert out.read_text() == "keep me" and "--overwrite" in lines[0]
+    else:
+        assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir() if ".tmp" in p.name] == []
+
+
+@pytest.mark.parametrize("args,option", [(["--tile-size", 32, "--overlap", 40], "--overlap"), (["--threshold", 1.5], "--threshold"),
+                                         (["--device", "tpu"], "--device"), (["--bands", "1,2,3"], "--bands"),
+                                         (["--overlap", -1], "--overlap")])
+def test_bad_options_are_usage_errors(tmp_path, scene_factory, random_weights, args, option):
+    r = run_cli("predict", scene_factory(), "-o", tmp_path / "o.tif", "--weights", random_weights, *args)
+    assert r.returncode == 2 and option in r.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL, signal.SIGINT])
+@pytest.mark.slow
+def test_interrupted_predict_leaves_no_file_at_output(tmp_path, random_weights, sig):
+    rng = np.random.default_rng(0)
+    scene = write_raster(tmp_path / "big.tif", rng.integers(100, 3000, size=(6, 256, 256)).astype("uint16"), nodata=0)
+    out = tmp_path / "out.tif"
+    proc = subprocess.Popen([sys.executable, "-m", "s2s2net_cli", "predict", str(scene), "-o", str(out), "--weights",
+                             str(random_weights), "--tile-size", "32", "--overlap", "8"],
+                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(".tmp" in p.name for p in tmp_path.iterdir()):
+        time.sleep(0.1)
+    assert any(".tmp" in p.name for p in tmp_path.iterdir()), "predict never started writing"
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    assert proc.returncode != 0
+    assert not out.exists()
+    if sig != signal.SIGKILL:  # a catchable signal also removes the temporary file
+        assert [p.name for p in tmp_path.iterdir() if ".tmp" in p.name] == []
+
+
+def test_the_bundled_model_maps_the_sample_scene_without_weights(tmp_path):
+    from s2s2net_cli.checkpoint import read_card
+    from s2s2net_cli.inference.runtime import default_weights
+
+    card = read_card(default_weights())
+    assert card.training["recipe"] == "scripts/train_default.sh" and card.training["steps"] > 0
+    assert default_weights().stat().st_size < 30 * 2 ** 20
+    out = tmp_path / "water.tif"
+    r = run_cli("predict", "sample_data/virginia_shoreline_s2_6band_10m.tif", "-o", out, "--json", cwd=os.getcwd())
+    assert r.returncode == 0, r.stderr
+    mask, profile, tags = read(out)
+    assert tags["model"] == "default.safetensors" and profile["width"] == 2560
+    # a third of the crop is Chesapeake Bay water, which MNDWI > 0 finds too
+    with rasterio.open("sample_data/virginia_shoreline_s2_6band_10m.tif") as src:
+        g, swir = src.read(2).astype(float), src.read(5).astype(float)
+    mndwi_water = ((g - swir) / (g + swir) > 0)
+    model_water = mask.reshape(512, 5, 512, 5).mean(axis=(1, 3)) >= 0.5
+    assert 0.2 < model_water.mean() < 0.4
+    assert (model_water == mndwi_water).mean() > 0.9
+
+
+def test_reads_and_writes_in_threads_give_the_same_mask(tmp_path, monkeypatch):
+    # the GPU path reads and writes beside the network in threads; force it on the CPU
+    import s2s2net_cli.inference.stream as stream_module
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(3)
+    data = rng.integers(100, 5000, size=(6, 97, 83)).astype("uint16")
+    data[:, 40:47, 5:60] = 0
+    scene = write_raster(tmp_path / "s.tif", data, nodata=0)
+    opts = PredictOptions(tile_size=32, overlap=8, probability=True)
+    Predictor(PointwiseModel(), opts).predict_scene(scene, tmp_path / "inline.tif")
+    monkeypatch.setattr(stream_module, "InlineExecutor", ThreadPoolExecutor)
+    Predictor(PointwiseModel(), opts).predict_scene(scene, tmp_path / "threads.tif")
+    inline, threads = read(tmp_path / "inline.tif")[0], read(tmp_path / "threads.tif")[0]
+    assert np.array_equal(inline, threads) and (inline == 255).any()
+
+
+def test_mean_over_flips_commutes_with_every_flip_and_turn():
+    import torch
+
+    from s2s2net_cli.model import S2S2Net
+    from s2s2net_cli.inference.runtime import mean_over_flips
+
+    torch.manual_seed(1)
+    model = S2S2Net().eval()
+
+    def forward(y, *box):
+        return model.forward_window(y, *box)  # logits: an untrained network's are small, but not all alike
+
+    x = torch.rand(1, 6, 64, 48)
+    box = (4, 10, 40, 30)  # top, left, height, width: off centre, so each flip moves it
+    turns = {  # a flip or turn of the input, the window turned with it, and the same on the 5x output
+        "flip rows": (lambda t: t.flip(-2), (64 - 4 - 40, 10, 40, 30)),
+        "flip columns": (lambda t: t.flip(-1), (4, 48 - 10 - 30, 40, 30)),
+        "transpose": (lambda t: t.transpose(-2, -1), (10, 4, 30, 40)),
+        "quarter turn": (lambda t: t.transpose(-2, -1).flip(-1), (10, 64 - 4 - 40, 30, 40)),
+    }
+    with torch.inference_mode():
+        mean = mean_over_flips(forward, x, box)
+        plain = forward(x, *box)
+        assert mean.shape == plain.shape == (1, 1, 200, 150)
+        for name, (turn, turned_box) in turns.items():
+            gap = (mean_over_flips(forward, turn(x), turned_box) - turn(mean)).abs().max()
+            # the network alone does not commute with them: the test would see a wrong turn back
+            plain_gap = (forward(turn(x), *turned_box) - turn(plain)).abs().max()
+            assert gap < 1e-6 and plain_gap > 100 * max(gap, 1e-7), name
+
+
+def test_flips_map_a_mirrored_scene_to_the_mirrored_mask(tmp_path):
+    with rasterio.open("sample_data/virginia_shoreline_s2_6band_10m.tif") as src:
+        data = src.read(window=((128, 192), (416, 480)))  # across the shore, half water; one tile, context alike on all sides
+    scene, mirrored = write_raster(tmp_path / "s.tif", data), write_raster(tmp_path / "m.tif", data[:, :, ::-1])
+    outputs = {}
+    for flips in ([], ["--flips"]):
+        for name, path in (("scene", scene), ("mirrored", mirrored)):
+            out = tmp_path / f"{name}{len(flips)}.tif"
+            r = run_cli("predict", path, "-o", out, "--probability", "--tile-size", 64, *flips)
+            assert r.returncode == 0, r.stderr
+            outputs[name, bool(flips)] = read(out)
+    prob, profile, tags = outputs["scene", True]
+    assert tags["model"] == "default.safetensors+flips" and profile == outputs["scene", False][1]
+    assert 0 < (prob > 50).mean() < 1  # water and land both
+    mirror_gap = np.abs(prob.astype(int) - outputs["mirrored", True][0][:, ::-1]).max()
+    plain_gap = np.abs(outputs["scene", False][0].astype(int) - outputs["mirrored", False][0][:, ::-1]).max()
+    assert mirror_gap <= 1 < plain_gap  # equal up to rounding to whole percent; the plain network is not

@@ -1,0 +1,414 @@
+"""Sentinel-2 products and STAC items read as users have them, checked against the same
+pixels as a stack: products written in ESA's layout from the real Virginia crop."""
+
+import json
+
+import geopandas as gpd
+import numpy as np
+import pytest
+import rasterio
+from affine import Affine
+from click.testing import CliRunner
+from rasterio.windows import Window
+from shapely.geometry import Polygon
+
+from s2s2net_cli.formats import source_name, source_stem
+from s2s2net_cli.sources.scene import SceneReader
+from s2s2net_cli.cli.main import cli
+from s2s2net_cli.errors import InputError
+from s2s2net_cli.inference.predictor import PredictOptions, Predictor
+from s2s2net_cli.inference.runtime import DEFAULT_WEIGHTS
+from s2s2net_cli.formats import gdal_path
+from s2s2net_cli.sources.open import open_scene
+
+from ..conftest import write_raster
+from .product_factory import (read_stack, virginia_window, write_band_files, write_item, write_product,
+                              write_stack)
+
+SIZE = 64
+
+
+@pytest.fixture(scope="module")
+def crop():
+    """64 x 64 px of the real Virginia crop: creeks, marsh, bay (data, transform, crs)."""
+    return read_stack(window=virginia_window(300, 121, SIZE))
+
+
+@pytest.fixture(scope="module")
+def stack(crop, tmp_path_factory):
+    return write_stack(tmp_path_factory.mktemp("stack") / "virginia.tif", *crop)
+
+
+def invoke(*args):
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    return result
+
+
+def read_mask(path):
+    with rasterio.open(path) as src:
+        return src.read(1), src.profile, src.tags()
+
+
+def predict(scene, out, **options):
+    options.setdefault("tile_size", SIZE)
+    options.setdefault("overlap", 16)
+    Predictor(DEFAULT_WEIGHTS, PredictOptions.from_flat(**options)).predict_scene(scene, out)
+    return read_mask(out)
+
+
+@pytest.mark.parametrize("level", ["L1C", "L2A"])
+@pytest.mark.parametrize("baseline", ["02.08", "05.09"])
+@pytest.mark.parametrize("form", ["folder", "zip", "metadata"])
+def test_products_read_exactly_the_stacks_reflectance(tmp_path, crop, stack, level, baseline, form):
+    product = write_product(tmp_path, *crop, level=level, baseline=baseline, as_zip=form == "zip")
+    source = product / f"MTD_MSI{level}.xml" if form == "metadata" else product
+    scene = open_scene(source)
+    reference = open_scene(stack)
+    assert scene.kind == f"{level} product" and scene.shape == (SIZE, SIZE)
+    assert scene.transform == reference.transform and scene.crs == reference.crs
+    assert scene.offset == ((-1000.0,) * 6 if baseline == "05.09" else (0.0,) * 6)
+    assert (scene.cloud_band is not None) == (level == "L2A")
+    if form == "zip":
+        assert scene.dataset.count("/vsizip/") == len(scene.descriptions) + (level == "L2A")
+    window = Window(-5, -3, SIZE + 9, SIZE + 4)  # reaches past the edges
+    with SceneReader(scene) as a, SceneReader(reference) as b:
+        raw_a, valid_a, keep_a = a.read(window)
+        raw_b, valid_b, keep_b = b.read(window)
+    assert np.array_equal(scene.reflectance(raw_a), reference.reflectance(raw_b))
+    assert np.array_equal(valid_a, valid_b) and np.array_equal(keep_a, keep_b)
+
+
+def test_swir_reaches_10m_by_copying_each_20m_pixel_to_its_four(tmp_path, crop):
+    scene = open_scene(write_product(tmp_path, *crop))
+    with SceneReader(scene) as reader:
+        raw, _, _ = reader.read(Window(0, 0, SIZE, SIZE))
+    swir = raw[4:].reshape(2, SIZE // 2, 2, SIZE // 2, 2)
+    assert (swir == swir[:, :, :1, :, :1]).all()
+    assert np.array_equal(raw[4:], crop[0][4:] + 1000)
+
+
+def test_a_product_gives_the_same_mask_as_its_stack_to_the_pixel(tmp_path, crop, stack):
+    expected, profile, _ = predict(stack, tmp_path / "stack.tif")
+    assert 0 < (expected == 1).mean() < 1  # a real scene with water and land
+    products = [write_product(tmp_path / f"{level}{baseline}{as_zip}", *crop, level=level, baseline=baseline,
+                              as_zip=as_zip)
+                for level in ("L1C", "L2A") for baseline in ("02.08", "05.09") for as_zip in (False, True)]
+    for i, product in enumerate(products):
+        got, got_profile, tags = predict(product, tmp_path / f"p{i}.tif")
+        assert np.array_equal(got, expected), product.name
+        assert got_profile["transform"] == profile["transform"] == crop[1] * Affine.scale(1 / 5)
+        assert tags["source_scene"] == product.name
+        assert tags["offset"] == ("0,0,0,0,0,0" if "N0208" in product.name else "-1000,-1000,-1000,-1000,-1000,-1000")
+
+
+def test_predict_command_takes_a_zip_and_reports_json(tmp_path, crop, stack):
+    product = write_product(tmp_path, *crop, as_zip=True)
+    out = tmp_path / "water.tif"
+    r = invoke("predict", product, "-o", out, "--tile-size", SIZE, "--overlap", 16, "--json")
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout)["scenes"][0]
+    assert summary["masked_fraction"] == 0 and summary["scene"] == str(product)
+    _, _, tags = read_mask(out)
+    assert tags["offset"] == "-1000,-1000,-1000,-1000,-1000,-1000" and tags["source_kind"] == "L2A product"
+
+
+def test_scl_clouds_are_nodata_unless_kept(tmp_path, crop):
+    scl = np.full((SIZE // 2, SIZE // 2), 4, np.uint8)
+    scl[4:12, 20:30] = 9  # cloud, high probability
+    scl[20:24, 2:6] = 3  # cloud shadow
+    scl[26:30, 10:14] = 6  # water stays
+    product = write_product(tmp_path, *crop, scl=scl)
+    mask, _, _ = predict(product, tmp_path / "clouds.tif")
+    left_out = np.kron(np.isin(scl, (3, 9)), np.ones((10, 10), bool))  # 20 m -> 2 m
+    assert (mask[left_out] == 255).all() and (mask[~left_out] != 255).all()
+    kept, _, _ = predict(product, tmp_path / "kept.tif", keep_clouds=True)
+    assert (kept != 255).all()
+    assert np.array_equal(kept[~left_out], mask[~left_out])  # clouds still seen as context: same elsewhere
+    r = invoke("predict", product, "-o", tmp_path / "j.tif", "--tile-size", SIZE, "--json")
+    summary = json.loads(r.stdout)["scenes"][0]
+    assert summary["masked_fraction"] == pytest.approx(left_out.mean())
+
+
+def test_evaluate_scores_a_product_exactly_as_the_stack(tmp_path, crop, stack):
+    scl = np.full((SIZE // 2, SIZE // 2), 4, np.uint8)
+    label = write_raster(tmp_path / "label.tif", (crop[0][1] > crop[0][4]).astype("uint8"), transform=crop[1],
+                         crs=crop[2], nodata=255)
+    product = write_product(tmp_path, *crop, scl=scl, as_zip=True)
+    scores = []
+    for scene in (stack, product):
+        r = invoke("evaluate", "--pair", scene, label, "--tile-size", SIZE, "--json")
+        assert r.exit_code == 0, r.output
+        scores.append(json.loads(r.stdout)["overall"])
+    assert scores[0] == scores[1] and scores[0]["pixels"] == SIZE * SIZE
+    # clouds leave pixels out of the score
+    scl[:16, :16] = 8
+    cloudy = write_product(tmp_path / "cloudy", *crop, scl=scl)
+    r = invoke("evaluate", "--pair", cloudy, label, "--baseline", "mndwi", "--json")
+    assert json.loads(r.stdout)["overall"]["pixels"] == SIZE * SIZE - 32 * 32
+
+
+def test_compare_manifest_and_chip_take_products(tmp_path, crop, stack):
+    label = write_raster(tmp_path / "label.tif", (crop[0][1] > crop[0][4]).astype("uint8"), transform=crop[1],
+                         crs=crop[2], nodata=255)
+    product = write_product(tmp_path, *crop, as_zip=True)
+    (tmp_path / "m.csv").write_text(f"image,mask,id\n{product.name},label.tif,prod\nvirginia.tif,label.tif,stack\n")
+    (tmp_path / "virginia.tif").write_bytes(stack.read_bytes())
+    r = invoke("compare", "--manifest", tmp_path / "m.csv", "--baseline", "mndwi", "--baseline", "ndwi", "--json")
+    assert r.exit_code == 0, r.output
+    for row in json.loads(r.stdout)["rows"]:
+        a, b = row["images"]
+        assert {k: a[k] for k in ("f1", "pixels", "tp")} == {k: b[k] for k in ("f1", "pixels", "tp")}
+    r = invoke("chip", "--pair", product, label, "-o", tmp_path / "chips", "--size", 32, "--json")
+    assert r.exit_code == 0, r.output
+    r2 = invoke("chip", "--pair", stack, label, "-o", tmp_path / "chips2", "--size", 32, "--json")
+    assert r2.exit_code == 0, r2.output
+    chips = sorted((tmp_path / "chips" / "images").iterdir())
+    assert len(chips) == 4 and len(list((tmp_path / "chips2" / "images").iterdir())) == 4
+    with rasterio.open(chips[0]) as a, rasterio.open(tmp_path / "chips2" / "images" / chips[0].name.replace(
+            source_stem(product), "virginia")) as b:
+        assert np.array_equal(a.read(), b.read())
+
+
+@pytest.mark.parametrize("names", ["earthsearch", "planetary"])
+def test_stac_item_with_relative_hrefs_gives_the_stacks_mask(tmp_path, crop, stack, names):
+    scl = np.full((SIZE // 2, SIZE // 2), 4, np.uint8)
+    scl[0:6, 0:6] = 10  # cirrus
+    files = write_band_files(tmp_path / "bands", *crop, offset=1000, scl=scl)
+    hrefs = {band: f"bands/{path.name}" for band, path in files.items()}
+    if names == "earthsearch":
+        rb = {b: {"scale": 0.0001, "offset": -0.1, "nodata": 0} for b in files if b != "SCL"}
+        item = write_item(tmp_path / "item.json", hrefs, raster_bands=rb, names=names)
+    else:
+        item = write_item(tmp_path / "item.json", hrefs, {"s2:processing_baseline": "05.09"}, names=names)
+    scene = open_scene(item)
+    assert scene.kind == "STAC item" and scene.offset == (-1000.0,) * 6 and scene.scale == 10000
+    expected, _, _ = predict(stack, tmp_path / "stack.tif")
+    got, _, _ = predict(item, tmp_path / "item.tif")
+    cirrus = np.zeros_like(got, bool)
+    cirrus[:60, :60] = True
+    assert (got[cirrus] == 255).all() and np.array_equal(got[~cirrus], expected[~cirrus])
+
+
+def test_stac_offset_already_applied_and_remote_hrefs_are_left_to_gdal(tmp_path, crop):
+    files = write_band_files(tmp_path / "b", *crop, offset=0)
+    item = write_item(tmp_path / "i.json", {b: p.resolve() for b, p in files.items()},
+                      {"earthsearch:boa_offset_applied": True, "s2:processing_baseline": "05.09"},
+                      raster_bands={b: {"scale": 0.0001, "offset": -0.1} for b in files})
+    assert open_scene(item).offset == (0.0,) * 6
+    assert gdal_path("s3://sentinel-cogs/x/B02.tif") == "/vsis3/sentinel-cogs/x/B02.tif"
+    assert gdal_path("https://example.com/a/B02.tif") == "/vsicurl/https://example.com/a/B02.tif"
+    assert gdal_path("/vsizip//data/p.zip/a.jp2") == "/vsizip//data/p.zip/a.jp2"
+    assert source_name("s3://bucket/key.tif") == "key.tif"
+    assert source_stem("/d/S2B_MSIL2A_x.SAFE.zip") == "S2B_MSIL2A_x" and source_stem("/d/x.SAFE/MTD_MSIL2A.xml") == "x"
+    remote = write_item(tmp_path / "r.json", {b: f"s3://no-such-bucket-s2s2net/{b}.tif" for b in files})
+    with pytest.raises(InputError, match="r.json: band B02 cannot be read from /vsis3/no-such-bucket-s2s2net/B02.tif"):
+        open_scene(remote)
+
+
+def test_bbox_and_aoi_read_a_window_that_agrees_with_the_whole_scene(tmp_path, crop, stack):
+    from pyproj import Transformer
+
+    whole, profile, _ = predict(stack, tmp_path / "whole.tif")
+    to_lonlat = Transformer.from_crs(crop[2], "EPSG:4326", always_xy=True)
+    t = crop[1]
+    west, north = to_lonlat.transform(*(t * (36.5, 34.5)))
+    east, south = to_lonlat.transform(*(t * (62.5, 60.5)))
+    out = tmp_path / "bbox.tif"
+    r = invoke("predict", stack, "-o", out, "--bbox", f"{west},{south},{east},{north}", "--tile-size", SIZE,
+               "--overlap", 16, "--json")
+    assert r.exit_code == 0, r.output
+    part, part_profile, _ = read_mask(out)
+    col0 = round((part_profile["transform"].c - profile["transform"].c) / profile["transform"].a)
+    row0 = round((part_profile["transform"].f - profile["transform"].f) / profile["transform"].e)
+    assert part_profile["transform"].a == profile["transform"].a and col0 % 5 == 0 and row0 % 5 == 0
+    assert (col0, row0) == (32 * 5, 32 * 5)  # the corner moves out to a multiple of 32 px
+    assert 28 * 5 <= part.shape[0] <= 30 * 5 and 30 * 5 <= part.shape[1] <= 32 * 5  # to the box's far corner
+    same = whole[row0: row0 + part.shape[0], col0: col0 + part.shape[1]]
+    inside = part != 255
+    assert 0.65 < inside.mean() < 0.9  # outside the box (from 36.5, 34.5 on): nodata
+    # the tiles differ from the whole scene's (MiT attends to the whole tile), so a pixel at the
+    # threshold may flip; nothing is shifted
+    assert (same[inside] == part[inside]).mean() > 0.995
+    # --aoi: a triangle in another CRS; outside it is nodata
+    corners = [t * (40, 40), t * (63, 40), t * (40, 63)]
+    aoi = tmp_path / "aoi.gpkg"
+    gpd.GeoDataFrame(geometry=[Polygon(corners)], crs=crop[2]).to_crs("EPSG:3857").to_file(aoi)
+    tri, tri_profile, _ = predict(stack, tmp_path / "tri.tif", aoi=str(aoi))
+    assert min(tri.shape) >= 155 and max(tri.shape) <= 160 and tri_profile["transform"] == t * Affine.translation(32, 32) * Affine.scale(1 / 5)
+    assert tri[45, 45] != 255 and tri[-5, -5] == 255 and tri[5, 5] == 255  # the right angle is in
+    kept = tri != 255
+    assert (tri[kept] == whole[160: 160 + tri.shape[0], 160: 160 + tri.shape[1]][kept]).mean() > 0.995
+
+
+def test_mask_file_on_another_grid_leaves_pixels_out(tmp_path, crop, stack):
+    t = crop[1]
+    mask = np.zeros((20, 20), "uint8")
+    mask[:10, :10] = 1  # 30 m pixels: the top-left 300 m
+    mask_path = write_raster(tmp_path / "m.tif", mask, transform=Affine(30, 0, t.c, 0, -30, t.f), crs=crop[2])
+    got, _, _ = predict(stack, tmp_path / "o.tif", leave_out=str(mask_path))
+    assert (got[:150, :150] == 255).all() and (got[150:, 150:] != 255).all()
+
+
+def test_an_offset_stack_warns_and_offset_option_restores_the_mask(tmp_path, crop, stack):
+    data, t, crs = crop
+    shifted = write_stack(tmp_path / "s2023.tif", np.where(data > 0, data + 1000, 0).astype("uint16"), t, crs)
+    expected, _, _ = predict(stack, tmp_path / "e.tif")
+    r = invoke("predict", shifted, "-o", tmp_path / "w.tif", "--tile-size", SIZE, "--json")
+    assert r.exit_code == 0
+    assert "--offset -1000" in json.loads(r.stdout)["scenes"][0]["warnings"][0]
+    r = invoke("predict", shifted, "-o", tmp_path / "f.tif", "--tile-size", SIZE, "--overlap", 16, "--offset", -1000,
+               "--json")
+    assert json.loads(r.stdout)["scenes"][0]["warnings"] == []
+    fixed, _, tags = read_mask(tmp_path / "f.tif")
+    assert np.array_equal(fixed, expected) and tags["offset"] == "-1000,-1000,-1000,-1000,-1000,-1000"
+    r = invoke("predict", stack, "-o", tmp_path / "n.tif", "--tile-size", SIZE, "--json")
+    assert json.loads(r.stdout)["scenes"][0]["warnings"] == []  # the real L1C crop is not taken for offset
+    label = write_raster(tmp_path / "label.tif", (expected.reshape(SIZE, 5, SIZE, 5).mean(axis=(1, 3)) >= 0.5)
+                         .astype("uint8"), transform=t, crs=crs, nodata=255)
+    scores = [json.loads(invoke("evaluate", "--pair", shifted, label, "--tile-size", SIZE, "--json", *extra).stdout)
+              for extra in ([], ["--offset", -1000])]
+    assert "--offset -1000" in scores[0]["images"][0]["warnings"][0] and scores[1]["images"][0]["warnings"] == []
+    assert scores[1]["overall"]["f1"] > scores[0]["overall"]["f1"]
+
+
+def test_bad_products_items_and_areas_get_one_line_and_leave_nothing(tmp_path, crop, stack):
+    broken = write_product(tmp_path / "broken", *crop, drop=("B11",))
+    notzip = tmp_path / "holiday.zip"
+    import zipfile
+
+    with zipfile.ZipFile(notzip, "w") as zf:
+        zf.writestr("photo.txt", "not a product")
+    files = write_band_files(tmp_path / "b", *crop)
+    no_swir = write_item(tmp_path / "noswir.json", {b: p for b, p in files.items() if b != "B12"})
+    dangling = write_item(tmp_path / "dangling.json", {**files, "B03": "gone/B03.tif"})
+    far = tmp_path / "far.geojson"
+    gpd.GeoDataFrame(geometry=[Polygon([(0, 0), (1, 0), (1, 1)])], crs="EPSG:4326").to_file(far)
+    cases = [
+        ([broken], 1, "band file GRANULE/L2A_T18SVG_A033753_20230823T155553/IMG_DATA/R20m/T18SVG_20230823T155559_B11_20m.jp2 is missing"),
+        ([notzip], 1, "holiday.zip: is not a Sentinel-2 product: no MTD_MSIL1C.xml or MTD_MSIL2A.xml in the zip"),
+        ([no_swir], 1, "noswir.json: item has no asset for band B12"),
+        ([dangling], 1, "dangling.json: asset href gone/B03.tif does not exist"),
+        ([stack, "--aoi", far], 1, "far.geojson: AOI does not overlap the scene virginia.tif"),
+        ([stack, "--bbox", "10,0,9,1"], 2, "west 10 is not less than east 9"),
+        ([stack, "--bbox", "-190,0,9,1"], 2, "longitudes must lie in -180..180"),
+        ([stack, "--bbox", "1,2,3"], 2, "needs four numbers"),
+        ([broken.parent / "none.SAFE"], 1, "none.SAFE: not found"),
+        ([write_product(tmp_path / "ok", *crop), "--offset", -1000], 1, "--offset applies to stacks"),
+    ]
+    for args, code, message in cases:
+        out = tmp_path / "out" / "w.tif"
+        r = invoke("predict", *args, "-o", out)
+        assert r.exit_code == code, (args, r.output)
+        assert message in r.stderr, (message, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == (1 if code == 1 else r.stderr.count("\n")), r.stderr
+        assert "Traceback" not in r.output and not out.exists()
+        assert not (out.parent.exists() and any(out.parent.iterdir()))
+
+
+def test_a_dataarray_in_a_notebook_gives_the_stacks_mask_on_the_5x_grid(tmp_path, crop, stack):
+    import rioxarray
+    import xarray as xr
+
+    from s2s2net_cli.inference.dataarray import predict_dataarray
+
+    expected, profile, _ = predict(stack, tmp_path / "e.tif")
+    names = ["blue", "green", "red", "nir", "swir16", "swir22"]
+    da = rioxarray.open_rasterio(stack).assign_coords(band=names)
+    da = xr.concat([da.sel(band=["red"]).assign_coords(band=["rededge"]), da], dim="band")  # an extra band first
+    water = predict_dataarray(da, tile_size=SIZE, overlap=16)
+    assert water.dims == ("y", "x") and water.shape == (5 * SIZE, 5 * SIZE)
+    assert water.rio.crs == crop[2] and water.rio.transform() == profile["transform"]
+    assert np.array_equal(water.values, expected)
+    shifted = (rioxarray.open_rasterio(stack) + 1000).where(rioxarray.open_rasterio(stack) > 0, 0)
+    assert np.array_equal(predict_dataarray(shifted.astype("uint16"), offset=-1000, tile_size=SIZE, overlap=16).values,
+                          expected)
+    with pytest.raises(InputError, match="no band B12"):
+        predict_dataarray(da.sel(band=names[:5]))
+
+
+def test_a_stac_item_given_by_url_is_fetched(tmp_path, crop, stack):
+    import functools
+    import http.server
+    import threading
+
+    files = write_band_files(tmp_path / "b", *crop, offset=1000)
+    write_item(tmp_path / "item.json", {b: p.resolve().as_uri() for b, p in files.items()},
+               {"s2:processing_baseline": "05.09"})
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/item.json"
+        scene = open_scene(url)
+        assert scene.kind == "STAC item" and scene.path == url and scene.offset == (-1000.0,) * 6
+        with pytest.raises(InputError, match="missing.json: cannot be read as a STAC item"):
+            open_scene(url.replace("item.json", "missing.json"))
+    finally:
+        server.shutdown()
+    expected, _, _ = predict(stack, tmp_path / "e.tif")
+    got, _, _ = predict(tmp_path / "item.json", tmp_path / "g.tif")
+    assert np.array_equal(got, expected)
+
+
+def test_vector_polygons_are_the_thresholded_water_also_from_a_probability_raster(tmp_path, stack):
+    areas = []
+    for extra in ([], ["--probability"]):
+        vec = tmp_path / f"w{len(extra)}.gpkg"
+        r = invoke("predict", stack, "-o", tmp_path / f"w{len(extra)}.tif", "--tile-size", SIZE, "--vector", vec,
+                   "--json", *extra)
+        assert r.exit_code == 0, r.output
+        areas.append(gpd.read_file(vec)["area_m2"].sum())
+        assert abs(areas[-1] / 1e6 - json.loads(r.stdout)["scenes"][0]["water_km2"]) < 0.01 * areas[0] / 1e6 + 1e-4
+    assert areas[0] > 0 and abs(areas[1] - areas[0]) <= 0.01 * areas[0]
+
+
+def test_float_reflectance_and_geographic_stacks_give_the_right_mask_and_area(tmp_path, crop, stack):
+    from rasterio.warp import Resampling, calculate_default_transform, reproject
+
+    data, t, crs = crop
+    expected, _, _ = predict(stack, tmp_path / "e.tif")
+    floats = write_raster(tmp_path / "refl.tif", (data / 10000).astype("float32"), transform=t, crs=crs, nodata=0)
+    r = invoke("predict", floats, "-o", tmp_path / "f.tif", "--tile-size", SIZE, "--overlap", 16, "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["scenes"][0]["warnings"] == []
+    assert np.array_equal(read_mask(tmp_path / "f.tif")[0], expected)
+    assert read_mask(tmp_path / "f.tif")[2]["scale"] == "1"
+    # the same ground in EPSG:4326: the water area in km2, not in square degrees
+    r = invoke("predict", stack, "-o", tmp_path / "utm.tif", "--tile-size", SIZE, "--json")
+    utm_km2 = json.loads(r.stdout)["scenes"][0]["water_km2"]
+    dst_t, w, h = calculate_default_transform(crs, "EPSG:4326", SIZE, SIZE, *rasterio.transform.array_bounds(SIZE, SIZE, t))
+    geo = np.zeros((6, h, w), "uint16")
+    reproject(data, geo, src_transform=t, src_crs=crs, dst_transform=dst_t, dst_crs="EPSG:4326",
+              resampling=Resampling.nearest, src_nodata=0, dst_nodata=0)
+    geo_path = write_raster(tmp_path / "geo.tif", geo, transform=dst_t, crs="EPSG:4326", nodata=0)
+    vec = tmp_path / "geo.gpkg"
+    r = invoke("predict", geo_path, "-o", tmp_path / "g.tif", "--tile-size", SIZE, "--json", "--vector", vec)
+    geo_km2 = json.loads(r.stdout)["scenes"][0]["water_km2"]
+    assert utm_km2 > 0.01 and abs(geo_km2 - utm_km2) < 0.15 * utm_km2
+    assert abs(gpd.read_file(vec)["area_m2"].sum() / 1e6 - geo_km2) < 0.01 * geo_km2
+
+
+def test_several_scenes_of_one_name_or_a_file_as_folder_get_one_line(tmp_path, stack):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one, two = (tmp_path / d / "scene.tif" for d in "ab")
+    one.write_bytes(stack.read_bytes())
+    two.write_bytes(stack.read_bytes())
+    r = invoke("predict", one, two, "-o", tmp_path / "out")
+    assert r.exit_code == 2 and "would both be written to" in r.stderr and not (tmp_path / "out").exists()
+    (tmp_path / "file.tif").write_bytes(b"x")
+    r = invoke("predict", one, stack, "-o", tmp_path / "file.tif")
+    assert r.exit_code == 2 and "is a file; with several scenes -o names a folder" in r.stderr
+    assert "Traceback" not in r.output
+
+
+def test_cog_of_probabilities_averages_its_overviews_and_keeps_the_creation_options(tmp_path, stack):
+    out = tmp_path / "p.tif"
+    r = invoke("predict", stack, "-o", out, "--tile-size", SIZE, "--probability", "--cog", "--co", "ZLEVEL=9",
+               "--co", "compress=zstd", "--co", "blockxsize=128")
+    assert r.exit_code == 0, r.output
+    with rasterio.open(out) as src:
+        assert src.overviews(1) and src.compression.name.lower() == "zstd"
+        full = src.read(1).astype(float)
+        half = src.read(1, out_shape=(src.height // 2, src.width // 2)).astype(float)
+    means = full[: half.shape[0] * 2, : half.shape[1] * 2].reshape(half.shape[0], 2, half.shape[1], 2).mean(axis=(1, 3))
+    assert np.abs(half - means).max() <= 1  # an average of four, not one of them

@@ -1,0 +1,62 @@
+import numpy as np
+import rasterio
+from affine import Affine
+
+from s2s2net_cli.synthetic.scenes import BARE, SPECTRA, WATER_CLASSES, class_fractions, make_pair, write_pair
+
+
+def block_mean(a, f=5):
+    h, w = a.shape[0] // f, a.shape[1] // f
+    return a.reshape(h, f, w, f).mean(axis=(1, 3))
+
+
+def test_same_seed_same_pair_other_seed_other_pair():
+    a, b, c = make_pair(64, seed=3), make_pair(64, seed=3), make_pair(64, seed=4)
+    assert np.array_equal(a.scene, b.scene) and np.array_equal(a.mask, b.mask, equal_nan=True)
+    assert not np.array_equal(a.scene, c.scene)
+
+
+def test_mask_lines_up_with_scene_pixel_by_pixel():
+    # With no blur, noise, texture or haze, each 10 m pixel is exactly the area average of its
+    # 5 x 5 cells of 2 m landscape: its reflectance is the class fractions times the spectra,
+    # and its water fraction is the mean of its 5 x 5 truth cells.
+    for seed in range(6):
+        p = make_pair(48, 40, seed=seed, level="L2A", sensor=BARE, nodata_margin=False)
+        assert p.scene.shape == (6, 48, 40) and p.mask.shape == (240, 200)
+        frac = class_fractions(p.classes, len(SPECTRA))
+        expected = np.einsum("hwk,kb->bhw", frac, p.spectra)
+        refl = p.scene.astype(np.float64) / 10000
+        # B02..B08 are at 10 m; B11/B12 went through the 20 m pixel
+        assert np.abs(refl[:4] - expected[:4]).max() <= 0.5e-4 + 1e-7
+        water_fraction = frac[..., list(WATER_CLASSES)].sum(axis=-1)
+        assert np.allclose(block_mean(p.mask), water_fraction)
+
+
+def test_water_is_dark_in_nir_where_the_truth_says_water():
+    p = make_pair(128, seed=11, level="L2A", nodata_margin=False)
+    wf = block_mean(p.mask)
+    nir = p.scene[3] / 10000
+    assert (wf == 1).sum() > 50 and (wf == 0).sum() > 50
+    assert np.median(nir[wf == 1]) < 0.08 < np.median(nir[wf == 0])
+
+
+def test_written_pair_is_on_the_exact_five_times_grid(tmp_path):
+    p = make_pair(40, 56, seed=2, nodata_margin=True)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    with rasterio.open(tmp_path / "s.tif") as s, rasterio.open(tmp_path / "m.tif") as m:
+        assert s.crs == m.crs and s.crs.to_epsg() // 100 == 326
+        assert m.transform == s.transform @ Affine.scale(1 / 5)
+        assert (m.width, m.height) == (5 * s.width, 5 * s.height)
+        assert s.nodata == 0 and s.dtypes[0] == "uint16" and s.count == 6
+        scene, mask = s.read(), m.read(1)
+    invalid = (scene == 0).all(axis=0)
+    assert invalid.any()
+    fine_invalid = np.repeat(np.repeat(invalid, 5, 0), 5, 1)
+    assert np.array_equal(np.isnan(mask), fine_invalid)
+    assert set(np.unique(mask[~fine_invalid])) <= {0.0, 1.0}
+
+
+def test_the_smallest_scenes_synth_allows_are_made_for_any_seed():
+    for seed in range(40):
+        p = make_pair(8, 9, seed=seed)
+        assert p.scene.shape == (6, 8, 9) and p.mask.shape == (40, 45)

@@ -1,0 +1,209 @@
+import csv
+import json
+
+import geopandas as gpd
+import numpy as np
+import pytest
+import rasterio
+from affine import Affine
+from rasterio.warp import Resampling, calculate_default_transform, reproject
+from shapely.geometry import box
+
+from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+
+from ..conftest import run_cli, write_raster
+
+
+@pytest.fixture
+def pairs(tmp_path):
+    """Three synthetic pairs (72 x 72 px) with their manifest."""
+    rows = []
+    for seed in (21, 22, 23):
+        p = make_pair(72, seed=seed, nodata_margin=False)
+        write_pair(p, tmp_path / f"s{seed}.tif", tmp_path / f"m{seed}.tif")
+        rows.append({"image": f"s{seed}.tif", "mask": f"m{seed}.tif", "id": f"scene{seed}"})
+    with open(tmp_path / "pairs.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=["image", "mask", "id"])
+        w.writeheader()
+        w.writerows(rows)
+    return tmp_path
+
+
+def read(path):
+    with rasterio.open(path) as src:
+        return src.read(), src.profile
+
+
+def test_mask_on_the_five_times_grid_comes_out_cell_for_cell(tmp_path):
+    p = make_pair(64, seed=3, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 32, "--json")
+    assert r.returncode == 0, r.stderr
+    index = gpd.read_file(tmp_path / "chips" / "index.gpkg")
+    assert len(index) == 4
+    for row in index.itertuples():
+        img, iprof = read(tmp_path / "chips" / row.image)
+        msk, mprof = read(tmp_path / "chips" / row.mask)
+        r0, c0 = row.row, row.col
+        assert np.array_equal(img, p.scene[:, r0:r0 + 32, c0:c0 + 32])
+        assert np.array_equal(msk[0], p.mask[5 * r0:5 * r0 + 160, 5 * c0:5 * c0 + 160].astype("uint8"))
+        assert mprof["transform"] == iprof["transform"] @ Affine.scale(1 / 5)
+        assert iprof["transform"] == p.transform @ Affine.translation(c0, r0)
+        assert iprof["dtype"] == "uint16" and mprof["dtype"] == "uint8" and mprof["nodata"] == 255
+        assert iprof["compress"] == "deflate" and iprof["crs"] == p.crs
+        assert row.water_fraction == pytest.approx(p.mask[5 * r0:5 * r0 + 160, 5 * c0:5 * c0 + 160].mean())
+    summary = json.loads(r.stdout)
+    assert sum(summary["chips"].values()) == 4
+
+
+def test_mask_in_web_mercator_at_1_3_m_lands_on_the_sub_grid(tmp_path):
+    p = make_pair(64, seed=8, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "truth.tif")
+    truth = p.mask
+    # the same truth, as a user would get it: EPSG:3857 at about 1.3 m, with a NaN border
+    src_t = p.mask_transform
+    h, w = truth.shape
+    dst_t, dw, dh = calculate_default_transform(p.crs, "EPSG:3857", w, h, *rasterio.transform.array_bounds(h, w, src_t), resolution=1.3)
+    merc = np.full((dh, dw), np.nan, np.float32)
+    reproject(truth, merc, src_transform=src_t, src_crs=p.crs, dst_transform=dst_t, dst_crs="EPSG:3857",
+              resampling=Resampling.nearest, src_nodata=np.nan, dst_nodata=np.nan)
+    write_raster(tmp_path / "merc.tif", merc, transform=dst_t, crs="EPSG:3857", nodata=float("nan"))
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "merc.tif", "-o", tmp_path / "chips", "--size", 32,
+                "--max-nodata", 0.5)
+    assert r.returncode == 0, r.stderr
+    index = gpd.read_file(tmp_path / "chips" / "index.gpkg")
+    assert len(index) == 4
+    agree = total = 0
+    for row in index.itertuples():
+        msk, prof = read(tmp_path / "chips" / row.mask)
+        assert prof["crs"] == p.crs and prof["transform"].a == 2.0
+        ref = truth[5 * row.row:5 * row.row + 160, 5 * row.col:5 * row.col + 160]
+        valid = msk[0] != 255
+        agree += (msk[0][valid] == ref[valid]).sum()
+        total += valid.sum()
+    assert total > 0.9 * 4 * 160 * 160
+    assert agree / total > 0.98  # only pixels along shorelines may differ after two resamplings
+
+
+def test_chips_with_nodata_are_skipped(tmp_path):
+    p = make_pair(64, seed=4, nodata_margin=False)
+    p.mask[:20, :20] = np.nan  # a hole in the mask, inside the first chip only
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 32, "--json")
+    assert r.returncode == 0, r.stderr
+    index = gpd.read_file(tmp_path / "chips" / "index.gpkg")
+    assert len(index) == 3 and not ((index.row == 0) & (index.col == 0)).any()
+    assert json.loads(r.stdout)["skipped"]["nodata"] == 1
+    assert len(list((tmp_path / "chips" / "images").iterdir())) == 3
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips2", "--size", 32,
+                "--max-nodata", 0.1, "--json")
+    index = gpd.read_file(tmp_path / "chips2" / "index.gpkg")
+    assert len(index) == 4
+    first = index[(index.row == 0) & (index.col == 0)].iloc[0]
+    msk, _ = read(tmp_path / "chips2" / first["mask"])
+    assert (msk[0][:20, :20] == 255).all() and first.nodata_fraction == pytest.approx(400 / 160**2)
+
+
+def test_hold_out_by_scene_id(pairs):
+    r = run_cli("chip", "--manifest", pairs / "pairs.csv", "-o", pairs / "chips", "--size", 24, "--test-ids", "scene22")
+    assert r.returncode == 0, r.stderr
+    index = gpd.read_file(pairs / "chips" / "index.gpkg")
+    assert set(index.columns) >= {"image", "mask", "split", "scene_id", "water_fraction", "nodata_fraction", "geometry"}
+    assert (index[index.scene_id == "scene22"].split == "test").all()
+    assert set(index[index.scene_id != "scene22"].split) == {"train", "val"}
+    with open(pairs / "chips" / "test_manifest.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows == [{"image": "test/scene22_image.tif", "mask": "test/scene22_mask.tif", "id": "scene22"}]
+    img, iprof = read(pairs / "chips" / rows[0]["image"])
+    msk, mprof = read(pairs / "chips" / rows[0]["mask"])
+    assert img.shape == (6, 72, 72) and msk.shape == (1, 360, 360)
+    assert mprof["transform"] == iprof["transform"] @ Affine.scale(1 / 5)
+
+
+def test_hold_out_by_region_is_geographically_separate(tmp_path):
+    p = make_pair(96, seed=9, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    t = p.transform
+    # a region over the middle of the scene, given in WGS84
+    region = gpd.GeoDataFrame(geometry=[box(*(t * (40, 60)), *(t * (50, 40)))], crs=p.crs).to_crs("EPSG:4326")
+    region.to_file(tmp_path / "holdout.geojson")
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 16,
+                "--stride", 8, "--test-regions", tmp_path / "holdout.geojson", "--json")
+    assert r.returncode == 0, r.stderr
+    index = gpd.read_file(tmp_path / "chips" / "index.gpkg")
+    test = index[index.split == "test"]
+    rest = index[index.split != "test"]
+    assert len(test) > 0 and len(rest) > 0
+    region_utm = region.to_crs(index.crs).union_all()
+    assert test.intersects(region_utm).all() and not rest.intersects(region_utm).any()
+    for g in rest.geometry:
+        assert all(g.intersection(tg).area == 0 for tg in test.geometry)
+    assert json.loads(r.stdout)["skipped"]["overlaps_test"] > 0
+    kept = {f"images/{p.name}" for p in (tmp_path / "chips" / "images").iterdir()}
+    assert kept == set(index.image)
+
+
+def test_rerun_is_refused_without_overwrite(pairs):
+    args = ["chip", "--manifest", pairs / "pairs.csv", "-o", pairs / "chips", "--size", 36]
+    assert run_cli(*args).returncode == 0
+    r = run_cli(*args)
+    assert r.returncode == 1 and "--overwrite" in r.stderr
+    r = run_cli(*args, "--overwrite", "--size", 24)
+    assert r.returncode == 0, r.stderr
+    index = gpd.read_file(pairs / "chips" / "index.gpkg")
+    assert len(list((pairs / "chips" / "images").iterdir())) == len(index) == 27
+
+
+@pytest.mark.parametrize("case", ["no_overlap", "empty_mask", "three_bands", "missing_file", "missing_column", "bad_crs"])
+def test_bad_input_gets_one_line_and_nothing_written(tmp_path, pairs, case):
+    scene, mask = pairs / "s21.tif", pairs / "m21.tif"
+    manifest = None
+    if case == "no_overlap":
+        mask = write_raster(tmp_path / "far.tif", np.ones((50, 50), "float32"), transform=Affine(2, 0, 0, 0, -2, 100), crs="EPSG:32633")
+    elif case == "empty_mask":
+        with rasterio.open(pairs / "m21.tif") as src:
+            prof = src.profile
+        mask = write_raster(tmp_path / "nan.tif", np.full((prof["height"], prof["width"]), np.nan, "float32"),
+                            transform=prof["transform"], crs=prof["crs"], nodata=float("nan"))
+    elif case == "three_bands":
+        with rasterio.open(scene) as src:
+            scene = write_raster(tmp_path / "rgb.tif", src.read([1, 2, 3]), transform=src.transform, crs=src.crs)
+    elif case == "missing_file":
+        manifest = tmp_path / "m.csv"
+        manifest.write_text("image,mask\ns21.tif,nothere.tif\n")
+    elif case == "missing_column":
+        manifest = tmp_path / "m.csv"
+        manifest.write_text("scene,mask\ns21.tif,m21.tif\n")
+    elif case == "bad_crs":
+        with rasterio.open(pairs / "m21.tif") as src:
+            data, prof = src.read(1), src.profile
+        local = 'LOCAL_CS["engineering grid",UNIT["metre",1],AXIS["X",EAST],AXIS["Y",NORTH]]'
+        mask = write_raster(tmp_path / "local.tif", data, transform=prof["transform"], crs=local)
+    out = tmp_path / "chips"
+    args = ["--manifest", manifest] if manifest else ["--pair", scene, mask]
+    r = run_cli("chip", *args, "-o", out, "--size", 24)
+    assert r.returncode in (1, 2), r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    expected_name = {"no_overlap": "far.tif", "empty_mask": "nan.tif", "three_bands": "rgb.tif", "missing_file": "nothere.tif",
+                     "missing_column": "m.csv", "bad_crs": "local.tif"}[case]
+    assert expected_name in lines[0]
+    assert not out.exists()
+
+
+def test_validation_chips_come_in_blocks_apart_from_training_chips(tmp_path):
+    # overlapping chips (stride < size): val is drawn in blocks of chip positions and no
+    # train chip may overlap a val chip, or best.safetensors is chosen on pixels trained on
+    p = make_pair(192, seed=4, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 16,
+                "--stride", 8, "--json")
+    assert r.returncode == 0, r.stderr
+    index = gpd.read_file(tmp_path / "chips" / "index.gpkg")
+    val, train = index[index.split == "val"], index[index.split == "train"]
+    assert len(val) >= 16 and len(train) > len(val)
+    for g in train.geometry:
+        assert all(g.intersection(v).area == 0 for v in val.geometry)
+    assert json.loads(r.stdout)["skipped"]["overlaps_val"] > 0
+    blocks = {(row // 32, col // 32) for row, col in zip(val.row, val.col)}  # 4 x 4 positions of stride 8
+    assert len(blocks) < len(val) / 4  # whole blocks, not scattered chips

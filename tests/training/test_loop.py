@@ -1,0 +1,212 @@
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from s2s2net_cli.checkpoint import load_model, load_weights
+from s2s2net_cli.synthetic.scenes import Sensor, make_pair, write_pair
+
+from ..conftest import run_cli
+
+
+def run_cli_process(*args, **kwargs):
+    """Training sets up a process group and signal handlers: always a real process."""
+    return run_cli(*args, process=True, **kwargs)
+
+
+pytestmark = pytest.mark.slow  # real DeepSpeed training runs
+
+DS_ENV = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="module")
+def chips(tmp_path_factory):
+    """Tiny chips (32 px at 10 m) from four synthetic scenes; one scene is the test split.
+    No shadows or thin cloud: these test the training loop, which must learn in 40 steps."""
+    root = tmp_path_factory.mktemp("chips")
+    args = []
+    for seed in (31, 32, 33, 34):
+        p = make_pair(64, seed=seed, nodata_margin=False, sensor=Sensor(effects=False))
+        write_pair(p, root / f"s{seed}.tif", root / f"m{seed}.tif")
+        args += ["--pair", root / f"s{seed}.tif", root / f"m{seed}.tif"]
+    r = run_cli("chip", *args, "-o", root / "chips", "--size", 32, "--stride", 16, "--test-ids", "s34", "--val-fraction", 0.25)
+    assert r.returncode == 0, r.stderr
+    return root / "chips"
+
+
+def metrics(run):
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def deepspeed(*args, port, timeout=600):
+    launcher = Path(sys.executable).parent / "deepspeed"
+    return subprocess.run([str(launcher), "--num_gpus", "2", "--master_port", str(port), "--module", "s2s2net_cli", *map(str, args)],
+                          capture_output=True, text=True, env=DS_ENV, timeout=timeout)
+
+
+def test_two_ranks_match_one_rank_and_export_weights_predict_accepts(chips, tmp_path):
+    common = ["--max-steps", 4, "--batch-size", 4, "--val-every", 2, "--seed", 5]
+    one = run_cli_process("train", chips, "-o", tmp_path / "one", *common)
+    assert one.returncode == 0, one.stderr
+    two = deepspeed("train", chips, "-o", tmp_path / "two", *common, port=29511)
+    assert two.returncode == 0, two.stderr[-3000:]
+    m1, m2 = metrics(tmp_path / "one"), metrics(tmp_path / "two")
+    assert [r["step"] for r in m2 if r["kind"] == "train"] == [1, 2, 3, 4]  # rank 0 alone writes
+    # same global batch, same samples: the same loss on step 1 (BatchNorm sees 4 or 2 samples)
+    assert m1[0]["loss"] == pytest.approx(m2[0]["loss"], rel=2e-3)
+    config = json.loads((tmp_path / "two" / "config.json").read_text())
+    assert config["world_size"] == 2 and config["deepspeed_config"]["zero_optimization"]["stage"] == 2
+    assert config["deepspeed_config"]["train_micro_batch_size_per_gpu"] == 2
+    assert "deepspeed" in config["versions"]
+    vals = [r for r in m2 if r["kind"] == "val"]
+    assert [v["step"] for v in vals] == [2, 4] and all(0 <= v["f1"] <= 1 for v in vals)
+    for name in ("last.safetensors", "best.safetensors"):
+        model, card = load_model(tmp_path / "two" / name)
+        assert card.training["world_size"] == 2 and card.training["zero_stage"] == 2
+    assert card.training["steps"] in (2, 4)
+    out = tmp_path / "pred.tif"
+    r = run_cli("predict", chips.parent / "s31.tif", "-o", out, "--weights", tmp_path / "two" / "last.safetensors",
+                "--tile-size", 32, "--overlap", 8)
+    assert r.returncode == 0, r.stderr
+    assert out.exists()
+
+
+def test_resume_continues_at_the_right_step_with_the_same_results(chips, tmp_path):
+    common = ["--batch-size", 2, "--val-every", 2, "--seed", 9, "--lr", 1e-3]
+    straight = run_cli_process("train", chips, "-o", tmp_path / "straight", "--max-steps", 6, *common)
+    assert straight.returncode == 0, straight.stderr
+    first = run_cli_process("train", chips, "-o", tmp_path / "resumed", "--max-steps", 6, *common)
+    assert first.returncode == 0
+    # pretend the run stopped after step 4: drop the last checkpoint and records
+    run = tmp_path / "resumed"
+    shutil.rmtree(run / "checkpoints" / "step00000006")
+    (run / "checkpoints" / "latest").write_text("step00000004")
+    lines = [r for r in metrics(run) if r["step"] <= 4]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    again = run_cli_process("train", chips, "-o", run, "--max-steps", 6, "--resume", *common)
+    assert again.returncode == 0, again.stderr
+    resumed, reference = metrics(run), metrics(tmp_path / "straight")
+    assert [r["step"] for r in resumed if r["kind"] == "train"] == [1, 2, 3, 4, 5, 6]
+    for a, b in zip(resumed, reference):
+        assert a["kind"] == b["kind"] and a["step"] == b["step"]
+        assert a.get("loss", a.get("val_loss")) == pytest.approx(b.get("loss", b.get("val_loss")), rel=1e-5)
+        if "lr" in a:
+            assert a["lr"] == pytest.approx(b["lr"])
+    assert json.loads((run / "config.json").read_text())["resumed_at_step"] == 4
+    sa, _ = load_weights(run / "last.safetensors")
+    sb, _ = load_weights(tmp_path / "straight" / "last.safetensors")
+    assert all(torch.allclose(sa[k], sb[k], atol=1e-6) for k in sa)
+
+
+def test_exported_weights_equal_the_engines(chips, tmp_path, monkeypatch):
+    import s2s2net_cli.training.loop as train_mod
+    from s2s2net_cli.training.config import TrainOptions
+
+    captured = {}
+    real_export = train_mod.export_weights
+
+    def spy(engine, *args, **kwargs):
+        captured.update({k: v.detach().clone().float() for k, v in engine.module.state_dict().items()})
+        return real_export(engine, *args, **kwargs)
+
+    monkeypatch.setattr(train_mod, "export_weights", spy)
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("DS_ACCELERATOR", "cpu")
+    options = TrainOptions(max_steps=3, batch_size=2, val_every=3, lr=1e-3)
+    result = train_mod.train(chips, tmp_path / "run", options)
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        os.environ.pop(var, None)
+    assert result.steps == 3 and not result.interrupted
+    exported, _ = load_weights(tmp_path / "run" / "last.safetensors")
+    assert set(exported) == set(captured)
+    for k in captured:
+        assert torch.equal(exported[k], captured[k]), k
+
+
+def test_loss_decreases_on_a_learnable_toy_set(chips, tmp_path):
+    r = run_cli_process("train", chips, "-o", tmp_path / "run", "--max-steps", 40, "--batch-size", 4, "--lr", 1e-3,
+                "--val-every", 40, "--augment", "none")
+    assert r.returncode == 0, r.stderr
+    losses = [m["loss"] for m in metrics(tmp_path / "run") if m["kind"] == "train"]
+    assert np.mean(losses[-8:]) < 0.85 * np.mean(losses[:8])
+
+
+def test_sigterm_saves_a_checkpoint_and_resume_goes_on(chips, tmp_path):
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "s2s2net_cli", "train", str(chips), "-o", str(run), "--max-steps", "500",
+                             "--batch-size", "2", "--val-every", "1000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if (run / "metrics.jsonl").exists() and len(metrics(run)) >= 3:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "--resume" in err
+    stopped_at = max(r["step"] for r in metrics(run))
+    assert (run / "checkpoints" / "latest").read_text().strip() == f"step{stopped_at:08d}"
+    _, card = load_weights(run / "last.safetensors")
+    assert card.training["steps"] == stopped_at
+    r = run_cli_process("train", chips, "-o", run, "--max-steps", stopped_at + 2, "--batch-size", 2, "--val-every", 1000, "--resume")
+    assert r.returncode == 0, r.stderr
+    steps = [m["step"] for m in metrics(run) if m["kind"] == "train"]
+    assert steps == list(range(1, stopped_at + 3))
+
+
+@pytest.mark.parametrize("case", ["no_index", "empty_train", "exists", "nothing_to_resume", "contradiction", "both_limits",
+                                  "resume_other_batch"])
+def test_bad_input_gets_one_line(chips, tmp_path, case):
+    target, run = chips, tmp_path / "run"
+    extra = []
+    if case == "no_index":
+        target = tmp_path / "empty"
+        target.mkdir()
+    elif case == "empty_train":
+        import geopandas as gpd
+
+        target = tmp_path / "testonly"
+        shutil.copytree(chips, target)
+        gdf = gpd.read_file(target / "index.gpkg")
+        gdf[gdf.split == "test"].to_file(target / "index.gpkg", layer="chips")
+    elif case == "exists":
+        run.mkdir()
+        (run / "something").write_text("x")
+    elif case == "nothing_to_resume":
+        extra = ["--resume"]
+    elif case == "contradiction":
+        cfg = tmp_path / "ds.json"
+        cfg.write_text(json.dumps({"zero_optimization": {"stage": 1}}))
+        extra = ["--deepspeed-config", cfg, "--zero-stage", 2]
+    elif case == "both_limits":
+        extra = ["--epochs", 1, "--max-steps", 3]
+    elif case == "resume_other_batch":  # a run started with 2 ranks and a global batch of 8
+        (run / "checkpoints").mkdir(parents=True)
+        (run / "checkpoints" / "latest").write_text("step4")
+        (run / "config.json").write_text(json.dumps({"world_size": 2, "options": {"batch_size": 8}}))
+        extra = ["--resume", "--batch-size", 4]
+    r = run_cli_process("train", target, "-o", run, *extra)
+    assert r.returncode in (1, 2)
+    lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
+    assert "Traceback" not in r.stderr
+    expected = {"no_index": "has no index.gpkg", "empty_train": "no chips in the train split", "exists": "--resume",
+                "nothing_to_resume": "nothing to resume", "contradiction": "contradicts --zero-stage",
+                "both_limits": "--max-steps or --epochs",
+                "resume_other_batch": "was started with 2 ranks and --batch-size 8; resume it with the same (this run: 1 rank, "
+                                      "--batch-size 4)"}[case]
+    assert expected in r.stderr
+    if case != "both_limits":
+        assert len(lines) == 1 and lines[0].startswith("Error:"), r.stderr
+    if case == "resume_other_batch":
+        assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.json"]  # untouched
+    elif case != "exists":
+        assert not run.exists() or case == "nothing_to_resume" and not any(run.iterdir())
