@@ -64,3 +64,17 @@ def band_token(text: str) -> str | None:
     if not m:
         return None
     return f"B{int(m.group(1)):02d}{m.group(2)}"
+
+
+# what else the bands the network reads are called: Earth Search's asset keys, colour names
+BAND_ALIASES = {"B02": ("blue",), "B03": ("green",), "B04": ("red",), "B08": ("nir",), "B11": ("swir16",),
+                "B12": ("swir22",)}
+
+
+def band_name(text: str | None) -> str | None:
+    """The Sentinel-2 band a band description or colour interpretation names ('B8', 'b08 (nir)',
+    'nir', 'red' -> 'B08', 'B08', 'B08', 'B04'); None when it names none."""
+    if not text:
+        return None
+    word = text.strip().lower()
+    return next((band for band, aliases in BAND_ALIASES.items() if word in aliases), None) or band_token(text)

@@ -4,7 +4,9 @@ name beside the target and rename when complete, so no half-written file looks f
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -12,6 +14,9 @@ from rasterio.errors import RasterioIOError
 
 from .errors import OutputExistsError, S2S2NetError, describe, first_line
 
+
+UMASK = os.umask(0o022)  # the process's umask, read (os.umask sets it too) and restored below
+os.umask(UMASK)
 
 # creation options that rasterio's profile spells in lower case
 _PROFILE_KEYS = {"blockxsize", "blockysize", "tiled", "compress", "predictor", "zlevel", "zstd_level", "interleave"}
@@ -45,20 +50,51 @@ def check_output(path, overwrite: bool) -> Path:
 
 
 def temporary_sibling(path) -> Path:
-    """A hidden name beside ``path`` that keeps its suffix (drivers pick formats by suffix)."""
+    """A hidden name beside ``path`` that keeps its suffix (drivers pick formats by suffix) and
+    names the process writing it."""
     path = Path(path)
     return path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
 
 
+def remove_stale_siblings(path) -> list[Path]:
+    """Remove the temporary siblings of ``path`` that a killed run left (their process is
+    gone, as after SIGKILL or a crash); the paths removed."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    pattern = re.compile(r"^\.+" + re.escape(path.stem) + r"\.tmp(\d+)")
+    stale = []
+    for sibling in folder.glob(f".*{glob.escape(path.stem)}.tmp*") if folder.is_dir() else ():
+        match = pattern.match(sibling.name)
+        if match and int(match.group(1)) != os.getpid() and not _process_alive(int(match.group(1))):
+            _remove(sibling)
+            stale.append(sibling)
+    return stale
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 @contextlib.contextmanager
 def atomic_path(path):
-    """Yield a temporary path; on success rename it to ``path``, on any failure remove it."""
+    """Yield a temporary path; on success rename it to ``path`` (a file with the permissions a
+    plain open() gives, whatever wrote it), on any failure remove it. Temporary files that a
+    killed run left beside ``path`` are removed first."""
     path = Path(path)
     if str(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_siblings(path)
     tmp = temporary_sibling(path)
     try:
         yield tmp
+        if tmp.is_file():
+            os.chmod(tmp, 0o666 & ~UMASK)  # safetensors writes 0600
         os.replace(tmp, path)
     except RasterioIOError as exc:  # an OSError too: GDAL's, reading an input or writing our file
         _remove(tmp)
@@ -71,6 +107,29 @@ def atomic_path(path):
     except BaseException:
         _remove(tmp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_file_set(path):
+    """As atomic_path, for formats written as several files that share a stem (a shapefile's
+    .shp, .shx, .dbf, .prj, .cpg): yield a path of that name in a hidden temporary folder
+    beside ``path``; on success move each of its files beside ``path``, ``path`` itself last,
+    so the file a reader opens appears only once its companions are there."""
+    path = Path(path)
+    if str(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_siblings(path)
+    folder = temporary_sibling(path).with_suffix("")
+    folder.mkdir()
+    try:
+        yield folder / path.name
+        for part in sorted(folder.iterdir(), key=lambda p: p.name == path.name):
+            os.chmod(part, 0o666 & ~UMASK)
+            os.replace(part, path.with_name(part.name))
+    except OSError as exc:
+        raise S2S2NetError(describe(path, f"could not be written ({exc.strerror or exc})")) from exc
+    finally:
+        _remove(folder)
 
 
 def _remove(path: Path) -> None:

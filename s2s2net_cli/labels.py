@@ -24,6 +24,8 @@ from rasterio.windows import Window, from_bounds
 from .errors import InputError, describe, first_line
 from .grid import is_rotated
 
+MAX_VALUES_NAMED = 5  # unexpected label values an error names
+
 
 @dataclass(frozen=True)
 class Label:
@@ -126,13 +128,30 @@ def binarise(raw: np.ndarray, nodata: float | None) -> np.ndarray:
     return out
 
 
-def check_label_has_valid(label: Label) -> None:
-    """InputError when the label holds no valid pixel."""
+def check_label(label: Label) -> None:
+    """InputError when the label holds no valid pixel, or values other than water 1, land 0 and
+    its nodata (NaN, the file's nodata value or --nodata): a 255 or -1 that no tag declares as
+    nodata would otherwise count as water or land. Read block by block."""
+    others: set = set()
+    any_valid = False
     with rasterio.open(label.path) as src:
         for _, window in src.block_windows(1):
-            if (~np.isnan(binarise(src.read(1, window=window), label.nodata))).any():
-                return
-    raise InputError(describe(label.path, "mask has no valid pixel (all nodata)"))
+            raw = src.read(1, window=window)
+            known = (raw == 0) | (raw == 1)
+            if raw.dtype.kind == "f":
+                known |= np.isnan(raw)
+            if label.nodata is not None and not (isinstance(label.nodata, float) and math.isnan(label.nodata)):
+                known |= raw == label.nodata
+            any_valid = any_valid or bool(((raw == 0) | (raw == 1)).any())
+            if not known.all() and len(others) < MAX_VALUES_NAMED:
+                others.update(np.unique(raw[~known])[:MAX_VALUES_NAMED].tolist())
+    if others:
+        shown = ", ".join(f"{v:g}" for v in sorted(others)[:MAX_VALUES_NAMED])
+        declared = f" and its nodata {label.nodata:g}" if label.nodata is not None else ""
+        raise InputError(describe(label.path, f"holds values {shown} besides water 1, land 0{declared}: give the value "
+                                              "that means nodata with --nodata, or make water 1 and land 0"))
+    if not any_valid:
+        raise InputError(describe(label.path, "mask has no valid pixel (all nodata)"))
 
 
 def _overlaps(window: Window, src) -> bool:

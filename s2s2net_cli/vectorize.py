@@ -14,7 +14,7 @@ from shapely.geometry import shape
 from shapely.ops import unary_union
 
 from .formats import NODATA, WATER
-from .io import atomic_path, check_output
+from .io import atomic_file_set, atomic_path, check_output
 
 STRIP_ROWS = 2048
 
@@ -59,9 +59,15 @@ def water_polygons(mask_path, strip_rows: int = STRIP_ROWS) -> gpd.GeoDataFrame:
     return gdf
 
 
+MULTI_FILE_SUFFIXES = {".shp"}  # formats written as several files (.shp, .shx, .dbf, .prj, .cpg)
+
+
 def write_water_polygons(mask_path, vector_path, overwrite: bool = False) -> Path:
+    """The water polygons of ``mask_path`` written to ``vector_path`` (its format by its
+    suffix; a GeoPackage's layer is "water"), whole or not at all."""
     vector_path = check_output(vector_path, overwrite)
     gdf = water_polygons(mask_path)
-    with atomic_path(vector_path) as tmp:
-        gdf.to_file(tmp, layer="water") if tmp.suffix.lower() == ".gpkg" else gdf.to_file(tmp)
+    suffix = vector_path.suffix.lower()
+    with (atomic_file_set if suffix in MULTI_FILE_SUFFIXES else atomic_path)(vector_path) as tmp:
+        gdf.to_file(tmp, layer="water") if suffix == ".gpkg" else gdf.to_file(tmp)
     return vector_path

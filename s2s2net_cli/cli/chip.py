@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import click
@@ -11,6 +12,8 @@ from ..training.chips import ChipOptions, chip_pairs
 from .options import (json_option, manifest_option, nodata_option, overwrite_option, pair_option, require_pairs,
                       scene_options)
 from .render import progress_bar, summary_table
+
+log = logging.getLogger("s2s2net")
 
 
 @click.command()
@@ -63,3 +66,6 @@ def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, tes
                 for split in ("train", "val", "test")]
         rows += [[f"skipped ({why.replace('_', ' ')})", str(n), ""] for why, n in summary.skipped.items()]
         summary_table(f"{summary.scenes} scene(s) -> {summary.index}", ["split", "chips", "water"], rows)
+    if not sum(summary.chips.values()) and summary.skipped["nodata"]:
+        log.warning(f"{out_dir}: no chip was cut: all {summary.skipped['nodata']} chip windows hold more nodata than "
+                    f"--max-nodata {max_nodata:g} allows (a scene reprojected to another grid has nodata corners)")

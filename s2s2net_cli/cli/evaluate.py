@@ -9,7 +9,7 @@ import logging
 import click
 
 from ..evaluation.compare import compare as run_comparison
-from ..evaluation.evaluate import make_models
+from ..evaluation.evaluate import make_models, scores_document
 from ..evaluation.report import write_csv
 from ..inference.baselines import BASELINES
 from ..inference.predictor import PredictOptions
@@ -101,9 +101,10 @@ def evaluate(ctx, weights, baseline, threshold, scoring, as_json):
     """
     if weights and baseline:
         raise click.BadParameter("give --weights or --baseline, not both", ctx, param_hint="'--baseline'")
-    result = _score(ctx, scoring, [weights] if weights else [], [baseline] if baseline else [], threshold=threshold)[0]
+    results = _score(ctx, scoring, [weights] if weights else [], [baseline] if baseline else [], threshold=threshold)
+    result = results[0]
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        click.echo(json.dumps(scores_document(results), indent=2))
     if not ctx.obj.get("quiet"):
         rows = _image_rows(result) + [["overall", *(_fmt(result.overall[c]) for c in SCORE_COLUMNS), str(result.overall["pixels"])]]
         summary_table(result.model, ["image", *SCORE_COLUMNS, "pixels"], rows)
@@ -131,7 +132,7 @@ def compare(ctx, weights, baselines, csv_path, plot, scoring, as_json):
             check_output(target, scoring["overwrite"])
     results = _score(ctx, scoring, weights, baselines, default_baselines=BASELINES, plot=plot)
     if as_json:
-        click.echo(json.dumps({"rows": [{"model": r.model, **r.to_dict()["overall"], "images": r.images} for r in results]}, indent=2))
+        click.echo(json.dumps(scores_document(results), indent=2))
     if csv_path:
         write_csv(csv_path, results)
     if not ctx.obj.get("quiet"):

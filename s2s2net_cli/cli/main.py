@@ -25,8 +25,20 @@ GDAL_CACHE_MB = 256
 GDAL_CACHE_MB_PREDICT = 64
 
 
+GLOBAL_FLAGS = ("-q", "--quiet", "-v", "-vv", "-vvv", "--verbose", "--debug")
+
+
 class S2S2NetGroup(click.Group):
-    """Turns the core's errors into one line on stderr (exit 1), tracebacks only with --debug."""
+    """Turns the core's errors into one line on stderr (exit 1), tracebacks only with --debug;
+    takes -q, -v and --debug anywhere on the line, before or after the command's name."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        command = next((i for i, a in enumerate(args) if a in self.commands), None)
+        if command is not None:
+            end = command + args[command:].index("--") if "--" in args[command:] else len(args)
+            moved = [a for a in args[command:end] if a in GLOBAL_FLAGS]
+            args = moved + args[:command] + [a for a in args[command:end] if a not in GLOBAL_FLAGS] + args[end:]
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -41,11 +53,11 @@ class S2S2NetGroup(click.Group):
                 raise
             click.echo(f"Error: {first_line(exc)}", err=True)
             ctx.exit(1)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             click.echo("Aborted: interrupted; no output was left half-written.", err=True)
-            ctx.exit(130)
+            ctx.exit(128 + getattr(exc, "signum", signal.SIGINT))
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -61,8 +73,14 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
-def _terminate(signum, frame):  # SIGTERM unwinds like Ctrl-C, so temporary files are removed
-    raise KeyboardInterrupt(f"signal {signum}")
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, which unwinds like Ctrl-C (temporary files are removed) and exits 143."""
+
+    signum = signal.SIGTERM
+
+
+def _terminate(signum, frame):
+    raise Terminated(f"signal {signum}")
 
 
 @click.group(cls=S2S2NetGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -82,7 +100,7 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, debug: bool, local_rank: 
       s2s2net synth demo/ --count 4
       deepspeed --num_gpus 8 --module s2s2net_cli train chips/ -o run/
     """
-    level = logging.WARNING if quiet else (logging.DEBUG if verbose > 1 else logging.INFO)
+    level = logging.WARNING if quiet or not verbose else (logging.DEBUG if verbose > 1 else logging.INFO)
     root = logging.getLogger()
     if not any(isinstance(h, _StderrHandler) for h in root.handlers):
         handler = _StderrHandler()
@@ -93,7 +111,7 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, debug: bool, local_rank: 
         # GDAL's own warnings only with -v: the one-line error says what matters
         logging.getLogger(noisy).setLevel(logging.WARNING if verbose else logging.ERROR)
     ctx.ensure_object(dict)
-    ctx.obj.update(debug=debug, quiet=quiet, world=World.from_environment(local_rank))
+    ctx.obj.update(debug=debug, quiet=quiet, verbose=verbose, world=World.from_environment(local_rank))
     if "GDAL_CACHEMAX" not in os.environ:  # GDAL's block cache, for this command only
         cache_mb = GDAL_CACHE_MB_PREDICT if ctx.invoked_subcommand == "predict" else GDAL_CACHE_MB
         ctx.with_resource(rasterio.Env(GDAL_CACHEMAX=cache_mb * 2 ** 20))

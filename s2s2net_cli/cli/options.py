@@ -37,7 +37,8 @@ bands_option = click.option("--bands", callback=parse_bands, metavar="I,I,I,I,I,
                             help="1-based band indexes of B02,B03,B04,B08,B11,B12 in the scene (default 1..6).")
 
 
-def _parse_creation_options(ctx, param, values):
+def parse_name_values(ctx, param, values) -> dict:
+    """Repeated NAME=VALUE options (--co, --set) as a dict."""
     out = {}
     for item in values or ():
         name, sep, value = item.partition("=")
@@ -47,7 +48,7 @@ def _parse_creation_options(ctx, param, values):
     return out
 
 
-creation_options = click.option("--co", "creation_options", multiple=True, callback=_parse_creation_options,
+creation_options = click.option("--co", "creation_options", multiple=True, callback=parse_name_values,
                                 metavar="NAME=VALUE", help="GeoTIFF creation option (repeatable), as in rio.")
 
 

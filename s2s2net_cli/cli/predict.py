@@ -8,13 +8,13 @@ from pathlib import Path
 
 import click
 
-from ..inference.batch import output_targets, predict_scenes
+from ..inference.batch import is_folder, output_targets, predict_scenes, vector_path
 from ..inference.predictor import PredictOptions, Predictor
 from ..inference.runtime import default_weights
 from ..io import check_output
 from .options import (creation_options, device_option, flips_option, json_option, overlap_option, overwrite_option,
                       precision_option, scene_options, tile_size_option)
-from .render import progress_bar
+from .render import progress_bar, report_error
 
 log = logging.getLogger("s2s2net")
 VECTOR_SUFFIXES = {".gpkg", ".geojson", ".json", ".shp", ".fgb"}
@@ -22,8 +22,9 @@ VECTOR_SUFFIXES = {".gpkg", ".geojson", ".json", ".shp", ".fgb"}
 
 @click.command()
 @click.argument("scenes", nargs=-1, required=True, metavar="SCENE...")
-@click.option("-o", "--output", required=True, type=click.Path(path_type=Path),
-              help="Output GeoTIFF (one scene) or folder (several scenes: <stem>_water.tif each).")
+@click.option("-o", "--output", required=True, type=click.Path(),
+              help="Output GeoTIFF (one scene), or a folder (an existing one, a path ending in /, or several scenes: "
+                   "<name>_water.tif each, <name> the scene's stem or STAC item id).")
 @click.option("--weights", type=click.Path(dir_okay=False, path_type=Path), help="Weights file (default: the bundled model).")
 @tile_size_option
 @overlap_option
@@ -37,13 +38,15 @@ VECTOR_SUFFIXES = {".gpkg", ".geojson", ".json", ".shp", ".fgb"}
               help="Probability above which a pixel is water (default: the model's calibrated threshold).")
 @click.option("--cog", is_flag=True, help="Write a Cloud Optimized GeoTIFF with overviews (mode resampling).")
 @click.option("--vector", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write water polygons (GeoPackage or any format geopandas writes), with area.")
+              help="Also write water polygons, with area (.gpkg, .geojson, .json, .shp, .fgb); into a folder of masks: "
+                   "beside each mask, named like it, in this file's format.")
 @creation_options
 @overwrite_option
+@click.option("--skip-existing", is_flag=True, help="Skip scenes whose output exists (listed as skipped; exit 0).")
 @json_option
 @click.pass_context
 def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device, precision, flips, scene, probability,
-            threshold, cog, vector, creation_options, overwrite, as_json):
+            threshold, cog, vector, creation_options, overwrite, skip_existing, as_json):
     """Map water at 2 m in one or more Sentinel-2 scenes.
 
     SCENE is a 6-band GeoTIFF/VRT stack (B02, B03, B04, B08, B11, B12), a Sentinel-2 L1C or
@@ -68,22 +71,27 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
     """
     if overlap is not None and overlap > tile_size:
         raise click.BadParameter(f"overlap {overlap} is larger than the tile size {tile_size}", ctx, param_hint="'--overlap'")
-    if vector and len(scenes) > 1:
-        raise click.BadParameter("--vector takes one scene", ctx, param_hint="'--vector'")
+    if overwrite and skip_existing:
+        raise click.BadParameter("give --overwrite or --skip-existing, not both", ctx, param_hint="'--skip-existing'")
+    if vector and vector.suffix.lower() not in VECTOR_SUFFIXES:
+        raise click.BadParameter(f"{vector.name}: use one of {', '.join(sorted(VECTOR_SUFFIXES))}", ctx,
+                                 param_hint="'--vector'")
+    targets = output_targets(scenes, output)
+    one_file = len(scenes) == 1 and not is_folder(output)
     if vector:
-        if vector.suffix.lower() not in VECTOR_SUFFIXES:
-            raise click.BadParameter(f"{vector.name}: use one of {', '.join(sorted(VECTOR_SUFFIXES))}", ctx,
-                                     param_hint="'--vector'")
-        check_output(vector, overwrite)
+        for _, target in targets:
+            if not (skip_existing and target.exists()):
+                check_output(vector_path(target, vector, one_file), overwrite)
     options = PredictOptions(tile_size=tile_size, overlap=overlap, batch_size=batch_size, device=device,
                              precision=precision, scene=scene, probability=probability, threshold=threshold,
                              flips=flips, cog=cog, creation_options=creation_options, overwrite=overwrite)
-    targets = output_targets(scenes, output)
     world = ctx.obj["world"]
     predictor = Predictor(weights or default_weights(), options, world)
 
     def progress(name, quiet):
-        return progress_bar(name, quiet=ctx.obj.get("quiet") or quiet, km2_per_step=(tile_size * 0.01) ** 2)
+        log.info(f"{name}: predicting")
+        return progress_bar(name, quiet=ctx.obj.get("quiet") or quiet, km2_per_step=(tile_size * 0.01) ** 2,
+                            every_step=ctx.obj.get("verbose", 0) > 0)
 
     def after(result):
         for w in result.warnings:
@@ -91,22 +99,28 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
         if vector:
             from ..vectorize import write_water_polygons  # heavy: geopandas
 
-            write_water_polygons(result.output, vector, overwrite=overwrite)
+            write_water_polygons(result.output, vector_path(result.output, vector, one_file), overwrite=overwrite)
 
-    summary = predict_scenes(predictor, targets, world, progress, after,
-                             on_failure=lambda exc: click.echo(f"Error: {exc}", err=True))
+    summary = predict_scenes(predictor, targets, world, progress, after, lambda exc: report_error(ctx, exc),
+                             skip_existing)
     if summary is not None:  # None: another rank reports
-        _report(ctx, *summary, as_json)
+        _report(ctx, summary, as_json)
 
 
-def _report(ctx, results: list[dict], failures: list[dict], as_json: bool) -> None:
-    """The summary: JSON on stdout, or a line a scene on stderr; exit status 1 if a scene failed."""
+def _report(ctx, summary, as_json: bool) -> None:
+    """The summary: one JSON document on stdout, or a line a scene on stderr; the exit status:
+    the failure's for one failed scene, 1 for several, 130 or 143 when interrupted."""
     if as_json:
-        click.echo(json.dumps({"scenes": results, "failures": failures}, indent=2))
+        click.echo(json.dumps(summary.to_dict(), indent=2))
     elif not ctx.obj.get("quiet"):
-        for r in results:
+        for r in summary.scenes:
             masked = f" ({r['masked_fraction']:.1%} left out: clouds, --mask, outside the AOI)" if r["masked_fraction"] else ""
             click.echo(f"{r['output']}: {r['water_km2']:.3f} km2 water, {r['nodata_fraction']:.1%} nodata{masked}, "
                        f"{r['seconds']:.1f} s", err=True)
-    if failures:
-        ctx.exit(1)
+        for r in summary.skipped:
+            click.echo(f"{r['output']}: exists, skipped", err=True)
+    if summary.interrupted:
+        click.echo("Aborted: interrupted; no output was left half-written.", err=True)
+        ctx.exit(128 + summary.interrupted)
+    if summary.failures:
+        ctx.exit(max(f["exit_code"] for f in summary.failures) if len(summary.failures) == 1 else 1)

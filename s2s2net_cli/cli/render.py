@@ -4,23 +4,33 @@ from __future__ import annotations
 
 import contextlib
 import time
+import traceback
 
+import click
 from rich.console import Console
-from rich.table import Table
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
 
 stderr = Console(stderr=True)
 
 
+PLAIN_LINE_SECONDS = 10.0  # a log file gets a progress line at most this often (and the last)
+
+
 @contextlib.contextmanager
-def progress_bar(description: str, quiet: bool = False, km2_per_step: float | None = None):
-    """Yield an ``on_step(done, total)`` callback that drives a progress bar on stderr.
+def progress_bar(description: str, quiet: bool = False, km2_per_step: float | None = None, every_step: bool = False):
+    """Yield an ``on_step(done, total)`` callback that drives a progress bar on stderr, or, when
+    stderr is not a terminal (a log file, a batch job), writes plain lines at a steady pace
+    (every step with ``every_step``).
 
     The bar appears at the first step, so input checks that fail first print only their error.
     With ``km2_per_step`` it also shows the area covered per second.
     """
     if quiet:
         yield None
+        return
+    if not stderr.is_terminal:
+        yield _plain_lines(description, km2_per_step, 0.0 if every_step else PLAIN_LINE_SECONDS)
         return
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
     if km2_per_step:
@@ -45,6 +55,22 @@ def progress_bar(description: str, quiet: bool = False, km2_per_step: float | No
             progress.stop()
 
 
+def _plain_lines(description: str, km2_per_step: float | None, interval: float):
+    """An ``on_step(done, total)`` that writes a line to stderr at most every ``interval`` seconds, and at the end."""
+    started = last = time.monotonic()
+
+    def on_step(done: int, total: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if done < total and now - last < interval:
+            return
+        last, elapsed = now, now - started
+        rate = f", {done * km2_per_step / elapsed:.2f} km2/s" if km2_per_step and elapsed > 0 else ""
+        click.echo(f"{description}: {done}/{total} ({done / total:.0%}), {elapsed:.0f} s{rate}", err=True)
+
+    return on_step
+
+
 def summary_table(title: str, columns: list[str], rows: list[list[str]], highlight: dict | None = None) -> None:
     """A rich table on stderr. ``highlight`` maps (row, column) to a style."""
     table = Table(title=title)
@@ -54,3 +80,11 @@ def summary_table(title: str, columns: list[str], rows: list[list[str]], highlig
         cells = [f"[{highlight[(i, j)]}]{v}[/]" if highlight and (i, j) in highlight else v for j, v in enumerate(row)]
         table.add_row(*cells)
     stderr.print(table)
+
+
+def report_error(ctx: click.Context, exc: BaseException) -> None:
+    """One line on stderr for an error the command goes on after (a scene of several), with
+    the traceback before it under --debug."""
+    if ctx.obj and ctx.obj.get("debug"):
+        traceback.print_exception(exc)
+    click.echo(f"Error: {exc}", err=True)

@@ -81,4 +81,4 @@ def train(ctx, chips_dir, run_dir, max_steps, epochs, batch_size, lr, weight_dec
                                "interrupted": result.interrupted}), err=True)
     if result.interrupted:
         click.echo(f"Interrupted at step {result.steps}; checkpoint saved. Continue with --resume.", err=True)
-        ctx.exit(130)
+        ctx.exit(128 + result.signal)

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..checkpoint import annotate_weights, read_card
-from .options import overwrite_option
+from .options import overwrite_option, parse_name_values
 
 
 @click.group()
@@ -28,20 +28,10 @@ def show(path):
     click.echo(json.dumps(read_card(path).to_dict(), indent=2))
 
 
-def _parse_notes(ctx, param, values):
-    notes = {}
-    for item in values or ():
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", ctx, param)
-        notes[key] = value
-    return notes
-
-
 @weights.command()
 @click.argument("src", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("dst", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--set", "notes", multiple=True, callback=_parse_notes, metavar="KEY=VALUE",
+@click.option("--set", "notes", multiple=True, callback=parse_name_values, metavar="KEY=VALUE",
               help="A note added to the card's training record (repeatable).")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="The water probability threshold the model was calibrated for.")

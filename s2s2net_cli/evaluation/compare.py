@@ -22,7 +22,7 @@ def compare(models: list, pairs: list[Pair], nodata: float | None = None, scene_
         predictions = Path(save_predictions) if save_predictions else Path(tmp)
         results = evaluate(models, pairs, predictions, nodata, on_progress, scene_options)
         if plot:
-            plot_comparison(plot, pairs, results, predictions, scene_options=scene_options)
+            plot_comparison(plot, pairs, results, predictions, scene_options=scene_options, nodata=nodata)
     if not save_predictions:
         for r in results:
             for img in r.images:

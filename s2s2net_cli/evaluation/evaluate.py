@@ -38,7 +38,13 @@ class ModelScores:
         return self.counts.scores()
 
     def to_dict(self) -> dict:
-        return {"model": self.model, "images": self.images, "overall": _public(self.overall)}
+        """The row of this model in the scores' JSON: its pooled scores and counts, and its images."""
+        return {"model": self.model, **_public(self.overall), "images": self.images}
+
+
+def scores_document(results: list[ModelScores]) -> dict:
+    """The JSON document of evaluate and compare alike: one row a model."""
+    return {"rows": [r.to_dict() for r in results]}
 
 
 def make_models(weights: list, baselines: list[str], options: PredictOptions | None = None,
@@ -50,11 +56,25 @@ def make_models(weights: list, baselines: list[str], options: PredictOptions | N
         weights, baselines = [default_weights()], list(default_baselines)
     options = options or PredictOptions()
     forwards = [IndexBaseline(name) for name in baselines]  # an unknown name is refused before a model loads
-    models = [Predictor(w, options) for w in weights] + [Predictor(f, options) for f in forwards]
+    models = [Predictor(w, options) for w in weights]
+    for model, name in zip(models, distinct_names(weights)):
+        model.forward.name = name + ("+flips" if options.flips else "")
+    models += [Predictor(f, options) for f in forwards]
     names = [m.model_name for m in models]
     if len(set(names)) != len(names):
-        raise InputError(describe(names[0], "two models have the same name; give weights files distinct names"))
+        raise InputError(describe(names[0], "two models have the same name (a weights file given twice?)"))
     return models
+
+
+def distinct_names(paths: list) -> list[str]:
+    """The shortest trailing parts of ``paths`` that tell them apart: 'best.safetensors' for
+    one, 'run_a/best.safetensors' and 'run_b/best.safetensors' for two run folders' best."""
+    parts = [Path(p).resolve().parts for p in paths]
+    for k in range(1, max((len(p) for p in parts), default=1) + 1):
+        names = ["/".join(p[-k:]) for p in parts]
+        if len(set(names)) == len(names):
+            return names
+    return [str(p) for p in paths]
 
 
 def score_pair(prediction_path, pair: Pair, nodata: float | None = None, block: int = 1024) -> Counts:
@@ -100,8 +120,10 @@ def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | N
 
 
 def prediction_path(out_dir: Path, pair: Pair, model_name: str) -> Path:
-    weights, plus, variant = model_name.partition("+")  # "a.safetensors+flips": a_flips
-    name = Path(weights).stem + (f"_{variant}" if plus else "")
+    """Where a model's prediction of a pair goes: "a.safetensors+flips" -> <id>__a_flips.tif,
+    "run_a/best.safetensors" -> <id>__run_a_best.tif."""
+    weights, plus, variant = model_name.partition("+")
+    name = weights.removesuffix(".safetensors").replace("/", "_") + (f"_{variant}" if plus else "")
     return out_dir / f"{safe_name(f'{pair.id}__{name}')}.tif"
 
 

@@ -59,14 +59,17 @@ def false_colour(scene_path, max_side: int = 400, scene_options=None) -> np.ndar
     return out
 
 
-def _mask_preview(path, shape) -> np.ndarray:
+def _mask_preview(path, shape, nodata: float | None = None) -> np.ndarray:
+    """A water mask decimated to ``shape`` (nearest): 1, 0, NaN at its nodata (``nodata``, else the file's)."""
     with rasterio.open(path) as src:
         raw = src.read(1, out_shape=shape, resampling=Resampling.nearest)
-        return binarise(raw, src.nodata)
+        return binarise(raw, nodata if nodata is not None else src.nodata)
 
 
-def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predictions_dir, scene_options=None) -> None:
-    """A PNG: one row per image; scene in false colour, reference, then each model's prediction."""
+def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predictions_dir, scene_options=None,
+                    nodata: float | None = None) -> None:
+    """A PNG: one row per image; scene in false colour, reference (``nodata``: its nodata value,
+    grey as in the scores, where they leave it out), then each model's prediction."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -79,7 +82,7 @@ def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predict
     for i, pair in enumerate(pairs):
         rgb = false_colour(pair.image, scene_options=scene_options)
         shape = rgb.shape[:2]
-        panels = [("scene (SWIR/NIR/green)", rgb), ("reference", _mask_preview(pair.mask, shape))]
+        panels = [("scene (SWIR/NIR/green)", rgb), ("reference", _mask_preview(pair.mask, shape, nodata))]
         for r in results:
             img = next(x for x in r.images if x["id"] == pair.id)
             f1 = "undefined" if img["f1"] is None else f"{img['f1']:.3f}"

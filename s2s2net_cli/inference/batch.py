@@ -1,20 +1,26 @@
 """Predicting a list of scenes: where each output goes, and running them in one process or
 shared among the ranks of a launcher.
 
-Under a launcher (deepspeed --module, torchrun: RANK and WORLD_SIZE set) several scenes are
-dealt out among the ranks, one scene has its rows of tiles shared (``shared_scene``), and
-rank 0 gathers every rank's results into one summary; the other ranks get None.
+Output paths follow rio and GDAL users' habits: an existing folder, or a path ending in a
+separator, is a folder (each scene's mask is ``<name>_water.tif`` in it, ``<name>`` being the
+file's stem or a STAC item's id), whatever the number of scenes; any other path is the one
+scene's file. Under a launcher (deepspeed --module, torchrun: RANK and WORLD_SIZE set)
+several scenes are dealt out among the ranks, one scene has its rows of tiles shared
+(``shared_scene``), and rank 0 gathers every rank's results into one summary.
 """
 
 from __future__ import annotations
 
+import os
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
 from ..errors import S2S2NetError, UsageError, describe
-from ..formats import source_name, source_stem
+from ..formats import safe_name, source_name, source_stem
+from ..sources import stac
 from ..world import World
 from .predictor import Predictor, SceneResult
 from .shared_scene import gather_on_rank0, predict_scene_shared
@@ -23,63 +29,112 @@ from .shared_scene import gather_on_rank0, predict_scene_shared
 PROCESS_GROUP_TIMEOUT = timedelta(hours=12)
 
 
+@dataclass
+class BatchSummary:
+    """What a batch made: each scene written, skipped (its output existed) or failed, and
+    whether it was interrupted (the signal's number) before the end."""
+
+    scenes: list[dict] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)
+    failures: list[dict] = field(default_factory=list)
+    interrupted: int | None = None
+
+    def to_dict(self) -> dict:
+        out = {"scenes": self.scenes, "skipped": self.skipped, "failures": self.failures}
+        return out | ({"interrupted": True} if self.interrupted else {})
+
+
+def is_folder(output) -> bool:
+    """Whether ``output`` names a folder: it exists as one, or ends in a path separator."""
+    text = str(output)
+    return text.endswith(("/", os.sep)) or Path(text).is_dir()
+
+
+def output_name(scene) -> str:
+    """The stem of the outputs named after ``scene``: a STAC item's id, else the file's stem."""
+    text = str(scene)
+    ident = stac.item_id(text) if stac.is_item(text) else None
+    return safe_name(ident) if ident else source_stem(text)
+
+
 def output_targets(scenes: list, output) -> list[tuple]:
-    """(scene, output path) for each scene: ``output`` itself for one scene; for several,
-    ``output`` is a folder and each scene's mask is ``<stem>_water.tif`` in it (UsageError when
-    ``output`` is a file or two scenes would share a name)."""
-    output = Path(output)
-    if len(scenes) == 1:
-        return [(scenes[0], output)]
-    if output.exists() and not output.is_dir():
-        raise UsageError(describe(output, "is a file; with several scenes -o names a folder"))
-    names = [f"{source_stem(s)}_water.tif" for s in scenes]
+    """(scene, output path) for each scene: ``output`` itself for one scene written to a file;
+    ``<name>_water.tif`` in the folder ``output`` otherwise (UsageError when several scenes
+    are given a file, or two would share a name)."""
+    folder = Path(output)
+    if len(scenes) == 1 and not is_folder(output):
+        return [(scenes[0], folder)]
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(describe(folder, "is a file; with several scenes -o names a folder"))
+    names = [f"{output_name(s)}_water.tif" for s in scenes]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         same = [s for s, n in zip(scenes, names) if n == twice[0]]
-        raise UsageError(f"{same[0]} and {same[1]} would both be written to {output / twice[0]}; "
+        raise UsageError(f"{same[0]} and {same[1]} would both be written to {folder / twice[0]}; "
                          "predict them into separate folders")
-    return [(s, output / n) for s, n in zip(scenes, names)]
+    return [(s, folder / n) for s, n in zip(scenes, names)]
+
+
+def vector_path(mask_path, vector, one_file: bool) -> Path:
+    """Where a scene's water polygons go: ``vector`` itself beside one mask file, else beside
+    each mask with the mask's stem and ``vector``'s suffix (its format)."""
+    return Path(vector) if one_file else Path(mask_path).with_suffix(Path(vector).suffix)
 
 
 def predict_scenes(predictor: Predictor, targets: list[tuple], world: World = World(), progress: Callable | None = None,
                    after: Callable[[SceneResult], None] | None = None,
-                   on_failure: Callable[[S2S2NetError], None] | None = None) -> tuple[list[dict], list[dict]] | None:
-    """Predict each (scene, output) of ``targets``; (results, failures) as dicts on rank 0.
+                   on_failure: Callable[[S2S2NetError], None] | None = None,
+                   skip_existing: bool = False) -> BatchSummary | None:
+    """Predict each (scene, output) of ``targets``; the summary on rank 0, None on the others.
 
     ``progress(name, quiet)`` gives a context manager yielding an ``on_tile(done, total)``
-    callback (or None); ``after(result)`` runs for each scene written (vectors, say). With one
-    target its error is raised; with several, a failed scene goes to ``on_failure`` and the
-    failures list and the others go on.
+    callback (or None); ``after(result)`` runs for each scene written (vectors, say). A scene
+    that fails goes to ``on_failure`` and the failures; the others go on. With
+    ``skip_existing`` a scene whose output exists is skipped. Ctrl-C or SIGTERM ends the batch
+    with what finished (``interrupted``).
     """
-    progress = progress or (lambda name, quiet: nullcontext(None))
     if world.is_shared:
         world.join(PROCESS_GROUP_TIMEOUT)
     share_one = world.is_shared and len(targets) == 1  # one scene: its rows of tiles are shared
     if len(targets) > 1:  # the folder of several outputs
         for folder in {Path(target).parent for _, target in targets}:
             folder.mkdir(parents=True, exist_ok=True)
-    results, failures = [], []
-    for scene, target in (targets if share_one else targets[world.rank::world.size]):
-        try:
-            with progress(source_name(scene), share_one and not world.leads) as on_tile:
-                if share_one:
-                    result = predict_scene_shared(predictor, scene, target, world, on_tile=on_tile)
-                else:
-                    result = predictor.predict_scene(scene, target, on_tile=on_tile)
-            if result is None:  # another rank writes the shared scene
+    summary = BatchSummary()
+    try:
+        for scene, target in (targets if share_one else targets[world.rank::world.size]):
+            if skip_existing and Path(target).exists():
+                summary.skipped.append({"scene": str(scene), "output": str(target)})
                 continue
-            if after:
-                after(result)
-            results.append(result.to_dict())
-        except S2S2NetError as exc:
-            if len(targets) == 1:
-                raise
-            if on_failure:
-                on_failure(exc)
-            failures.append({"scene": str(scene), "error": str(exc)})
+            try:
+                _predict_one(predictor, scene, target, world, share_one, progress, after, summary)
+            except S2S2NetError as exc:
+                if share_one and not world.leads:  # rank 0 reports the shared scene
+                    continue
+                if on_failure:
+                    on_failure(exc)
+                summary.failures.append({"scene": str(scene), "error": str(exc), "exit_code": exc.exit_code})
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: what finished is reported, the rest is not
+        summary.interrupted = getattr(exc, "signum", 2)
+        return summary if world.leads else None
     if world.is_shared:  # one summary, from rank 0, of every rank's scenes
-        results, failures = gather_on_rank0(results, failures, world)
+        parts = gather_on_rank0([summary.scenes, summary.skipped, summary.failures], world)
+        summary = BatchSummary(*parts)
         World.leave()
         if not world.leads:
             return None
-    return results, failures
+    return summary
+
+
+def _predict_one(predictor: Predictor, scene, target, world: World, share_one: bool, progress, after,
+                 summary: BatchSummary) -> None:
+    progress = progress or (lambda name, quiet: nullcontext(None))
+    with progress(source_name(scene), share_one and not world.leads) as on_tile:
+        if share_one:
+            result = predict_scene_shared(predictor, scene, target, world, on_tile=on_tile)
+        else:
+            result = predictor.predict_scene(scene, target, on_tile=on_tile)
+    if result is None:  # another rank writes the shared scene
+        return
+    if after:
+        after(result)
+    summary.scenes.append(result.to_dict())

@@ -34,11 +34,11 @@ from .writer import PredictionStats, mask_profile
 STITCH_ROWS = 512  # 2 m rows copied at a time
 
 
-def gather_on_rank0(results: list, failures: list, world: World) -> tuple[list, list]:
-    """Every rank's results and failures, concatenated in rank order (all ranks take part)."""
+def gather_on_rank0(lists: list[list], world: World) -> list[list]:
+    """Each of ``lists`` of every rank, concatenated in rank order (all ranks take part)."""
     gathered = [None] * world.size
-    dist.all_gather_object(gathered, (results, failures))
-    return [r for rs, _ in gathered for r in rs], [f for _, fs in gathered for f in fs]
+    dist.all_gather_object(gathered, lists)
+    return [[item for rank_lists in gathered for item in rank_lists[k]] for k in range(len(lists))]
 
 
 def predict_scene_shared(predictor: Predictor, scene_path, output_path, world: World,

@@ -17,7 +17,7 @@ from rasterio.windows import Window
 
 from .. import __version__
 from ..errors import InputError, describe, first_line
-from ..formats import NODATA
+from ..formats import NODATA, source_name
 from ..grid import SCALE_FACTOR, fine_transform, row_pixel_areas
 from ..io import atomic_path, check_output, geotiff_profile, temporary_sibling
 
@@ -94,6 +94,8 @@ class MaskWriter:
             "source_scene": scene.name, "source_kind": scene.kind, "bands": ",".join(map(str, scene.indexes)),
             "scale": f"{scene.scale:g}", "offset": ",".join(f"{v:g}" for v in scene.offset),
             "clouds_left_out": "yes" if scene.cloud_band else "no",
+            "left_out": source_name(scene.leave_out) if scene.leave_out else "none",
+            "area_of_interest": scene.aoi_name or "none",
         }
 
     def write_block(self, dst, prob: np.ndarray, row0: int, valid_10m: np.ndarray, stats: PredictionStats,

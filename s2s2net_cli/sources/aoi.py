@@ -64,6 +64,8 @@ def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
         raise InputError(describe(label, f"AOI cannot be transformed to the scene's CRS ({exc})")) from exc
     shapes = [g if g.is_valid else g.buffer(0) for g in shapes if g is not None and not g.is_empty]
     left, bottom, right, top = shapely.union_all(shapes).bounds
+    if not all(math.isfinite(v) for v in (left, bottom, right, top)):  # far from the scene's projection
+        raise InputError(describe(label, f"AOI does not overlap the scene {scene.name}"))
     inverse = ~scene.dataset_transform
     cols, rows = zip(*(inverse * xy for xy in ((left, top), (right, bottom), (left, bottom), (right, top))))
     H, W = scene.dataset_shape
@@ -72,8 +74,8 @@ def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
     col0 = max(math.floor(min(cols) / PAD_MULTIPLE) * PAD_MULTIPLE, 0)
     row0 = max(math.floor(min(rows) / PAD_MULTIPLE) * PAD_MULTIPLE, 0)
     col1, row1 = min(math.ceil(max(cols)), W), min(math.ceil(max(rows)), H)
-    if col1 <= col0 or row1 <= row0 or not all(math.isfinite(v) for v in (left, bottom, right, top)):
+    if col1 <= col0 or row1 <= row0:
         raise InputError(describe(label, f"AOI does not overlap the scene {scene.name}"))
     transform = scene.dataset_transform * Affine.translation(col0, row0)
     return replace(scene, transform=transform, width=col1 - col0, height=row1 - row0, origin=(row0, col0),
-                   aoi=tuple(shapes))
+                   aoi=tuple(shapes), aoi_name=label)

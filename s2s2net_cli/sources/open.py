@@ -8,6 +8,7 @@ item becomes a VRT of its band files (vrt.py). ``open_pair`` opens a scene with 
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -17,7 +18,7 @@ from rasterio.errors import RasterioIOError
 from ..bands import BAND_NAMES, DEFAULT_SCALE
 from ..errors import InputError, describe, first_line
 from ..formats import valid_mask
-from ..labels import Label, check_label_has_valid, check_transformable, label_bounds_in, open_label
+from ..labels import Label, check_label, label_bounds_in, open_label
 from . import safe, stac
 from .aoi import restrict_to_aoi
 from .options import SceneOptions
@@ -37,8 +38,8 @@ def open_scene(source, options: SceneOptions = SceneOptions(), n_bands: int = le
         band_files = None
     if band_files is None:
         scene = open_stack(text, options.bands, n_bands)
-        scale = options.scale or (1.0 if holds_float_reflectance(scene) else DEFAULT_SCALE)
-        scene = replace(scene, scale=scale, offset=(float(options.offset),) * n_bands)
+        scale, offset = stack_radiometry(scene, options)
+        scene = replace(scene, scale=scale, offset=offset)
     else:
         if options.bands is not None:
             raise InputError(describe(text, f"--bands applies to stacks; a {band_files.kind} names its bands"))
@@ -51,6 +52,30 @@ def open_scene(source, options: SceneOptions = SceneOptions(), n_bands: int = le
     if options.bbox or options.aoi:
         scene = restrict_to_aoi(scene, bbox=options.bbox, aoi=options.aoi)
     return scene
+
+
+def stack_radiometry(scene: Scene, options: SceneOptions) -> tuple[float, tuple[float, ...]]:
+    """A stack's scale and offsets, reflectance = (DN + offset) / scale: the file's own band
+    metadata where it has some (GDAL's scale and offset: reflectance = DN x s + o), which
+    --scale and --offset may repeat but not contradict; else --scale (default 10000, or 1 for
+    float reflectance) and --offset."""
+    with rasterio.open(scene.dataset) as src:
+        scales = [src.scales[i - 1] for i in scene.indexes]
+        offsets = [src.offsets[i - 1] for i in scene.indexes]
+    if all(s == 1 for s in scales) and not any(offsets):
+        scale = options.scale or (1.0 if holds_float_reflectance(scene) else DEFAULT_SCALE)
+        return scale, (float(options.offset),) * len(scene.indexes)
+    if len(set(scales)) > 1 or not scales[0]:
+        raise InputError(describe(scene.path, f"its bands' scale metadata differ or are 0 ({', '.join(map(str, scales))}): "
+                                              "give --scale and --offset for the bands as stored"))
+    scale, offset = 1 / scales[0], tuple(o / scales[0] for o in offsets)
+    agrees = (options.scale is None or math.isclose(options.scale, scale)) and (
+        not options.offset or all(math.isclose(options.offset, o) for o in offset))
+    if not agrees:
+        raise InputError(describe(scene.path, f"its band metadata say reflectance = DN x {scales[0]:g} + "
+                                              f"{offsets[0]:g} (--scale {scale:g} --offset {offset[0]:g}), which "
+                                              "--scale/--offset contradict: leave them out"))
+    return scale, offset
 
 
 def holds_float_reflectance(scene: Scene) -> bool:
@@ -67,8 +92,8 @@ def holds_float_reflectance(scene: Scene) -> bool:
 
 
 def check_leave_out_file(path, scene: Scene) -> str:
-    """A --mask raster of pixels to leave out: readable, georeferenced, and in a CRS that
-    transforms to the scene's."""
+    """A --mask raster of pixels to leave out: readable, georeferenced, in a CRS that
+    transforms to the scene's, and overlapping the scene (else it would leave nothing out)."""
     try:
         with rasterio.open(path) as src:
             crs = src.crs
@@ -76,8 +101,14 @@ def check_leave_out_file(path, scene: Scene) -> str:
         raise InputError(describe(path, f"--mask is not a readable raster ({first_line(exc)})")) from exc
     if crs is None:
         raise InputError(describe(path, "--mask has no CRS"))
-    check_transformable(path, crs, scene.crs)
+    if not _overlap(label_bounds_in(open_label(path), scene.crs), scene.bounds):
+        raise InputError(describe(path, f"--mask does not overlap the scene {scene.name}, so it would leave nothing out"))
     return str(path)
+
+
+def _overlap(a: tuple, b: tuple) -> bool:
+    """Whether two (left, bottom, right, top) boxes share an area."""
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def open_pair(image, label_path, options: SceneOptions | None = None,
@@ -88,10 +119,8 @@ def open_pair(image, label_path, options: SceneOptions | None = None,
     scene = open_scene(image, options or SceneOptions())
     check_has_valid_pixels(scene)
     label = open_label(label_path, nodata)
-    left, bottom, right, top = label_bounds_in(label, scene.crs)
-    s_left, s_top = scene.transform.c, scene.transform.f
-    s_right, s_bottom = scene.transform * (scene.width, scene.height)
-    if left >= s_right or right <= s_left or bottom >= s_top or top <= s_bottom:
+    bounds = label_bounds_in(label, scene.crs)
+    if not _overlap(bounds, scene.bounds):
         raise InputError(describe(label_path, f"does not overlap its scene {scene.name}"))
-    check_label_has_valid(label)
-    return scene, label, (left, bottom, right, top)
+    check_label(label)
+    return scene, label, bounds

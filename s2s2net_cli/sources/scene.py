@@ -19,7 +19,7 @@ from rasterio.vrt import WarpedVRT
 from rasterio.warp import Resampling
 from rasterio.windows import Window
 
-from ..bands import BAND_NAMES, DEFAULT_SCALE, BandSpec, normalise
+from ..bands import BAND_NAMES, DEFAULT_SCALE, BandSpec, band_name, normalise
 from ..errors import InputError, describe, first_line
 from ..formats import source_name, valid_mask
 from ..grid import is_rotated
@@ -59,6 +59,7 @@ class Scene:
     origin: tuple[int, int] = (0, 0)
     dataset_shape: tuple[int, int] = (0, 0)
     aoi: tuple = ()
+    aoi_name: str = ""  # what the area of interest was given as (--bbox W,S,E,N, or its file)
 
     def __post_init__(self):
         if not self.dataset:
@@ -76,6 +77,12 @@ class Scene:
         return source_name(self.path)
 
     @property
+    def bounds(self) -> tuple[float, float, float, float]:
+        """(left, bottom, right, top) of the scene's grid, in its CRS."""
+        right, bottom = self.transform * (self.width, self.height)
+        return self.transform.c, bottom, right, self.transform.f
+
+    @property
     def dataset_transform(self):
         """The transform of the whole dataset (the scene's grid may be a window of it)."""
         return self.transform * Affine.translation(-self.origin[1], -self.origin[0])
@@ -89,23 +96,25 @@ class Scene:
 def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(BAND_NAMES)) -> Scene:
     """Open a GeoTIFF/VRT stack ``path`` and check that it can be read as a reflectance scene.
 
-    ``indexes`` are the 1-based bands to read, in the model's band order (default 1..n).
-    Raises InputError naming the file for anything that cannot be a scene.
+    ``indexes`` are the 1-based bands to read, in the model's band order; without them the
+    stack's own band descriptions (or colour interpretation) say which band is which, and a
+    stack that says nothing is read as B02, B03, B04, B08, B11, B12 only when it has six bands.
+    Raises InputError naming the file for anything that cannot be a scene, or whose bands
+    cannot be told apart.
     """
     try:
         with rasterio.open(path) as src:
             crs, transform = src.crs, src.transform
             width, height, count, dtype = src.width, src.height, src.count, src.dtypes[0]
             nodata, descriptions = src.nodata, tuple(src.descriptions)
+            named = tuple(band_name(d) or band_name(c.name) for d, c in zip(src.descriptions, src.colorinterp))
     except RasterioIOError as exc:
         raise InputError(describe(path, f"not a readable raster ({first_line(exc)})")) from exc
     check_grid(path, crs, transform)
     if dtype not in _REFLECTANCE_DTYPES:
         raise InputError(describe(path, f"has dtype {dtype}, which cannot hold reflectance (expected uint16, int16 or float)"))
     if indexes is None:
-        if count < n_bands:
-            raise InputError(describe(path, f"has {count} band(s); the model needs {n_bands} ({', '.join(BAND_NAMES)})"))
-        indexes = tuple(range(1, n_bands + 1))
+        indexes = stack_band_indexes(path, named, BAND_NAMES if n_bands == len(BAND_NAMES) else None, n_bands)
     else:
         indexes = tuple(int(i) for i in indexes)
         if len(indexes) != n_bands:
@@ -114,6 +123,27 @@ def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(
         if bad:
             raise InputError(describe(path, f"has {count} band(s); band index {bad[0]} does not exist"))
     return Scene(str(path), crs, transform, width, height, dtype, count, indexes, nodata, descriptions)
+
+
+def stack_band_indexes(path, named: tuple[str | None, ...], wanted: tuple[str, ...] | None, n_bands: int) -> tuple:
+    """The 1-based indexes of the ``wanted`` bands in a stack whose bands are ``named`` (from
+    their descriptions; None where a band says nothing): found by name when every wanted band
+    is named once; 1..n when the stack has exactly n bands and no name contradicts that order;
+    else InputError asking for --bands."""
+    count, needs = len(named), ", ".join(BAND_NAMES)
+    if count < n_bands:
+        raise InputError(describe(path, f"has {count} band(s); the model needs {n_bands} ({needs})"))
+    if wanted is not None:
+        where = {band: [i for i, n in enumerate(named, start=1) if n == band] for band in wanted}
+        if all(len(found) == 1 for found in where.values()):
+            return tuple(where[band][0] for band in wanted)
+        if count == n_bands and all(n is None or n == band for n, band in zip(named, wanted)):
+            return tuple(range(1, n_bands + 1))
+    if count == n_bands and not any(named):
+        return tuple(range(1, n_bands + 1))
+    said = ", ".join(f"{i}={n}" for i, n in enumerate(named, start=1) if n) or "nothing"
+    raise InputError(describe(path, f"has {count} bands and its band descriptions do not say which are {needs} "
+                                    f"(they name {said}): give their 1-based indexes with --bands"))
 
 
 def check_grid(path, crs, transform) -> None:

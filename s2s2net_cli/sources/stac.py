@@ -34,6 +34,16 @@ def is_item(text: str) -> bool:
     return lower.endswith(".json") or (lower.startswith(("http://", "https://")) and "/items/" in lower)
 
 
+def item_id(source: str) -> str | None:
+    """The ``id`` of the STAC item ``source``; None when it cannot be read or has none."""
+    try:
+        item = _load(source)
+    except InputError:
+        return None
+    ident = item.get("id") if isinstance(item, dict) else None
+    return str(ident) if ident else None
+
+
 def item_bands(source: str) -> BandFiles:
     item = _load(source)
     if not isinstance(item, dict) or item.get("type") != "Feature" or not isinstance(item.get("assets"), dict):

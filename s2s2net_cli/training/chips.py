@@ -159,7 +159,8 @@ def _prepare(pair: Pair, options: ChipOptions) -> _Prepared:
     finer = label_resolution_in(label, scene.crs) < abs(scene.transform.a) / SCALE_FACTOR
     size, stride = options.size, options.stride
     if scene.height < size or scene.width < size:
-        raise InputError(describe(pair.image, f"is {scene.width} x {scene.height} px, smaller than one chip of {size}"))
+        raise InputError(describe(pair.image, f"is {scene.width} x {scene.height} px, smaller than one chip of {size} px "
+                                              f"(give a smaller --size)"))
     # chip windows that overlap the mask's bounds, on a grid of stride
     inv = ~scene.transform
     c_a, r_a = inv * (left, top)

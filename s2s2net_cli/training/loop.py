@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Callable
@@ -53,6 +53,7 @@ class TrainResult:
     records: list = field(default_factory=list)
     optimizer_state_bytes: int = 0  # this rank's Adam moments (ZeRO shards them across ranks)
     master_weight_bytes: int = 0  # this rank's fp32 master copy held by ZeRO (0 without ZeRO)
+    signal: int | None = None  # the signal that stopped the run on this rank (SIGINT when another rank's did)
 
 
 def train(chips_dir, run_dir, options: TrainOptions, on_record: Callable[[dict], None] | None = None,
@@ -116,9 +117,11 @@ class Trainer:
         dist.barrier()
         self.micro = ds_config["train_micro_batch_size_per_gpu"]
         self.steps_per_epoch, self.max_steps = plan_steps(len(self.train_ds), world, self.micro, options, self.chips_dir)
-        self.model_config = model_config
         self.engine, self.scheduler, self.dtype = build_engine(deepspeed, ds_config, model_config, init_state, options,
                                                                self.max_steps)
+        self.card = WeightsCard(model=model_config, bands=self.spec, training={  # of the exported weights
+            "global_batch": options.batch_size, "lr": options.lr, "world_size": world.size, "chips": str(self.chips_dir),
+            "seed": options.seed, "augment": options.augment, "zero_stage": self.engine.zero_optimization_stage()})
         if options.resume:
             self.step, self.best_f1 = resume(self.engine, run_dir / CHECKPOINTS, self.dtype)
         if world.leads:
@@ -130,7 +133,7 @@ class Trainer:
     def fit(self, start_time: float) -> TrainResult:
         """Run the steps left, validating and checkpointing every ``val_every`` steps and when
         asked to stop (SIGTERM, Ctrl-C on any rank); the result on this rank."""
-        stop = {"flag": False}
+        stop = {"flag": False, "signal": None}
         handlers = install_stop_handlers(stop)
         self.records = Records(self.run_dir, self.world.leads, self.on_record)
         interrupted = False
@@ -151,7 +154,8 @@ class Trainer:
         last, best = (self.run_dir / name for name in ("last.safetensors", "best.safetensors"))
         return TrainResult(self.step, interrupted, str(last) if last.exists() else None, str(best) if best.exists() else None,
                            self.best_f1, time.perf_counter() - start_time, self.world.size, self.records.records,
-                           *optimizer_memory(self.engine.optimizer))
+                           *optimizer_memory(self.engine.optimizer),
+                           signal=(stop["signal"] or signal.SIGINT) if interrupted else None)
 
     def train_step(self, batch, stop_asked: bool, tick: float) -> bool:
         """One optimizer step on this rank's part of the global batch; whether any rank was asked to stop."""
@@ -186,16 +190,10 @@ class Trainer:
             self.records.emit({"kind": "val", "step": self.step, **metrics, "best_f1": self.best_f1})
         tag = save_checkpoint(self.engine, self.run_dir / CHECKPOINTS, self.step, self.best_f1, self.world)
         if self.world.leads:
-            export_weights(self.engine, self.run_dir, tag, self.card(metrics), improved)
+            training = {**self.card.training, "steps": self.step,
+                        "validation": {k: v for k, v in metrics.items() if v is not None}}
+            export_weights(self.engine, self.run_dir, tag, replace(self.card, training=training), improved)
         dist.barrier()
-
-    def card(self, metrics: dict) -> WeightsCard:
-        """The weights card of this run at this step, with the validation ``metrics``."""
-        o = self.options
-        return WeightsCard(model=self.model_config, bands=self.spec, training={
-            "steps": self.step, "global_batch": o.batch_size, "lr": o.lr, "world_size": self.world.size,
-            "chips": str(self.chips_dir), "seed": o.seed, "augment": o.augment, "zero_stage": self.engine.zero_optimization_stage(),
-            "validation": {k: v for k, v in metrics.items() if v is not None}})
 
 
 def plan_steps(n_train: int, world: World, micro: int, options: TrainOptions, chips_dir: Path) -> tuple[int, int]:
@@ -303,7 +301,7 @@ def install_stop_handlers(stop: dict):
     """SIGTERM and SIGINT set ``stop['flag']``: the run stops after its step, with a checkpoint."""
 
     def handler(signum, frame):
-        stop["flag"] = True
+        stop["flag"], stop["signal"] = True, signum
 
     previous = {}
     for sig in (signal.SIGTERM, signal.SIGINT):

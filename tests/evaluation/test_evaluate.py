@@ -140,8 +140,8 @@ def test_compare_json_has_one_row_per_model_and_writes_csv_and_plot(tmp_path, ra
     assert len((tmp_path / "t.csv").read_text().splitlines()) == 1 + 2 * 3
     assert len(list((tmp_path / "preds").glob("*.tif"))) == 3
     r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "--json")
-    doc = json.loads(r.stdout)
-    assert doc["model"] == "mndwi" and set(doc["overall"]) >= {"f1", "iou", "precision", "recall", "pixels"}
+    doc = json.loads(r.stdout)["rows"][0]  # evaluate's JSON has compare's shape, one row
+    assert doc["model"] == "mndwi" and set(doc) >= {"f1", "iou", "precision", "recall", "pixels"}
     assert set(doc["images"][0]) >= {"image", "reference", "f1", "iou", "precision", "recall", "pixels"}
 
 
@@ -153,8 +153,8 @@ def test_evaluate_with_flips_scores_what_predict_with_flips_writes(tmp_path, ran
     r = run_cli("evaluate", "--weights", random_weights, "--flips", "--pair", tmp_path / "s.tif", tmp_path / "m.tif",
                 "--tile-size", 32, "--overlap", 8, "--json", "--save-predictions", tmp_path / "preds")
     assert r.returncode == 0, r.stderr
-    doc = json.loads(r.stdout)
-    assert doc["model"] == "random.safetensors+flips" and doc["overall"]["pixels"] == 200 * 200
+    doc = json.loads(r.stdout)["rows"][0]
+    assert doc["model"] == "random.safetensors+flips" and doc["pixels"] == 200 * 200
     assert doc["images"][0]["prediction"].endswith("__random_flips.tif")  # not the plain model's file
     r = run_cli("predict", tmp_path / "s.tif", "-o", tmp_path / "p.tif", "--weights", random_weights, "--flips",
                 "--tile-size", 32, "--overlap", 8)
@@ -191,3 +191,33 @@ def test_bad_input_gets_one_line(tmp_path, truth_pair, random_weights, case):
     expected = {"no_overlap": "far.tif", "empty_reference": "empty.tif", "unknown_baseline": "magic",
                 "other_bands": "rgbn.safetensors"}[case]
     assert expected in r.stderr
+
+
+def test_evaluate_and_compare_read_an_area_of_interest_as_predict_does(tmp_path):
+    from shapely.geometry import box
+
+    import geopandas as gpd
+
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+
+    p = make_pair(40, seed=12, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    t = p.transform
+    aoi = tmp_path / "aoi.gpkg"  # the bottom-right 8 x 8 px, its corner on the 32 px lattice
+    gpd.GeoDataFrame(geometry=[box(t.c + 320, t.f - 400, t.c + 400, t.f - 320)], crs=p.crs).to_file(aoi)
+    r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "--aoi", aoi,
+                "--json")
+    assert r.returncode == 0, r.stderr
+    overall = json.loads(r.stdout)["rows"][0]
+    refl = p.scene.astype(np.float32) / 10000
+    water = np.repeat(np.repeat((refl[1] - refl[4]) / (refl[1] + refl[4]) > 0, 5, 0), 5, 1)[160:, 160:]
+    truth = p.mask[160:, 160:] == 1
+    assert overall["pixels"] == 40 * 40
+    assert (overall["tp"], overall["fp"], overall["fn"]) == (int((water & truth).sum()), int((water & ~truth).sum()),
+                                                             int((~water & truth).sum()))
+    r = run_cli("compare", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "--aoi", aoi,
+                "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["rows"][0]["pixels"] == 40 * 40
+    r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "--bbox", "0,0,1,1")
+    assert r.returncode == 1 and "AOI does not overlap the scene s.tif" in r.stderr

@@ -72,10 +72,33 @@ def test_windows_past_the_edge_are_reflected(scene_factory):
     assert np.array_equal(tile[:, 2:12, 15], full[:, :, 10])  # column 12 mirrors column 10
 
 
-def test_band_descriptions_that_contradict_the_model_warn(tmp_path):
+def test_band_descriptions_say_which_band_is_which(tmp_path):
     data = np.ones((6, 4, 4), "uint16") * 500
     ok = write_raster(tmp_path / "ok.tif", data, descriptions=("B02", "B03", "B04", "B8", "B11", "B12"))
     swapped = write_raster(tmp_path / "sw.tif", data, descriptions=("B04", "B03", "B02", "B08", "B11", "B12"))
-    assert band_order_warnings(open_scene(ok), BandSpec()) == []
-    warnings = band_order_warnings(open_scene(swapped), BandSpec())
+    assert open_scene(ok).indexes == (1, 2, 3, 4, 5, 6) and band_order_warnings(open_scene(ok), BandSpec()) == []
+    assert open_scene(swapped).indexes == (3, 2, 1, 4, 5, 6)  # read by name
+    assert band_order_warnings(open_scene(swapped), BandSpec()) == []
+    # --bands says otherwise: the user is followed, and told what the descriptions say
+    warnings = band_order_warnings(open_scene(swapped, SceneOptions(bands=(1, 2, 3, 4, 5, 6))), BandSpec())
     assert len(warnings) == 2 and "sw.tif" in warnings[0] and "'B04'" in warnings[0]
+    # a Sen1Floods11 chip: 13 bands B1 ... B12 with B8A, and Earth Search's names
+    s1f11 = ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B8A", "B9", "B10", "B11", "B12")
+    thirteen = write_raster(tmp_path / "13.tif", np.ones((13, 4, 4), "uint16"), descriptions=s1f11)
+    assert open_scene(thirteen).indexes == (2, 3, 4, 8, 12, 13)
+    named = write_raster(tmp_path / "n.tif", np.ones((7, 4, 4), "uint16"),
+                         descriptions=("coastal", "nir", "red", "green", "blue", "swir22", "swir16"))
+    assert open_scene(named).indexes == (5, 4, 3, 2, 7, 6)
+
+
+@pytest.mark.parametrize("count,descriptions,said", [
+    (10, None, "they name nothing"),
+    (6, ("B02", "B03", "B04", "B05", "B06", "B07"), "they name 1=B02, 2=B03, 3=B04, 4=B05, 5=B06, 6=B07"),
+    (7, ("B02", "B03", "B04", "B08", "B08", "B11", "B12"), "4=B08, 5=B08"),
+])
+def test_a_stack_whose_bands_cannot_be_told_apart_is_refused(tmp_path, count, descriptions, said):
+    path = write_raster(tmp_path / "s.tif", np.ones((count, 4, 4), "uint16"), descriptions=descriptions)
+    with pytest.raises(InputError, match="give their 1-based indexes with --bands") as exc:
+        open_scene(path)
+    assert str(exc.value).startswith(f"{path}: has {count} bands") and said in str(exc.value)
+    assert open_scene(path, SceneOptions(bands=(1, 2, 3, 4, 6, 7 if count > 6 else 5))).count == count

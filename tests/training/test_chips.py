@@ -7,7 +7,7 @@ import pytest
 import rasterio
 from affine import Affine
 from rasterio.warp import Resampling, calculate_default_transform, reproject
-from shapely.geometry import box
+from shapely.geometry import Polygon, box
 
 from s2s2net_cli.synthetic.scenes import make_pair, write_pair
 
@@ -207,3 +207,36 @@ def test_validation_chips_come_in_blocks_apart_from_training_chips(tmp_path):
     assert json.loads(r.stdout)["skipped"]["overlaps_val"] > 0
     blocks = {(row // 32, col // 32) for row, col in zip(val.row, val.col)}  # 4 x 4 positions of stride 8
     assert len(blocks) < len(val) / 4  # whole blocks, not scattered chips
+
+
+def test_chip_reads_an_area_of_interest_as_predict_does(tmp_path):
+    # --aoi (any CRS) cuts the scene to the area's window: chips lie inside it, on the scene's
+    # grid, and their 2 m masks are nodata outside the polygon
+    p = make_pair(64, seed=3, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    t = p.transform
+    inside = box(t.c + 10 * 32, t.f - 10 * 64, t.c + 10 * 64, t.f - 10 * 32)  # the bottom-right 32 x 32 px
+    triangle = Polygon([(t.c + 320, t.f - 320), (t.c + 640, t.f - 320), (t.c + 640, t.f - 640)])  # its upper right half
+    aoi = tmp_path / "aoi.gpkg"
+    gpd.GeoDataFrame(geometry=[triangle], crs=p.crs).to_crs("EPSG:4326").to_file(aoi)
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 16,
+                "--aoi", aoi, "--max-nodata", 0.5, "--json")
+    assert r.returncode == 0, r.stderr
+    index = gpd.read_file(tmp_path / "chips" / "index.gpkg")
+    assert len(index) >= 2 and index.geometry.union_all().within(inside.buffer(1))
+    cut = 0
+    for row in index.itertuples():
+        img, iprof = read(tmp_path / "chips" / row.image)
+        msk, _ = read(tmp_path / "chips" / row.mask)
+        col, top = ~t * (iprof["transform"].c, iprof["transform"].f)
+        assert float(col).is_integer() and float(top).is_integer()  # on the scene's own grid
+        c0, r0 = int(col), int(top)
+        assert np.array_equal(img, p.scene[:, r0:r0 + 16, c0:c0 + 16])
+        inner = msk[0] != 255
+        truth = p.mask[5 * r0:5 * r0 + 80, 5 * c0:5 * c0 + 80]
+        assert np.array_equal(msk[0][inner], truth[inner].astype("uint8"))
+        cut += int((~inner).sum())
+    assert cut > 0  # some chips reach past the polygon, and those pixels are nodata
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "other", "--aoi", aoi,
+                "--bbox", "0,0,1,1")
+    assert r.returncode == 2 and "give --bbox or --aoi, not both" in r.stderr

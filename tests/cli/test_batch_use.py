@@ -1,0 +1,263 @@
+"""Scripted use without surprises: output folders, re-runs, band identity, label values,
+multi-file vectors, one JSON document, exit codes, stale temporary files (each case of the
+issue, run through the CLI on real files)."""
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rasterio
+from affine import Affine
+
+from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+
+from ..conftest import run_cli, write_raster
+from ..sources.product_factory import write_band_files, write_item
+
+FAST = ("--tile-size", 32, "--overlap", 8)
+T10 = Affine(10, 0, 500000, 0, -10, 4000000)
+
+
+def scene(tmp_path, name="s.tif", seed=0, size=40):
+    data = np.random.default_rng(seed).integers(200, 4000, size=(6, size, size)).astype("uint16")
+    return write_raster(tmp_path / name, data, transform=T10, nodata=0)
+
+
+def read(path):
+    with rasterio.open(path) as src:
+        return src.read(1), src.tags()
+
+
+def test_an_output_folder_is_a_folder_whatever_the_number_of_scenes(tmp_path, random_weights):
+    s = scene(tmp_path)
+    r = run_cli("predict", s, "-o", f"{tmp_path / 'masks'}/", "--weights", random_weights, *FAST)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (tmp_path / "masks").iterdir()) == ["s_water.tif"]
+    (tmp_path / "existing").mkdir()
+    r = run_cli("predict", s, "-o", tmp_path / "existing", "--weights", random_weights, *FAST)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (tmp_path / "existing").iterdir()) == ["s_water.tif"]
+    r = run_cli("predict", s, "-o", tmp_path / "file.tif", "--weights", random_weights, *FAST)
+    assert r.returncode == 0 and (tmp_path / "file.tif").is_file()
+
+
+def test_a_rerun_with_skip_existing_skips_finished_scenes(tmp_path, random_weights):
+    a, b = scene(tmp_path, "a.tif", 1), scene(tmp_path, "b.tif", 2)
+    r = run_cli("predict", a, "-o", f"{tmp_path / 'out'}/", "--weights", random_weights, *FAST, "--json")
+    assert r.returncode == 0, r.stderr
+    before = (tmp_path / "out" / "a_water.tif").stat().st_mtime_ns
+    r = run_cli("predict", a, b, "-o", tmp_path / "out", "--weights", random_weights, *FAST, "--json", "--skip-existing")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [s["scene"] for s in doc["skipped"]] == [str(a)] and [s["scene"] for s in doc["scenes"]] == [str(b)]
+    assert doc["failures"] == [] and (tmp_path / "out" / "a_water.tif").stat().st_mtime_ns == before
+    r = run_cli("predict", a, "-o", tmp_path / "out", "--weights", random_weights, "--skip-existing", "--overwrite")
+    assert r.returncode == 2 and "not both" in r.stderr
+
+
+def test_json_is_one_document_when_the_one_scene_fails(tmp_path, random_weights):
+    bad = tmp_path / "bad.tif"
+    bad.write_text("not a raster")
+    r = run_cli("predict", bad, "-o", tmp_path / "o.tif", "--weights", random_weights, "--json")
+    assert r.returncode == 1
+    doc = json.loads(r.stdout)
+    assert doc["scenes"] == [] and doc["failures"][0]["scene"] == str(bad)
+    assert r.stderr.strip().splitlines() == [f"Error: {doc['failures'][0]['error']}"]
+
+
+@pytest.mark.parametrize("descriptions", [None, ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B8A", "B9")])
+def test_a_stack_of_ten_bands_is_read_by_its_descriptions_or_refused(tmp_path, random_weights, descriptions):
+    six = np.random.default_rng(3).integers(200, 4000, size=(6, 40, 40)).astype("uint16")
+    ten = np.zeros((10, 40, 40), "uint16") + 500
+    for pos, band in zip((1, 2, 3, 7, 8, 9), six):  # B2, B3, B4, B8 and, in the last two, stand-ins for B11, B12
+        ten[pos] = band
+    names = descriptions and descriptions[:8] + ("B11", "B12")
+    path = write_raster(tmp_path / "ten.tif", ten, transform=T10, nodata=0, descriptions=names)
+    r = run_cli("predict", path, "-o", tmp_path / "ten_water.tif", "--weights", random_weights, *FAST)
+    if descriptions is None:
+        assert r.returncode == 1 and "has 10 bands" in r.stderr and "--bands" in r.stderr
+        assert not (tmp_path / "ten_water.tif").exists()
+        return
+    assert r.returncode == 0, r.stderr
+    ref = write_raster(tmp_path / "six.tif", six, transform=T10, nodata=0)
+    assert run_cli("predict", ref, "-o", tmp_path / "six_water.tif", "--weights", random_weights, *FAST).returncode == 0
+    got, tags = read(tmp_path / "ten_water.tif")
+    assert np.array_equal(got, read(tmp_path / "six_water.tif")[0]) and tags["bands"] == "2,3,4,8,9,10"
+    # the index baselines read the same bands: the same scores as on the six-band stack
+    label = write_raster(tmp_path / "label.tif", (six[1] > six[4]).astype("uint8"), transform=T10, nodata=255)
+    rows = [json.loads(run_cli("evaluate", "--baseline", "mndwi", "--pair", p, label, "--json").stdout)["rows"][0]
+            for p in (path, ref)]
+    assert rows[0]["f1"] == rows[1]["f1"] == 1.0
+
+
+@pytest.mark.parametrize("value,nodata_tag", [(255, None), (-1, None)])
+def test_label_values_other_than_0_and_1_are_refused_unless_declared(tmp_path, value, nodata_tag):
+    p = make_pair(40, seed=4, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    label = (p.mask.reshape(40, 5, 40, 5).mean(axis=(1, 3)) >= 0.5).astype("int16")
+    label[:5] = value  # a cloud the labellers could not see through
+    path = write_raster(tmp_path / "label.tif", label, transform=p.transform, crs=p.crs, nodata=nodata_tag)
+    r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", path, "--json")
+    assert r.returncode == 1 and f"holds values {value} besides water 1, land 0" in r.stderr and "--nodata" in r.stderr
+    r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", path, "--json", "--nodata", value)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["rows"][0]["pixels"] == 35 * 40  # on the label's grid; the declared rows left out
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", path, "-o", tmp_path / "chips", "--size", 16)
+    assert r.returncode == 1 and f"holds values {value}" in r.stderr and not (tmp_path / "chips").exists()
+
+
+def test_compare_plot_draws_declared_nodata_as_left_out(tmp_path):
+    from s2s2net_cli.evaluation.report import _mask_preview
+
+    label = np.ones((20, 20), "int16")
+    label[:10] = -1
+    path = write_raster(tmp_path / "label.tif", label, transform=T10)
+    preview = _mask_preview(path, (20, 20), nodata=-1)
+    assert np.isnan(preview[:10]).all() and (preview[10:] == 1).all()
+
+
+def test_a_shapefile_is_written_whole_and_several_scenes_get_one_vector_each(tmp_path, random_weights):
+    p = make_pair(40, seed=5, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("predict", tmp_path / "s.tif", "-o", tmp_path / "o.tif", "--weights", random_weights, *FAST,
+                "--vector", tmp_path / "water.shp", "--threshold", 0.01)
+    assert r.returncode == 0, r.stderr
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("water", ".")))
+    assert {"water.shp", "water.shx", "water.dbf", "water.prj"} <= set(names) and not [n for n in names if n[0] == "."]
+    import geopandas as gpd
+
+    assert len(gpd.read_file(tmp_path / "water.shp")) > 0
+    write_pair(make_pair(40, seed=6, nodata_margin=False), tmp_path / "t.tif", tmp_path / "n.tif")
+    r = run_cli("predict", tmp_path / "s.tif", tmp_path / "t.tif", "-o", tmp_path / "masks", "--weights",
+                random_weights, *FAST, "--vector", "water.gpkg")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (tmp_path / "masks").iterdir()) == ["s_water.gpkg", "s_water.tif", "t_water.gpkg",
+                                                                       "t_water.tif"]
+
+
+def test_a_mask_off_the_scene_is_refused_and_one_on_it_is_in_the_tags(tmp_path, random_weights):
+    s = scene(tmp_path)
+    far = write_raster(tmp_path / "far.tif", np.ones((10, 10), "uint8"), transform=Affine(10, 0, 900000, 0, -10, 100000))
+    r = run_cli("predict", s, "-o", tmp_path / "o.tif", "--weights", random_weights, "--mask", far)
+    assert r.returncode == 1 and "far.tif: --mask does not overlap the scene s.tif" in r.stderr
+    near = write_raster(tmp_path / "near.tif", np.ones((10, 10), "uint8"), transform=T10)
+    r = run_cli("predict", s, "-o", tmp_path / "o.tif", "--weights", random_weights, *FAST, "--mask", near)
+    assert r.returncode == 0, r.stderr
+    mask, tags = read(tmp_path / "o.tif")
+    assert tags["left_out"] == "near.tif" and (mask[:50, :50] == 255).all() and tags["area_of_interest"] == "none"
+
+
+def test_global_flags_anywhere_on_the_line(tmp_path):
+    r = run_cli("synth", tmp_path, "--size", 8, "-q")
+    assert r.returncode == 0 and r.stderr == ""
+    r = run_cli("synth", tmp_path / "nothing", "--size", 8, "--count", 0, "--debug")
+    assert r.returncode == 2  # a usage error, not an unknown option --debug
+
+
+@pytest.mark.slow
+def test_sigterm_exits_143_and_a_killed_runs_temporary_file_is_cleaned_next_time(tmp_path, random_weights):
+    s = write_raster(tmp_path / "big.tif", np.random.default_rng(0).integers(100, 3000, (6, 256, 256)).astype("uint16"),
+                     nodata=0)
+    out = tmp_path / "out.tif"
+    args = [sys.executable, "-m", "s2s2net_cli", "predict", str(s), "-o", str(out), "--weights", str(random_weights),
+            "--tile-size", "32", "--overlap", "8", "--json"]
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(".tmp" in p.name for p in tmp_path.iterdir()):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    stdout, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and not out.exists()
+    assert json.loads(stdout) == {"scenes": [], "skipped": [], "failures": [], "interrupted": True}
+    stale = tmp_path / ".out.tmp4194999.tif"  # above any pid this machine hands out: its process is gone
+    stale.write_bytes(b"half a GeoTIFF")
+    r = run_cli("predict", s, "-o", out, "--weights", random_weights, *FAST)
+    assert r.returncode == 0 and out.exists() and not stale.exists()
+
+
+def test_stac_items_all_named_item_json_are_named_by_their_id(tmp_path, random_weights):
+    from ..sources.product_factory import read_stack, virginia_window
+
+    data, transform, crs = read_stack(window=virginia_window(0, 1, 32))
+    items = []
+    for name in ("S2B_T18SVG_20230823", "S2B_T18SVG_20230902"):
+        folder = tmp_path / name
+        folder.mkdir()
+        item = write_item(folder / "item.json", write_band_files(folder, data, transform, crs))
+        doc = json.loads(item.read_text())
+        item.write_text(json.dumps({**doc, "id": name}))
+        items.append(item)
+    r = run_cli("predict", *items, "-o", tmp_path / "masks", "--weights", random_weights, *FAST)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (tmp_path / "masks").iterdir()) == ["S2B_T18SVG_20230823_water.tif",
+                                                                       "S2B_T18SVG_20230902_water.tif"]
+
+
+def test_compare_takes_two_best_weights_of_two_run_folders(tmp_path, random_weights):
+    p = make_pair(40, seed=12, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    for run in ("run_a", "run_b"):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "best.safetensors").write_bytes(Path(random_weights).read_bytes())
+    r = run_cli("compare", "--weights", tmp_path / "run_a" / "best.safetensors", "--weights",
+                tmp_path / "run_b" / "best.safetensors", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", *FAST,
+                "--json", "--save-predictions", tmp_path / "preds")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["rows"]
+    assert [row["model"] for row in rows] == ["run_a/best.safetensors", "run_b/best.safetensors"]
+    assert rows[0]["f1"] == rows[1]["f1"]  # the same weights, two files
+    assert sorted(p.name for p in (tmp_path / "preds").iterdir()) == ["s__run_a_best.tif", "s__run_b_best.tif"]
+
+
+def test_chip_names_size_when_a_scene_is_smaller_than_a_chip(tmp_path):
+    p = make_pair(40, seed=4, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips")
+    assert r.returncode == 1 and "smaller than one chip of 512 px (give a smaller --size)" in r.stderr
+
+
+def test_weights_files_are_written_readable_as_any_file(tmp_path, random_weights):
+    r = run_cli("weights", "annotate", random_weights, tmp_path / "w.safetensors", "--set", "note=x")
+    assert r.returncode == 0, r.stderr
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "w.safetensors").stat().st_mode) == 0o666 & ~umask
+    card = json.loads(run_cli("weights", "show", tmp_path / "w.safetensors").stdout)
+    assert card["training"]["note"] == "x"
+
+
+def test_progress_reaches_a_log_file_as_plain_lines(tmp_path, random_weights):
+    s = scene(tmp_path, size=64)
+    with open(tmp_path / "log.txt", "w") as log:
+        r = subprocess.run([sys.executable, "-m", "s2s2net_cli", "predict", str(s), "-o", str(tmp_path / "o.tif"),
+                            "--weights", str(random_weights), "--tile-size", "32", "--overlap", "8", "-v"],
+                           stderr=log, stdout=subprocess.PIPE, text=True)
+    assert r.returncode == 0
+    lines = (tmp_path / "log.txt").read_text().splitlines()
+    progress = [line for line in lines if line.startswith("s.tif: ") and "/4 (" in line]
+    assert [line.split()[1] for line in progress] == ["1/4", "2/4", "3/4", "4/4"], lines
+
+
+def test_a_stacks_own_scale_and_offset_metadata_is_read(tmp_path, random_weights):
+    # DNs of processing baseline 04.00+ (reflectance x 10000 + 1000) with GDAL scale/offset
+    # metadata saying so: read as the same reflectance as the plain stack with --offset -1000
+    data = np.random.default_rng(7).integers(1200, 4000, size=(6, 40, 40)).astype("uint16")
+    plain = write_raster(tmp_path / "plain.tif", data, transform=T10, nodata=0)
+    tagged = write_raster(tmp_path / "tagged.tif", data, transform=T10, nodata=0)
+    with rasterio.open(tagged, "r+") as dst:
+        dst.scales, dst.offsets = (0.0001,) * 6, (-0.1,) * 6
+    r = run_cli("predict", plain, "-o", tmp_path / "p.tif", "--weights", random_weights, *FAST, "--offset", -1000)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("predict", tagged, "-o", tmp_path / "t.tif", "--weights", random_weights, *FAST, "--json")
+    assert r.returncode == 0, r.stderr
+    assert np.array_equal(read(tmp_path / "p.tif")[0], read(tmp_path / "t.tif")[0])
+    assert read(tmp_path / "t.tif")[1]["offset"] == ",".join(["-1000"] * 6)
+    r = run_cli("predict", tagged, "-o", tmp_path / "x.tif", "--weights", random_weights, "--scale", 1)
+    assert r.returncode == 1 and "tagged.tif: its band metadata say reflectance = DN x 0.0001 + -0.1" in r.stderr
