@@ -261,3 +261,13 @@ def test_a_stacks_own_scale_and_offset_metadata_is_read(tmp_path, random_weights
     assert read(tmp_path / "t.tif")[1]["offset"] == ",".join(["-1000"] * 6)
     r = run_cli("predict", tagged, "-o", tmp_path / "x.tif", "--weights", random_weights, "--scale", 1)
     assert r.returncode == 1 and "tagged.tif: its band metadata say reflectance = DN x 0.0001 + -0.1" in r.stderr
+
+
+def test_chip_says_why_no_chip_was_cut(tmp_path):
+    p = make_pair(40, seed=4, nodata_margin=False)
+    p.scene[:, :10, :10] = 0  # a nodata corner, as a scene reprojected to another grid has
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 32,
+                "--stride", 8)
+    assert r.returncode == 0, r.stderr
+    assert "no chip was cut: all 4 chip windows hold more nodata than --max-nodata 0 allows" in r.stderr
