@@ -6,10 +6,13 @@ Makes a synthetic scene of --size x --size 10 m pixels (a 512 px synthetic scene
 fill larger sizes), runs `s2s2net predict` on it in a child process at the given (default:
 predict's default) settings, taking its own timing and peak resident memory, then times the
 bare network (channels-last, fp32, same threads) on 512 x 512 inputs covering the scene's area
-once, in this process. ``area_ratio`` is predict's seconds over the bare network's: what
-tiling, context, blending, reading and writing cost beyond the network's necessary work. With
+once, in this process, in the precision predict chose (and in fp32). ``area_ratio`` is
+predict's seconds over the bare network's in the same precision: what tiling, context,
+blending, reading and writing cost beyond the network's necessary work;
+``bare_speedup_over_fp32`` is the network's own gain from that precision; ``gflop_per_s`` is
+the bare network's floating-point work over the area (torch's count) per second of predict. With
 --flips (predict's test-time augmentation: eight forwards per tile) expect a ratio near 8.
-With --json the last line is {"pipeline_s", "bare_s", "area_ratio", "peak_rss_mb", ...}.
+With --json the last line is {"pipeline_s", "bare_s", "area_ratio", "peak_rss_mb", "gflop_per_s", ...}.
 """
 
 from __future__ import annotations
@@ -67,13 +70,21 @@ def main() -> None:
         if args.keep:
             shutil.copyfile(tmp / "out.tif", args.keep)
 
-        bare_s = None if args.skip_forward else _time_bare(weights, args)
+        precision = summary.get("precision", "fp32")  # what --precision chose
+        flop = _network_flop(weights, args) * (8 if args.flips else 1)  # the bare network once over the area
+        bare_s = bare_fp32_s = None
+        if not args.skip_forward:
+            bare_fp32_s = _time_bare(weights, args, None)
+            bare_s = bare_fp32_s if precision == "fp32" else _time_bare(weights, args, AUTOCAST[precision])
 
     result = {"pipeline_s": round(pipeline_s, 2), "bare_s": bare_s and round(bare_s, 2),
               "area_ratio": bare_s and round(pipeline_s / bare_s, 3), "peak_rss_mb": round(peak_rss_mb, 1),
+              "gflop_per_s": round(flop / pipeline_s / 1e9, 1), "bare_gflop_per_s": bare_s and round(flop / bare_s / 1e9, 1),
+              "bare_fp32_s": bare_fp32_s and round(bare_fp32_s, 2),
+              "bare_speedup_over_fp32": bare_s and round(bare_fp32_s / bare_s, 3),
               "scene_px": args.size * args.size, "tiles": math.ceil(args.size / args.tile_size) ** 2,
               "tile_size": args.tile_size, "overlap": args.overlap, "flips": args.flips, "threads": torch.get_num_threads(),
-              "device": args.device, "precision": args.precision}
+              "device": args.device, "precision": precision}
     if args.device.startswith("cuda"):
         result.update(gpu=torch.cuda.get_device_name(), gpu_peak_mb=summary.get("gpu_peak_mb"))
     if args.json:
@@ -83,14 +94,29 @@ def main() -> None:
             print(f"{k:>12}: {v}")
 
 
-def _time_bare(weights, args, side: int = 512) -> float:
-    """Seconds of the bare network (channels-last, fp32) over the scene's area: as many
-    side x side forwards as cover it once (fractions of a forward scaled), after one warm-up."""
+AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _network_flop(weights, args, side: int = 512) -> float:
+    """Floating-point operations of the bare network over the scene's area once (torch's own
+    count of one side x side forward, scaled by area; a multiply-add counts as two)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model, _ = load_model(weights, "cpu")
+    with torch.inference_mode(), FlopCounterMode(display=False) as counter:
+        model(torch.zeros(1, 6, side, side))
+    return counter.get_total_flops() * args.size * args.size / side ** 2
+
+
+def _time_bare(weights, args, dtype=None, side: int = 512) -> float:
+    """Seconds of the bare network (channels-last; fp32, or autocast to ``dtype``) over the
+    scene's area: as many side x side forwards as cover it once (fractions of a forward
+    scaled), after one warm-up."""
     model, _ = load_model(weights, args.device)
     model.to(memory_format=torch.channels_last)
     x = torch.randn(1, 6, side, side, device=args.device).contiguous(memory_format=torch.channels_last)
     n = args.size * args.size / side ** 2
-    with torch.inference_mode():
+    with torch.inference_mode(), torch.autocast(x.device.type, dtype=dtype, enabled=dtype is not None):
         torch.sigmoid(model(x)).cpu()
         start = time.perf_counter()
         for _ in range(math.ceil(n)):

@@ -54,7 +54,7 @@ def main() -> None:
 
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    predictor = Predictor(args.weights, PredictOptions(tile_size=192, overlap=48, probability=True, overwrite=True))
+    predictor = Predictor(args.weights, PredictOptions(tile_size=192, overlap=48, probability=True, overwrite=True, precision="32"))
     synthetic = np.zeros((len(THRESHOLDS), 3), dtype=np.int64)
     for seed in range(8000, 8012):
         pair = make_pair(192, seed=seed)
@@ -67,7 +67,7 @@ def main() -> None:
     scores = {"synthetic": [f1(*c) for c in synthetic]}
     image, label = (Path(args.realdata) / name for name in SHANGHAI)
     if image.exists() and label.exists():
-        real = Predictor(args.weights, PredictOptions(probability=True, overwrite=True))
+        real = Predictor(args.weights, PredictOptions(probability=True, overwrite=True, precision="32"))
         real.predict_scene(image, work / "shanghai_prob.tif")
         with rasterio.open(work / "shanghai_prob.tif") as src, rasterio.open(label) as lab:
             prob, truth = src.read(1), lab.read(1)

@@ -34,7 +34,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         pred_path = Path(tmp) / "pred.tif"
-        Predictor(args.weights or default_weights(), PredictOptions(tile_size=512, overlap=64)).predict_scene(args.scene, pred_path)
+        Predictor(args.weights or default_weights(), PredictOptions(tile_size=512, overlap=64, precision="32")).predict_scene(args.scene, pred_path)
         with rasterio.open(pred_path) as src:
             pred = src.read(1)
     with rasterio.open(args.scene) as src:

@@ -8,9 +8,9 @@ set -euo pipefail
 WORK=${1:-work/score}
 mkdir -p "$WORK"
 s2s2net -q synth "$WORK/holdout" --count 48 --size 192 --seed 9000 --overwrite
-s2s2net -q compare --manifest "$WORK/holdout/manifest.csv" --json --csv "$WORK/holdout_scores.csv" \
+s2s2net -q compare --precision 32 --manifest "$WORK/holdout/manifest.csv" --json --csv "$WORK/holdout_scores.csv" \
     --plot "$WORK/holdout.png" --tile-size 192 --overwrite > "$WORK/holdout_scores.json"
-s2s2net -q compare --manifest "$WORK/holdout/manifest.csv" --weights s2s2net_cli/weights/default.safetensors --flips \
+s2s2net -q compare --precision 32 --manifest "$WORK/holdout/manifest.csv" --weights s2s2net_cli/weights/default.safetensors --flips \
     --json --tile-size 192 --overwrite > "$WORK/holdout_flips_scores.json"
 python - "$WORK/holdout_scores.json" "$WORK/holdout_flips_scores.json" <<'PY'
 import json, sys

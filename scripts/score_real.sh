@@ -7,10 +7,13 @@
 #
 #   scripts/score_real.sh [WORK_DIR]        (REALDATA=DIR to read the scenes elsewhere)
 #
+# The card's figures are fp32 (PRECISION=32, the default here); PRECISION=auto scores what
+# predict runs by default on this machine (bf16 on CPUs that do it natively).
 # Without the real scenes it says so and exits 0. They are for validation only: no recipe
 # trains on them.
 set -euo pipefail
 REAL=${REALDATA:-$(dirname "$0")/../../shared/realdata}
+PRECISION=${PRECISION:-32}
 WORK=${1:-work/real}
 if ! ls "$REAL"/*_water*.tif >/dev/null 2>&1; then
     echo "no real labelled scenes in $REAL: nothing to score"
@@ -28,27 +31,27 @@ for r in rows:
     print(f"{r['model']:>22}  " + "  ".join(f"{c:>28}" for c in cells) + f"    {r['f1']:.4f}")
 PY
 }
-s2s2net -q compare --manifest "$WORK/real.csv" --json --save-predictions "$WORK/predictions" --overwrite \
+s2s2net -q compare --precision "$PRECISION" --manifest "$WORK/real.csv" --json --save-predictions "$WORK/predictions" --overwrite \
     > "$WORK/real_scores.json"
 table "$WORK/real_scores.json"
 python scripts/score_real.py errors "$REAL" "$WORK"
 echo "B11/B12 brought to 20 m and back by nearest and bilinearly (the model only):"
-s2s2net -q compare --manifest "$WORK/swir.csv" --weights s2s2net_cli/weights/default.safetensors --json \
+s2s2net -q compare --precision "$PRECISION" --manifest "$WORK/swir.csv" --weights s2s2net_cli/weights/default.safetensors --json \
     --overwrite > "$WORK/swir_scores.json"
 table "$WORK/swir_scores.json"
 echo "with test-time augmentation (predict --flips: the mean over eight flips and quarter turns):"
-s2s2net -q compare --manifest "$WORK/real.csv" --weights s2s2net_cli/weights/default.safetensors --flips --json \
+s2s2net -q compare --precision "$PRECISION" --manifest "$WORK/real.csv" --weights s2s2net_cli/weights/default.safetensors --flips --json \
     --overwrite > "$WORK/flips_scores.json"
 table "$WORK/flips_scores.json"
 echo "at other tile sizes (predict --tile-size; the encoder attends across the whole tile):"
 for size in 64 128 256 768; do
-    s2s2net -q compare --manifest "$WORK/real.csv" --weights s2s2net_cli/weights/default.safetensors \
+    s2s2net -q compare --precision "$PRECISION" --manifest "$WORK/real.csv" --weights s2s2net_cli/weights/default.safetensors \
         --tile-size "$size" --json --overwrite > "$WORK/tile_${size}_scores.json"
     echo "--tile-size $size"
     table "$WORK/tile_${size}_scores.json"
 done
 echo "--tile-size 768 --flips"
-s2s2net -q compare --manifest "$WORK/real.csv" --weights s2s2net_cli/weights/default.safetensors \
+s2s2net -q compare --precision "$PRECISION" --manifest "$WORK/real.csv" --weights s2s2net_cli/weights/default.safetensors \
     --tile-size 768 --flips --json --overwrite > "$WORK/tile_768_flips_scores.json"
 table "$WORK/tile_768_flips_scores.json"
 python scripts/score_real.py figure "$REAL" "$WORK" docs/shanghai.png

@@ -15,7 +15,7 @@ from ..inference.baselines import BASELINES
 from ..inference.predictor import PredictOptions
 from ..io import check_output
 from .options import (device_option, flips_option, json_option, manifest_option, nodata_option, overlap_option,
-                      overwrite_option, pair_option, require_pairs, scene_options, tile_size_option)
+                      overwrite_option, pair_option, precision_option, require_pairs, scene_options, tile_size_option)
 from .render import stderr, summary_table
 
 log = logging.getLogger("s2s2net")
@@ -32,13 +32,13 @@ def _fmt(value) -> str:
 def scoring_options(command):
     """The options evaluate and compare share: pairs, label nodata, how scenes are read, how
     models run, and where predictions go; handed on as ``scoring`` (a dict)."""
-    shared = [pair_option, manifest_option, nodata_option, scene_options, device_option, flips_option, tile_size_option,
-              overlap_option,
+    shared = [pair_option, manifest_option, nodata_option, scene_options, device_option, precision_option, flips_option,
+              tile_size_option, overlap_option,
               click.option("--save-predictions", type=click.Path(file_okay=False), default=None,
                            help="Keep each 2 m prediction here as a GeoTIFF."),
               overwrite_option, json_option]
-    names = ("pairs", "manifests", "nodata", "scene", "device", "flips", "tile_size", "overlap", "save_predictions",
-             "overwrite")
+    names = ("pairs", "manifests", "nodata", "scene", "device", "precision", "flips", "tile_size", "overlap",
+             "save_predictions", "overwrite")
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -56,7 +56,7 @@ def _score(ctx, scoring: dict, weights, baselines, default_baselines=(), thresho
         raise click.BadParameter(f"overlap {scoring['overlap']} is larger than the tile size {scoring['tile_size']}",
                                  ctx, param_hint="'--overlap'")
     options = PredictOptions(tile_size=scoring["tile_size"], overlap=scoring["overlap"], device=scoring["device"],
-                             scene=scoring["scene"],
+                             precision=scoring["precision"], scene=scoring["scene"],
                              threshold=threshold, flips=scoring["flips"],
                              overwrite=scoring["overwrite"] or scoring["save_predictions"] is None)
     models = make_models(list(weights), list(baselines), options, default_baselines)

@@ -69,7 +69,9 @@ tile_size_option = click.option("--tile-size", type=click.IntRange(32), default=
 overlap_option = click.option("--overlap", type=click.IntRange(0), default=None,
                               help="Context read on each side of a tile (10 m pixels; default 64, at most the tile size).")
 precision_option = click.option("--precision", type=click.Choice(["auto", "32", "bf16", "16"]), default="auto",
-                                show_default=True, help="Mixed precision on GPUs when auto; fp32 on the CPU.")
+                                show_default=True, help="auto: bf16 on GPUs that have it (else 16); on the CPU, predict runs "
+                                                           "bf16 where the CPU does it natively (AVX512_BF16 or AMX), "
+                                                           "train fp32.")
 
 
 pair_option = click.option("--pair", "pairs", nargs=2, multiple=True, type=str, metavar="SCENE MASK",

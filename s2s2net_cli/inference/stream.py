@@ -49,6 +49,8 @@ class Forward:
         """What the output's tags say of the forward."""
         return {"model": self.name, "threshold": str(self.threshold)}
 
+    precision = "fp32"
+
     def gpu_peak_mb(self) -> float | None:
         return None
 

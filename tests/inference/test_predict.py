@@ -305,3 +305,26 @@ def test_flips_map_a_mirrored_scene_to_the_mirrored_mask(tmp_path):
     mirror_gap = np.abs(prob.astype(int) - outputs["mirrored", True][0][:, ::-1]).max()
     plain_gap = np.abs(outputs["scene", False][0].astype(int) - outputs["mirrored", False][0][:, ::-1]).max()
     assert mirror_gap <= 1 < plain_gap  # equal up to rounding to whole percent; the plain network is not
+
+
+def test_precision_auto_takes_bf16_on_cpus_that_do_it_natively(tmp_path, random_weights, monkeypatch):
+    import torch
+
+    from s2s2net_cli.inference import runtime
+
+    cpu = torch.device("cpu")
+    for capabilities, expected in (({"avx512_bf16": True}, torch.bfloat16), ({"amx_bf16": True}, torch.bfloat16),
+                                   ({"avx512_bf16": False, "avx2": True}, None)):
+        monkeypatch.setattr(torch.cpu, "get_capabilities", lambda c=capabilities: c)
+        assert runtime.autocast_dtype("auto", cpu) == expected
+        assert runtime.autocast_dtype("32", cpu) is None and runtime.autocast_dtype("bf16", cpu) == torch.bfloat16
+    monkeypatch.undo()
+    scene = write_raster(tmp_path / "s.tif", np.random.default_rng(2).integers(100, 3000, (6, 40, 40)).astype("uint16"),
+                         nodata=0)
+    chosen = "bf16" if runtime.cpu_has_native_bf16() else "fp32"
+    for precision, expected in (("auto", chosen), ("32", "fp32")):
+        out = tmp_path / f"{precision}.tif"
+        r = run_cli("predict", scene, "-o", out, "--weights", random_weights, "--tile-size", 32, "--overlap", 8,
+                    "--precision", precision, "--json")
+        assert r.returncode == 0, r.stderr
+        assert read(out)[2]["precision"] == expected and json.loads(r.stdout)["scenes"][0]["precision"] == expected
