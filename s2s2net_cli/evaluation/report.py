@@ -70,7 +70,7 @@ def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predict
                     nodata: float | None = None) -> None:
     """A PNG: one row per image; scene in false colour, reference (``nodata``: its nodata value,
     grey as in the scores, where they leave it out), then each model's prediction."""
-    import matplotlib
+    import matplotlib  # heavy: only --plot draws
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -37,7 +37,6 @@ from .losses import WaterLoss
 from .run_folder import (CHECKPOINTS, Records, check_resume_matches, check_run_dir, prepare_run_dir, truncate_metrics,
                          write_config)
 
-log = logging.getLogger("s2s2net.train")
 AUGMENTS = {"none": Augment.none, "geometric": Augment, "full": Augment.radiometric}
 
 
