@@ -1,6 +1,6 @@
 """Real labelled scenes for scoring: find them, make SWIR variants, draw the Shanghai figure.
 
-    python scripts/score_real.py manifest REALDATA WORK     # WORK/real.csv, WORK/swir.csv
+    python scripts/score_real.py manifest REALDATA WORK     # WORK/real.csv, WORK/swir.csv, WORK/bolivia.csv
     python scripts/score_real.py figure REALDATA WORK PNG   # false colour, label, model, best index
     python scripts/score_real.py errors REALDATA WORK       # where the model's errors lie, at 10 m
     python scripts/score_real.py error-figure REALDATA WORK PNG   # the largest errors off the shores
@@ -8,7 +8,9 @@
 A labelled scene is a label ``NAME_water*.tif`` beside one image ``NAME_*.tif`` (6 bands, B02,
 B03, B04, B08, B11, B12 at 10 m). The SWIR variants of each scene bring B11/B12 to 20 m (2 x 2
 means) and back to 10 m by nearest (as s2s2net reads products) and bilinearly, to measure how
-much the model's score depends on how the SWIR reached 10 m.
+much the model's score depends on how the SWIR reached 10 m. The Sen1Floods11 Bolivia chips
+(REALDATA/sen1floods11_bolivia/, the only real labels that may be trained on) go to their own
+manifest, scored as one pooled row a model.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from affine import Affine
 
 ROOT = Path(__file__).resolve().parent.parent
 PIECES = 3  # the largest pieces of each kind of error off the shores, printed and drawn
+BOLIVIA = "sen1floods11_bolivia"  # the folder of the Bolivia chips inside REALDATA
 
 
 def labelled_scenes(realdata: Path) -> list[tuple[str, Path, Path]]:
@@ -73,6 +76,12 @@ def write_manifests(realdata: Path, work: Path) -> None:
                 swir_variant(image, variant, method)
                 writer.writerow([variant.resolve(), label.resolve(), f"{name}_swir_{method}"])
     print(f"{len(scenes)} labelled scene(s): {', '.join(n for n, _, _ in scenes)}")
+    chips = labelled_scenes(realdata / BOLIVIA) if (realdata / BOLIVIA).is_dir() else []
+    with open(work / "bolivia.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["image", "mask", "id"])
+        writer.writerows([image.resolve(), label.resolve(), name] for name, image, label in chips)
+    print(f"{len(chips)} Sen1Floods11 Bolivia chip(s)")
 
 
 def figure(realdata: Path, work: Path, png: Path) -> None:

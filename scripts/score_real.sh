@@ -54,5 +54,15 @@ echo "--tile-size 768 --flips"
 s2s2net -q compare --precision "$PRECISION" --manifest "$WORK/real.csv" --weights s2s2net_cli/weights/default.safetensors \
     --tile-size 768 --flips --json --overwrite > "$WORK/tile_768_flips_scores.json"
 table "$WORK/tile_768_flips_scores.json"
+if [ "$(wc -l < "$WORK/bolivia.csv")" -gt 1 ]; then
+    echo "Sen1Floods11 Bolivia chips, pooled (Bonafilia et al. 2020; the bundled model did not train on them):"
+    s2s2net -q compare --precision "$PRECISION" --manifest "$WORK/bolivia.csv" --json --overwrite \
+        > "$WORK/bolivia_scores.json"
+    python - "$WORK/bolivia_scores.json" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["rows"]:
+    print(f"{r['model']:>22}  pooled F1 {r['f1']:.4f} P {r['precision']:.3f} R {r['recall']:.3f} over {r['pixels']} px")
+PY
+fi
 python scripts/score_real.py figure "$REAL" "$WORK" docs/shanghai.png
 python scripts/score_real.py error-figure "$REAL" "$WORK" docs/shanghai_errors.png

@@ -193,3 +193,21 @@ def test_wide_water_is_what_a_150_m_opening_keeps_grown_by_2_px(tmp_path):
     e = error_maps(tmp_path / "image.tif", tmp_path / "label.tif", tmp_path / "pred.tif")
     assert e["wide"][:, :18].all() and not e["wide"][:, 18:].any()  # the river and 2 px beside it; not the canal
     assert (e["missed"] & e["wide"]).sum() == 1 and e["missed"][10, 10]
+
+
+def test_score_real_manifest_lists_the_bolivia_chips_apart(tmp_path):
+    import csv
+    import subprocess
+
+    real, work = tmp_path / "real", tmp_path / "work"
+    (real / "sen1floods11_bolivia" / "orig").mkdir(parents=True)
+    for name in ("Bolivia_1_s2_6band_10m.tif", "Bolivia_1_water_10m.tif", "Bolivia_2_s2_6band_10m.tif",
+                 "Bolivia_2_water_10m.tif"):
+        (real / "sen1floods11_bolivia" / name).write_bytes(b"")
+    (real / "sen1floods11_bolivia" / "orig" / "Bolivia_1_LabelHand.tif").write_bytes(b"")
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "score_real.py"), "manifest", str(real), str(work)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(open(work / "bolivia.csv")))
+    assert [row["id"] for row in rows] == ["Bolivia_1", "Bolivia_2"] and rows[0]["mask"].endswith("Bolivia_1_water_10m.tif")
+    assert list(csv.DictReader(open(work / "real.csv"))) == []  # the chips are not among the validation scenes
