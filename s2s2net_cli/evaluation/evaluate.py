@@ -77,45 +77,62 @@ def distinct_names(paths: list) -> list[str]:
     return [str(p) for p in paths]
 
 
-def score_pair(prediction_path, pair: Pair, nodata: float | None = None, block: int = 1024) -> Counts:
-    """Counts of a 2 m prediction GeoTIFF against ``pair.mask``, on the reference's grid."""
+def score_pair(prediction_path, pair: Pair, nodata: float | None = None) -> Counts:
+    """Counts of one 2 m prediction GeoTIFF against ``pair.mask``, on the reference's grid."""
+    return score_predictions([prediction_path], pair, nodata)[0]
+
+
+def score_predictions(prediction_paths: list, pair: Pair, nodata: float | None = None, block: int = 1024) -> list[Counts]:
+    """Counts of each 2 m prediction against ``pair.mask``, on the reference's grid, over the
+    same pixels for all: those valid in the reference and in every prediction (a baseline's
+    undefined index, a model's clouds), read a block of the reference at a time."""
     ref = open_label(pair.mask, nodata)
-    pred = open_label(prediction_path, NODATA)
-    check_transformable(pair.mask, ref.crs, pred.crs)
-    finer = label_resolution_in(pred, ref.crs) < abs(ref.transform.a) * 0.999
-    counts = Counts()
+    preds = [open_label(path, NODATA) for path in prediction_paths]
+    for pred in preds:
+        check_transformable(pair.mask, ref.crs, pred.crs)
+    finer = [label_resolution_in(pred, ref.crs) < abs(ref.transform.a) * 0.999 for pred in preds]
+    counts = [Counts() for _ in preds]
     with rasterio.open(pair.mask) as src:
-        for row0 in range(0, src.height, block):
-            for col0 in range(0, src.width, block):
-                window = rasterio.windows.Window(col0, row0, min(block, src.width - col0), min(block, src.height - row0))
-                reference = binarise(src.read(1, window=window), ref.nodata)
-                predicted = warp_label(pred, src.window_transform(window), ref.crs, reference.shape, finer)
-                valid = ~np.isnan(reference) & ~np.isnan(predicted)
-                counts += count(predicted == 1, reference == 1, valid)
+        for window in _blocks(src.width, src.height, block):
+            reference = binarise(src.read(1, window=window), ref.nodata)
+            predicted = [warp_label(pred, src.window_transform(window), ref.crs, reference.shape, f)
+                         for pred, f in zip(preds, finer)]
+            valid = ~np.isnan(reference)
+            for p in predicted:
+                valid &= ~np.isnan(p)
+            for c, p in zip(counts, predicted):
+                c += count(p == 1, reference == 1, valid)
     return counts
+
+
+def _blocks(width: int, height: int, block: int):
+    for row0 in range(0, height, block):
+        for col0 in range(0, width, block):
+            yield rasterio.windows.Window(col0, row0, min(block, width - col0), min(block, height - row0))
 
 
 def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | None = None,
              on_progress: Callable[[str, str], None] | None = None, scene_options=None) -> list[ModelScores]:
-    """Score every model on every pair. Each 2 m prediction is written to ``predictions_dir``
-    (see prediction_path) and scored on the reference's grid. Pixels a model's output leaves
-    out (nodata, clouds, --mask) are left out of every count."""
+    """Score every model on every pair, on the same pixels. Each 2 m prediction is written to
+    ``predictions_dir`` (see prediction_path) and scored on the reference's grid. Pixels that
+    any model's output leaves out (nodata, clouds, --mask, an undefined index) are left out
+    of every model's counts."""
     for pair in pairs:
         open_pair(pair.image, pair.mask, scene_options, nodata=nodata)
     predictions_dir = Path(predictions_dir)
     predictions_dir.mkdir(parents=True, exist_ok=True)
     results = [ModelScores(m.model_name) for m in models]
     for pair in pairs:
-        for model, result in zip(models, results):
+        paths, warnings = [], []
+        for model in models:
             if on_progress:
                 on_progress(pair.id, model.model_name)
-            pred_path = prediction_path(predictions_dir, pair, model.model_name)
-            predicted = model.predict_scene(pair.image, pred_path)
-            counts = score_pair(pred_path, pair, nodata)
+            paths.append(prediction_path(predictions_dir, pair, model.model_name))
+            warnings.append(model.predict_scene(pair.image, paths[-1]).warnings)
+        for result, counts, path, said in zip(results, score_predictions(paths, pair, nodata), paths, warnings):
             result.counts += counts
             result.images.append({"image": str(pair.image), "reference": str(pair.mask), "id": pair.id,
-                                  **_public(counts.scores()), "prediction": str(pred_path),
-                                  "warnings": list(predicted.warnings)})
+                                  **_public(counts.scores()), "prediction": str(path), "warnings": list(said)})
     return results
 
 

@@ -221,3 +221,22 @@ def test_evaluate_and_compare_read_an_area_of_interest_as_predict_does(tmp_path)
     assert json.loads(r.stdout)["rows"][0]["pixels"] == 40 * 40
     r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "--bbox", "0,0,1,1")
     assert r.returncode == 1 and "AOI does not overlap the scene s.tif" in r.stderr
+
+
+def test_compare_scores_every_model_on_the_same_pixels(tmp_path, random_weights):
+    # where green + SWIR1 is 0 MNDWI is undefined (the baseline writes nodata there) while
+    # the network still maps the pixel: compare leaves it out of every model's counts
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+
+    p = make_pair(40, seed=12, nodata_margin=False)
+    p.scene[1, 5:9, 5:25] = 0
+    p.scene[4, 5:9, 5:25] = 0
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("compare", "--weights", random_weights, "--baseline", "mndwi", "--baseline", "ndwi", "--pair",
+                tmp_path / "s.tif", tmp_path / "m.tif", "--tile-size", 32, "--json")
+    assert r.returncode == 0, r.stderr
+    pixels = {row["model"]: row["pixels"] for row in json.loads(r.stdout)["rows"]}
+    assert pixels == dict.fromkeys(("random.safetensors", "mndwi", "ndwi"), 200 * 200 - 4 * 20 * 25)
+    r = run_cli("evaluate", "--weights", random_weights, "--pair", tmp_path / "s.tif", tmp_path / "m.tif",
+                "--tile-size", 32, "--json")
+    assert json.loads(r.stdout)["rows"][0]["pixels"] == 200 * 200  # scored alone, the network counts them all
