@@ -39,7 +39,8 @@ def open_scene(source, options: SceneOptions = SceneOptions(), n_bands: int = le
     if band_files is None:
         scene = open_stack(text, options.bands, n_bands)
         scale, offset = stack_radiometry(scene, options)
-        scene = replace(scene, scale=scale, offset=offset)
+        scene = replace(scene, scale=scale, offset=offset,
+                        cloud_band=None if options.keep_clouds else scene.cloud_band)
     else:
         if options.bands is not None:
             raise InputError(describe(text, f"--bands applies to stacks; a {band_files.kind} names its bands"))

@@ -99,6 +99,7 @@ def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(
     ``indexes`` are the 1-based bands to read, in the model's band order; without them the
     stack's own band descriptions (or colour interpretation) say which band is which, and a
     stack that says nothing is read as B02, B03, B04, B08, B11, B12 only when it has six bands.
+    A band described as SCL holds L2A scene classes: its clouds are left out, as a product's are.
     Raises InputError naming the file for anything that cannot be a scene, or whose bands
     cannot be told apart.
     """
@@ -110,6 +111,7 @@ def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(
             named = tuple(band_name(d) or band_name(c.name) for d, c in zip(src.descriptions, src.colorinterp))
     except RasterioIOError as exc:
         raise InputError(describe(path, f"not a readable raster ({first_line(exc)})")) from exc
+    scl = [i for i, d in enumerate(descriptions, start=1) if d and d.strip().upper() in SCL_NAMES]
     check_grid(path, crs, transform)
     if dtype not in _REFLECTANCE_DTYPES:
         raise InputError(describe(path, f"has dtype {dtype}, which cannot hold reflectance (expected uint16, int16 or float)"))
@@ -122,7 +124,8 @@ def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(
         bad = [i for i in indexes if not 1 <= i <= count]
         if bad:
             raise InputError(describe(path, f"has {count} band(s); band index {bad[0]} does not exist"))
-    return Scene(str(path), crs, transform, width, height, dtype, count, indexes, nodata, descriptions)
+    return Scene(str(path), crs, transform, width, height, dtype, count, indexes, nodata, descriptions,
+                 cloud_band=scl[0] if len(scl) == 1 else None)
 
 
 def stack_band_indexes(path, named: tuple[str | None, ...], wanted: tuple[str, ...] | None, n_bands: int) -> tuple:
@@ -159,6 +162,7 @@ def check_grid(path, crs, transform) -> None:
 # Scene classification (L2A SCL) classes left out unless --keep-clouds: saturated or
 # defective, cloud shadow, cloud medium and high probability, thin cirrus, snow.
 CLOUD_CLASSES = (1, 3, 8, 9, 10, 11)
+SCL_NAMES = ("SCL", "SCENE CLASSIFICATION")  # the description of a stack's band of L2A scene classes
 
 
 class SceneReader:

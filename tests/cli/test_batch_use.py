@@ -271,3 +271,17 @@ def test_chip_says_why_no_chip_was_cut(tmp_path):
                 "--stride", 8)
     assert r.returncode == 0, r.stderr
     assert "no chip was cut: all 4 chip windows hold more nodata than --max-nodata 0 allows" in r.stderr
+
+
+def test_a_stacks_scl_band_leaves_clouds_out_as_a_products_does(tmp_path, random_weights):
+    data = np.random.default_rng(8).integers(200, 4000, size=(7, 40, 40)).astype("uint16")
+    data[6] = 4  # vegetation
+    data[6, :10, :10] = 9  # cloud, high probability
+    path = write_raster(tmp_path / "l2a.tif", data, transform=T10, nodata=0,
+                        descriptions=("B02", "B03", "B04", "B08", "B11", "B12", "SCL"))
+    r = run_cli("predict", path, "-o", tmp_path / "o.tif", "--weights", random_weights, *FAST)
+    assert r.returncode == 0, r.stderr
+    mask, tags = read(tmp_path / "o.tif")
+    assert (mask[:50, :50] == 255).all() and (mask[50:] != 255).all() and tags["clouds_left_out"] == "yes"
+    r = run_cli("predict", path, "-o", tmp_path / "k.tif", "--weights", random_weights, *FAST, "--keep-clouds")
+    assert r.returncode == 0 and (read(tmp_path / "k.tif")[0] != 255).all()
