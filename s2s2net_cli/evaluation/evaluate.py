@@ -58,7 +58,7 @@ def make_models(weights: list, baselines: list[str], options: PredictOptions | N
     forwards = [IndexBaseline(name) for name in baselines]  # an unknown name is refused before a model loads
     models = [Predictor(w, options) for w in weights]
     for model, name in zip(models, distinct_names(weights)):
-        model.forward.name = name + ("+flips" if options.flips else "")
+        model.forward.label = name
     models += [Predictor(f, options) for f in forwards]
     names = [m.model_name for m in models]
     if len(set(names)) != len(names):

@@ -72,9 +72,14 @@ class ModelRuntime(Forward):
         self.spec = self.card.bands
         self.flips = flips
         self.threshold = self.card.threshold if threshold is None else threshold
-        self.name = f"{self.weights.name}+flips" if flips else self.weights.name
+        self.label = self.weights.name  # what the model is called: its file's name, unless a caller says otherwise
         self.threaded = self.device.type == "cuda"
         self.batch_size = batch_size or (8 if self.threaded else 1)
+
+    @property
+    def name(self) -> str:
+        """The model's name in tags, tables and prediction files: its label, "+flips" when averaged over flips."""
+        return f"{self.label}+flips" if self.flips else self.label
 
     @property
     def precision(self) -> str:
