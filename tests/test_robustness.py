@@ -199,7 +199,7 @@ def test_a_failing_rank_ends_the_launch_with_its_message(tmp_path):
     g = torch.Generator()
     g.manual_seed(42)
     perm = torch.randperm(len(train), generator=g).tolist()
-    victim = chips / train[perm[1]][0]  # the first chip rank 1 reads
+    victim = train[perm[1]].image  # the first chip rank 1 reads
     victim.write_bytes(b"broken")
     launcher = Path(sys.executable).parent / "deepspeed"
     start = time.time()

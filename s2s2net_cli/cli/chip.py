@@ -65,6 +65,8 @@ def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, tes
         rows = [[split, str(summary.chips[split]), "-" if summary.water_fraction[split] is None else f"{summary.water_fraction[split]:.1%}"]
                 for split in ("train", "val", "test")]
         rows += [[f"skipped ({why.replace('_', ' ')})", str(n), ""] for why, n in summary.skipped.items()]
+        if summary.labels_10m:
+            rows.append(["masks kept at 10 m (coarse label)", str(summary.labels_10m), ""])
         summary_table(f"{summary.scenes} scene(s) -> {summary.index}", ["split", "chips", "water"], rows)
     if not sum(summary.chips.values()) and summary.skipped["nodata"]:
         log.warning(f"{out_dir}: no chip was cut: all {summary.skipped['nodata']} chip windows hold more nodata than "

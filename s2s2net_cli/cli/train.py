@@ -10,12 +10,24 @@ from click.core import ParameterSource
 
 from ..training.config import TrainOptions, read_deepspeed_config
 from ..training.loop import train as run_training
-from .options import overwrite_option, precision_option
+from .options import overwrite_option, parse_name_values, precision_option
 from .render import progress_bar, stderr
 
 
+def _parse_weights(ctx, param, values) -> dict:
+    out = {}
+    for name, value in parse_name_values(ctx, param, values).items():
+        try:
+            out[name.rstrip("/")] = float(value)
+        except ValueError:
+            raise click.BadParameter(f"{value!r} is not a number (NAME=W)", ctx, param) from None
+        if not out[name.rstrip("/")] >= 0:
+            raise click.BadParameter(f"{name}={value}: a weight is 0 or more", ctx, param)
+    return out
+
+
 @click.command()
-@click.argument("chips_dir", type=click.Path(path_type=Path))
+@click.argument("chips_dirs", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="CHIPS_DIR...")
 @click.option("-o", "--output", "run_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="Run folder.")
 @click.option("--max-steps", type=click.IntRange(1), default=None, help="Optimizer steps (default 1000 unless --epochs).")
 @click.option("--epochs", type=click.IntRange(1), default=None, help="Passes over the train split (instead of --max-steps).")
@@ -35,12 +47,18 @@ from .render import progress_bar, stderr
 @click.option("--warmup-steps", type=click.IntRange(0), default=0, show_default=True, help="Linear warm-up before the cosine decay.")
 @click.option("--resume", is_flag=True, help="Continue from the latest checkpoint in the run folder.")
 @click.option("--init-weights", type=click.Path(dir_okay=False), default=None, help="Start from these weights (.safetensors).")
+@click.option("--source-weight", "source_weights", multiple=True, callback=_parse_weights, metavar="NAME=W",
+              help="Draw the chips of the chips folder NAME W times an epoch (repeatable; default 1; 0 validates only).")
 @overwrite_option
 @click.pass_context
-def train(ctx, chips_dir, run_dir, max_steps, epochs, batch_size, lr, weight_decay, precision, zero_stage,
+def train(ctx, chips_dirs, run_dir, max_steps, epochs, batch_size, lr, weight_decay, precision, zero_stage,
           offload_optimizer, deepspeed_config, val_every, seed, num_workers, augment, warmup_steps, resume,
-          init_weights, overwrite):
-    """Train the network on chips made by `s2s2net chip`.
+          init_weights, source_weights, overwrite):
+    """Train the network on chips made by `s2s2net chip`, from one chips folder or several.
+
+    Chips whose masks `chip` kept at 10 m (a coarse label) are scored on their 10 m cells, the
+    2 m prediction averaged over each; chips with 2 m masks at 2 m. Validation scores each
+    folder on its own and chooses the best weights on the mean of their F1.
 
     Writes RUN_DIR/metrics.jsonl, DeepSpeed checkpoints under RUN_DIR/checkpoints/ (every
     validation, and on SIGTERM or Ctrl-C), RUN_DIR/last.safetensors and best.safetensors (best
@@ -49,6 +67,7 @@ def train(ctx, chips_dir, run_dir, max_steps, epochs, batch_size, lr, weight_dec
     \b
     Examples:
       s2s2net train chips/ -o run/ --max-steps 2000
+      s2s2net train synthetic_chips/ sen1floods11_chips/ -o run/ --source-weight sen1floods11_chips=3
       deepspeed --num_gpus 8 --module s2s2net_cli train chips/ -o run/ --batch-size 64
       torchrun --nproc_per_node 2 -m s2s2net_cli train chips/ -o run/
       s2s2net train chips/ -o run/ --resume
@@ -63,7 +82,8 @@ def train(ctx, chips_dir, run_dir, max_steps, epochs, batch_size, lr, weight_dec
                            precision=precision, zero_stage=zero_stage, offload_optimizer=offload_optimizer,
                            deepspeed_config=read_deepspeed_config(deepspeed_config) if deepspeed_config else None,
                            explicit=explicit, val_every=val_every, seed=seed, num_workers=num_workers, resume=resume,
-                           init_weights=init_weights, overwrite=overwrite, augment=augment, warmup_steps=warmup_steps)
+                           init_weights=init_weights, overwrite=overwrite, augment=augment, warmup_steps=warmup_steps,
+                           source_weights=source_weights)
     world = ctx.obj["world"]
     quiet = ctx.obj.get("quiet") or not world.leads
     with progress_bar("train", quiet=quiet) as on_step:
@@ -74,7 +94,7 @@ def train(ctx, chips_dir, run_dir, max_steps, epochs, batch_size, lr, weight_dec
                 f1 = "-" if record["f1"] is None else f"{record['f1']:.3f}"
                 stderr.print(f"step {record['step']}: val loss {record['val_loss']:.4f}, F1 {f1}")
 
-        result = run_training(chips_dir, run_dir, options, on_record=on_record, world=world)
+        result = run_training(list(chips_dirs), run_dir, options, on_record=on_record, world=world)
     if world.leads and not ctx.obj.get("quiet"):
         click.echo(json.dumps({"steps": result.steps, "best_f1": result.best_f1, "last": result.last, "best": result.best,
                                "seconds": round(result.seconds, 1), "world_size": result.world_size,

@@ -1,7 +1,11 @@
-"""Cutting training chips: scene windows at 10 m and their masks on the exact 5x sub-grid.
+"""Cutting training chips: scene windows at 10 m and their masks, at 2 m or at 10 m.
 
 Each chip is two small tiled, compressed, georeferenced GeoTIFFs (uint16 reflectance x 10000
-with nodata 0; uint8 mask 0/1 with 255 nodata) and one row of ``index.gpkg``. Scenes are read
+with nodata 0; uint8 mask 0/1 with 255 nodata) and one row of ``index.gpkg``. A mask about as
+fine as the 5x sub-grid (at most ``COARSE_FROM`` of its 2 m cells) is written on that sub-grid
+(averaged when finer); a coarser one (a 10 m label) is kept on the scene's own 10 m grid, so that
+training scores it where it is true (``label_scale`` 5 in the index: 5 x 5 cells of 2 m a
+label cell) and never as 2 m blocks. Scenes are read
 and masks warped one chip window at a time, so memory is bounded by the chip size. The index
 is written last, under a temporary name, so an interrupted run leaves no index that points at
 missing files.
@@ -32,6 +36,7 @@ from ..sources.open import open_pair
 from ..sources.options import SceneOptions
 from ..sources.scene import SceneReader
 VAL_BLOCK = 4  # validation blocks are VAL_BLOCK x VAL_BLOCK chip positions
+COARSE_FROM = 1.5  # a mask whose cells are this many 2 m cells or more is kept at 10 m
 
 
 @dataclass
@@ -52,6 +57,7 @@ class ChipOptions:
 class ChipSummary:
     chips: dict = field(default_factory=lambda: {"train": 0, "val": 0, "test": 0})
     skipped: dict = field(default_factory=lambda: {"nodata": 0, "overlaps_test": 0, "overlaps_val": 0})
+    labels_10m: int = 0  # chips whose mask is kept at 10 m (a coarse label)
     water_fraction: dict = field(default_factory=dict)
     scenes: int = 0
     index: str = ""
@@ -59,7 +65,8 @@ class ChipSummary:
 
     def to_dict(self) -> dict:
         return {"chips": self.chips, "skipped": self.skipped, "water_fraction": self.water_fraction,
-                "scenes": self.scenes, "index": self.index, "test_manifest": self.test_manifest}
+                "scenes": self.scenes, "index": self.index, "test_manifest": self.test_manifest,
+                "labels_10m": self.labels_10m}
 
 
 @dataclass
@@ -67,7 +74,8 @@ class _Prepared:
     pair: Pair
     scene: object
     label: Label
-    finer: bool
+    finer: bool  # the label is finer than the grid its mask is written on (averaged to it)
+    label_scale: int  # 2 m cells a mask cell: 1 (2 m mask) or SCALE_FACTOR (kept at 10 m)
     windows: list
 
 
@@ -138,6 +146,7 @@ def _write_index(prepared: list["_Prepared"], rows: list[dict], out_dir: Path, o
         rows = _drop_overlapping(rows, "val", ("train",), out_dir, summary)
     for r in rows:
         summary.chips[r["split"]] += 1
+    summary.labels_10m = sum(r["label_scale"] > 1 for r in rows)
     for split in ("train", "val", "test"):
         fr = [r["water_fraction"] for r in rows if r["split"] == split]
         summary.water_fraction[split] = round(float(np.mean(fr)), 4) if fr else None
@@ -146,7 +155,8 @@ def _write_index(prepared: list["_Prepared"], rows: list[dict], out_dir: Path, o
         write_manifest(out_dir / "test_manifest.csv", test_rows, overwrite=True)
         summary.test_manifest = str(out_dir / "test_manifest.csv")
     gdf = gpd.GeoDataFrame(rows, geometry="geometry", crs=index_crs) if rows else gpd.GeoDataFrame(
-        {"image": [], "mask": [], "split": [], "scene_id": [], "water_fraction": [], "nodata_fraction": []},
+        {"image": [], "mask": [], "split": [], "scene_id": [], "water_fraction": [], "nodata_fraction": [],
+         "label_scale": []},
         geometry=gpd.GeoSeries([], crs=index_crs))
     index_path = out_dir / "index.gpkg"
     with atomic_path(index_path) as tmp:
@@ -156,7 +166,9 @@ def _write_index(prepared: list["_Prepared"], rows: list[dict], out_dir: Path, o
 
 def _prepare(pair: Pair, options: ChipOptions) -> _Prepared:
     scene, label, (left, bottom, right, top) = open_pair(pair.image, pair.mask, options.scene, options.nodata)
-    finer = label_resolution_in(label, scene.crs) < abs(scene.transform.a) / SCALE_FACTOR
+    resolution, fine = label_resolution_in(label, scene.crs), abs(scene.transform.a) / SCALE_FACTOR
+    label_scale = SCALE_FACTOR if resolution >= COARSE_FROM * fine else 1
+    finer = resolution < fine * label_scale * 0.999
     size, stride = options.size, options.stride
     if scene.height < size or scene.width < size:
         raise InputError(describe(pair.image, f"is {scene.width} x {scene.height} px, smaller than one chip of {size} px "
@@ -170,7 +182,7 @@ def _prepare(pair: Pair, options: ChipOptions) -> _Prepared:
     rmin, rmax = min(r_a, r_b), max(r_a, r_b)
     cmin, cmax = min(c_a, c_b), max(c_a, c_b)
     windows = [(r, c) for r in rows for c in cols if r < rmax and r + size > rmin and c < cmax and c + size > cmin]
-    return _Prepared(pair, scene, label, finer, windows)
+    return _Prepared(pair, scene, label, finer, label_scale, windows)
 
 
 def _positions(length: int, size: int, stride: int) -> list[int]:
@@ -182,30 +194,41 @@ def _positions(length: int, size: int, stride: int) -> list[int]:
 
 def _cut_chip(reader: SceneReader, prep: _Prepared, row: int, col: int, options: ChipOptions, out_dir: Path,
               index_crs) -> dict | None:
-    size, f = options.size, SCALE_FACTOR
+    size = options.size
     scene = prep.scene
     window = Window(col, row, size, size)
     raw, valid10, keep10 = reader.read(window)
     chip_transform = reader.window_transform(window)
-    mask = warp_label(prep.label, fine_transform(chip_transform), scene.crs, (size * f, size * f), prep.finer)
-    valid2 = ~np.isnan(mask) & to_fine(keep10)
-    nodata_fraction = 1.0 - float(valid2.mean())
-    if nodata_fraction > options.max_nodata or not valid2.any():
+    mask, valid = _mask_window(prep, chip_transform, (size, size), keep10)
+    nodata_fraction = 1.0 - float(valid.mean())
+    if nodata_fraction > options.max_nodata or not valid.any():
         return None
     dn = reflectance_to_dn(scene.reflectance(raw).astype(np.float64), valid10)
-    mask_u8 = np.where(valid2, mask, NODATA).astype(np.uint8)
+    mask_u8 = np.where(valid, mask, NODATA).astype(np.uint8)
     name = f"{safe_name(prep.pair.id)}_r{row}_c{col}.tif"
     image_rel, mask_rel = f"images/{name}", f"masks/{name}"
+    mask_transform = chip_transform if prep.label_scale > 1 else fine_transform(chip_transform)
     _write(out_dir / image_rel, dn, chip_transform, scene.crs, "uint16", 0, BAND_NAMES)
-    _write(out_dir / mask_rel, mask_u8[None], fine_transform(chip_transform), scene.crs, "uint8", NODATA, ("water",))
+    _write(out_dir / mask_rel, mask_u8[None], mask_transform, scene.crs, "uint8", NODATA, ("water",))
     footprint = box(*rasterio.windows.bounds(window, scene.transform))
     if str(index_crs) != str(scene.crs):
         import geopandas as gpd  # heavy, as for the index
 
         footprint = gpd.GeoSeries([footprint], crs=scene.crs).to_crs(index_crs).iloc[0]
     return {"image": image_rel, "mask": mask_rel, "split": None, "scene_id": prep.pair.id,
-            "water_fraction": float(mask[valid2].mean()), "nodata_fraction": nodata_fraction,
-            "row": row, "col": col, "geometry": footprint}
+            "water_fraction": float(mask[valid].mean()), "nodata_fraction": nodata_fraction,
+            "label_scale": prep.label_scale, "row": row, "col": col, "geometry": footprint}
+
+
+def _mask_window(prep: _Prepared, transform, shape: tuple[int, int], keep10: np.ndarray):
+    """The mask of a 10 m window (``transform``, ``shape``) on its own grid (2 m, or 10 m for
+    a coarse label) and where it is valid (in the label and kept in the scene)."""
+    if prep.label_scale > 1:
+        mask = warp_label(prep.label, transform, prep.scene.crs, shape, prep.finer)
+        return mask, ~np.isnan(mask) & keep10
+    f = SCALE_FACTOR
+    mask = warp_label(prep.label, fine_transform(transform), prep.scene.crs, (shape[0] * f, shape[1] * f), prep.finer)
+    return mask, ~np.isnan(mask) & to_fine(keep10)
 
 
 def _write(path: Path, data: np.ndarray, transform, crs, dtype: str, nodata, descriptions) -> None:
@@ -267,8 +290,9 @@ def _drop_overlapping(rows: list[dict], held: str, others: tuple[str, ...], out_
 
 
 def _write_test_pair(prep: _Prepared, out_dir: Path) -> None:
-    """The whole aligned pair of a test scene: the scene's six bands and its 2 m mask, window by window."""
-    scene, f = prep.scene, SCALE_FACTOR
+    """The whole aligned pair of a test scene: the scene's six bands and its mask (2 m, or 10 m
+    for a coarse label), window by window."""
+    scene, f = prep.scene, (1 if prep.label_scale > 1 else SCALE_FACTOR)
     test_dir = out_dir / "test"
     test_dir.mkdir(exist_ok=True)
     image_path, mask_path = test_dir / f"{safe_name(prep.pair.id)}_image.tif", test_dir / f"{safe_name(prep.pair.id)}_mask.tif"
@@ -278,17 +302,15 @@ def _write_test_pair(prep: _Prepared, out_dir: Path) -> None:
                 rasterio.open(itmp, "w", **geotiff_profile((6, scene.height, scene.width), "uint16", scene.crs,
                                                            scene.transform, 0)) as img, \
                 rasterio.open(mtmp, "w", **geotiff_profile((1, scene.height * f, scene.width * f), "uint8", scene.crs,
-                                                           fine_transform(scene.transform), NODATA)) as msk:
+                                                           fine_transform(scene.transform, f), NODATA)) as msk:
             img.descriptions = BAND_NAMES
             for r in range(0, scene.height, step):
                 for c in range(0, scene.width, step):
                     w = Window(c, r, min(step, scene.width - c), min(step, scene.height - r))
                     raw, valid10, keep10 = reader.read(w)
                     img.write(reflectance_to_dn(scene.reflectance(raw).astype(np.float64), valid10), window=w)
-                    m = warp_label(prep.label, fine_transform(reader.window_transform(w)), scene.crs,
-                                  (int(w.height) * f, int(w.width) * f), prep.finer)
-                    valid2 = ~np.isnan(m) & to_fine(keep10)
-                    msk.write(np.where(valid2, m, NODATA).astype(np.uint8), 1,
+                    m, valid = _mask_window(prep, reader.window_transform(w), (int(w.height), int(w.width)), keep10)
+                    msk.write(np.where(valid, m, NODATA).astype(np.uint8), 1,
                               window=Window(c * f, r * f, int(w.width) * f, int(w.height) * f))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import InputError, describe
 
@@ -30,6 +30,7 @@ class TrainOptions:
     init_weights: str | None = None
     overwrite: bool = False
     augment: str = "geometric"  # "none", "geometric" or "full" (geometric and radiometric)
+    source_weights: dict = field(default_factory=dict)  # chips folder name -> how often its chips are drawn an epoch
     warmup_steps: int = 0
     grad_clip: float = 1.0
 

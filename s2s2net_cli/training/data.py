@@ -1,11 +1,16 @@
-"""Datasets over chips: reading, normalising and augmenting image/mask pairs.
+"""Datasets over chips: reading, normalising and augmenting image/mask pairs, from one or
+more chip folders (sources), each drawn as often as its weight says.
 
-Every random choice for a sample is drawn from a generator seeded by (seed, epoch, index),
-so a run is repeatable, ranks agree, and a resumed run sees exactly the same batches.
+A mask kept at 10 m (a coarse label) is given to the loss as its 10 m cells repeated on the
+2 m grid, with the sample's ``label_scale`` (5), so that batches have one shape and the loss
+scores the cells, never the repeated 2 m blocks. Every random choice for a sample is drawn
+from a generator seeded by (seed, epoch, index), so a run is repeatable, ranks agree, and a
+resumed run sees exactly the same batches.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +25,17 @@ from rasterio.errors import RasterioIOError
 from ..bands import BandSpec, normalise
 from ..errors import InputError, describe, first_line
 from ..formats import NODATA, dn_to_reflectance, valid_mask
+from ..grid import SCALE_FACTOR
 from .losses import IGNORE
+
+
+@dataclass(frozen=True)
+class ChipRecord:
+    """One chip: its image and mask files and the source (chips folder) it comes from."""
+
+    image: Path
+    mask: Path
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -65,12 +80,12 @@ def read_chip_index(chips_dir):
 
 
 class ChipDataset(Dataset):
-    """(image, target) pairs: image normalised float32 (bands, s, s); target float32
-    (1, 5s, 5s) with 0/1 and IGNORE at nodata."""
+    """(image, target, label_scale) triples: image normalised float32 (bands, s, s); target
+    float32 (1, 5s, 5s) with 0/1 and IGNORE at nodata; label_scale the 2 m cells a label cell
+    spans (1, or 5 for a mask kept at 10 m, whose cells the target repeats)."""
 
-    def __init__(self, chips_dir, records: list[tuple[str, str]], spec: BandSpec = BandSpec(),
-                 augment: Augment = Augment(), seed: int = 42):
-        self.dir = Path(chips_dir)
+    def __init__(self, records: list[ChipRecord], spec: BandSpec = BandSpec(), augment: Augment = Augment(),
+                 seed: int = 42):
         self.records = records
         self.spec = spec
         self.augment = augment
@@ -84,10 +99,10 @@ class ChipDataset(Dataset):
         return len(self.records)
 
     def __getitem__(self, i: int):
-        image_rel, mask_rel = self.records[i]
-        raw, nodata = _read_chip(self.dir / image_rel)
-        mask, _ = _read_chip(self.dir / mask_rel)
-        mask = mask[0]
+        record = self.records[i]
+        raw, nodata = _read_chip(record.image)
+        mask, _ = _read_chip(record.mask)
+        mask, label_scale = _on_fine_grid(mask[0], raw.shape[1:], record.mask)
         rng = np.random.default_rng([self.seed, self.epoch, i])
         valid = valid_mask(raw, nodata)
         refl = dn_to_reflectance(raw)
@@ -101,7 +116,8 @@ class ChipDataset(Dataset):
             image, target = np.rot90(image, k, axes=(1, 2)), np.rot90(target, k, axes=(0, 1))
             if flip:
                 image, target = image[:, :, ::-1], target[:, ::-1]
-        return torch.from_numpy(np.ascontiguousarray(image)), torch.from_numpy(np.ascontiguousarray(target))[None]
+        return (torch.from_numpy(np.ascontiguousarray(image)), torch.from_numpy(np.ascontiguousarray(target))[None],
+                label_scale)
 
     def _radiometric(self, refl: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         a = self.augment
@@ -117,6 +133,17 @@ class ChipDataset(Dataset):
         return refl
 
 
+def _on_fine_grid(mask: np.ndarray, image_shape: tuple[int, int], path: Path) -> tuple[np.ndarray, int]:
+    """The mask on the image's 2 m grid and the 2 m cells one of its cells spans (1 or 5)."""
+    fine = (image_shape[0] * SCALE_FACTOR, image_shape[1] * SCALE_FACTOR)
+    if mask.shape == fine:
+        return mask, 1
+    if mask.shape == tuple(image_shape):
+        return np.repeat(np.repeat(mask, SCALE_FACTOR, axis=0), SCALE_FACTOR, axis=1), SCALE_FACTOR
+    raise InputError(describe(path, f"mask is {mask.shape[1]} x {mask.shape[0]} px; its image needs "
+                                    f"{fine[1]} x {fine[0]} (2 m) or {image_shape[1]} x {image_shape[0]} (10 m)"))
+
+
 def _read_chip(path: Path):
     try:
         with rasterio.open(path) as src:
@@ -125,21 +152,68 @@ def _read_chip(path: Path):
         raise InputError(describe(path, f"chip cannot be read ({first_line(exc)})")) from exc
 
 
-def chip_splits(chips_dir, seed: int = 42, val_fraction: float = 0.1) -> tuple[list, list]:
-    """Train and val records from the index; val is a seeded split of train when absent."""
+def chip_splits(chips_dir, seed: int = 42, val_fraction: float = 0.1) -> tuple[list[ChipRecord], list[ChipRecord]]:
+    """Train and val records of one chips folder; val is a seeded split of train when the
+    index has none (and the folder has train chips)."""
+    chips_dir = Path(chips_dir)
     gdf = read_chip_index(chips_dir)
-    train = [(r.image, r.mask) for r in gdf.itertuples() if r.split == "train"]
-    val = [(r.image, r.mask) for r in gdf.itertuples() if r.split == "val"]
-    if not train:
-        raise InputError(describe(Path(chips_dir) / "index.gpkg", "has no chips in the train split"))
+    source = chips_dir.name or str(chips_dir)
+    train = [ChipRecord(chips_dir / r.image, chips_dir / r.mask, source) for r in gdf.itertuples() if r.split == "train"]
+    val = [ChipRecord(chips_dir / r.image, chips_dir / r.mask, source) for r in gdf.itertuples() if r.split == "val"]
+    if not train and not val:
+        raise InputError(describe(chips_dir / "index.gpkg", "has no chips in the train or val split"))
     if not val:
         rng = np.random.default_rng(seed)
         order = rng.permutation(len(train))
         n_val = max(1, int(round(len(train) * val_fraction))) if len(train) > 1 else 0
         val = [train[i] for i in order[:n_val]]
         train = [train[i] for i in order[n_val:]]
-    for image, mask in train[:1] + val[:1]:
-        for rel in (image, mask):
-            if not (Path(chips_dir) / rel).exists():
-                raise InputError(describe(Path(chips_dir) / rel, "listed in index.gpkg but missing"))
+    for record in train[:1] + val[:1]:
+        for path in (record.image, record.mask):
+            if not path.exists():
+                raise InputError(describe(path, "listed in index.gpkg but missing"))
     return train, val
+
+
+def source_splits(chips_dirs: list, seed: int = 42) -> tuple[list[ChipRecord], list[ChipRecord]]:
+    """Train and val records of every chips folder, each folder a source named by its name
+    (its path where two share a name). A folder with val chips only validates."""
+    dirs = [Path(d) for d in chips_dirs]
+    names = [d.name for d in dirs]
+    train, val = [], []
+    for d in dirs:
+        t, v = chip_splits(d, seed)
+        name = d.name if names.count(d.name) == 1 else str(d)
+        train += [ChipRecord(r.image, r.mask, name) for r in t]
+        val += [ChipRecord(r.image, r.mask, name) for r in v]
+    if not train:
+        raise InputError(describe(dirs[0] / "index.gpkg", "has no chips in the train split"))
+    return train, val
+
+
+def check_source_weights(weights: dict[str, float], records: list[ChipRecord]) -> None:
+    """Every weight names a source among the records."""
+    sources = sorted({r.source for r in records})
+    for name in weights:
+        if name not in sources:
+            raise InputError(describe("--source-weight", f"no chips folder named {name!r} among the training "
+                                                         f"sources ({', '.join(sources)})"))
+
+
+def weighted_order(records: list[ChipRecord], weights: dict[str, float], seed: int, epoch: int) -> list[int]:
+    """The indices of one epoch: each source's chips ``weight`` times (a weight of 2.5 draws
+    every chip twice and a seeded half once more; 0.5 a seeded half), in a seeded order.
+    With every weight 1 this is DistributedSampler's order (``torch.randperm`` seeded
+    ``seed + epoch``)."""
+    weight = [weights.get(r.source, 1.0) for r in records]
+    drawn = [i for i in range(len(records)) for _ in range(int(math.floor(weight[i])))]
+    for k, source in enumerate(sorted({r.source for r in records})):
+        part = weights.get(source, 1.0) % 1
+        indices = [i for i, r in enumerate(records) if r.source == source]
+        extra = int(round(part * len(indices)))
+        if extra:
+            rng = np.random.default_rng([seed, epoch, k])
+            drawn += sorted(rng.choice(indices, extra, replace=False).tolist())
+    g = torch.Generator()
+    g.manual_seed(seed + epoch)
+    return [drawn[j] for j in torch.randperm(len(drawn), generator=g).tolist()]

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch.utils.data import DataLoader, DistributedSampler
+from torch.utils.data import DataLoader, default_collate
 
 from ..bands import BandSpec
 from ..checkpoint import WeightsCard, load_weights
@@ -32,7 +32,7 @@ from ..model import ModelConfig, S2S2Net
 from ..world import World
 from .checkpoints import export_weights, save_checkpoint, weights_only_loading
 from .config import TrainOptions, build_ds_config, lr_factor
-from .data import Augment, ChipDataset, chip_splits
+from .data import Augment, ChipDataset, check_source_weights, source_splits, weighted_order
 from .losses import WaterLoss
 from .run_folder import (CHECKPOINTS, Records, check_resume_matches, check_run_dir, prepare_run_dir, truncate_metrics,
                          write_config)
@@ -55,15 +55,19 @@ class TrainResult:
     signal: int | None = None  # the signal that stopped the run on this rank (SIGINT when another rank's did)
 
 
-def train(chips_dir, run_dir, options: TrainOptions, on_record: Callable[[dict], None] | None = None,
+def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict], None] | None = None,
           world: World | None = None) -> TrainResult:
-    """Train on ``chips_dir`` into ``run_dir``. Call on every rank of ``world`` (default: the launcher's)."""
+    """Train on the chips of ``chips_dirs`` (one folder or a list: the sources, drawn as
+    ``options.source_weights`` say) into ``run_dir``. Call on every rank of ``world`` (default:
+    the launcher's)."""
     start_time = time.perf_counter()
-    chips_dir, run_dir = Path(chips_dir), Path(run_dir)
+    chips_dirs = [Path(d) for d in ([chips_dirs] if isinstance(chips_dirs, (str, Path)) else chips_dirs)]
+    run_dir = Path(run_dir)
     if options.max_steps is None and options.epochs is None:
         options.max_steps = 1000
     init_state, init_card = (load_weights(options.init_weights) if options.init_weights else (None, None))
-    splits = chip_splits(chips_dir, options.seed)
+    splits = source_splits(chips_dirs, options.seed)
+    check_source_weights(options.source_weights, splits[0])
     check_run_dir(run_dir, options)
     world = world or World.from_environment()
     if options.resume:
@@ -79,7 +83,7 @@ def train(chips_dir, run_dir, options: TrainOptions, on_record: Callable[[dict],
     try:
         spec = init_card.bands if init_card else BandSpec()
         model_config = init_card.model if init_card else ModelConfig(in_channels=len(spec.names))
-        trainer = Trainer(chips_dir, run_dir, options, world, spec, splits, on_record)
+        trainer = Trainer(chips_dirs, run_dir, options, world, spec, splits, on_record)
         trainer.start(deepspeed, ds_config, model_config, init_state)
         return trainer.fit(start_time)
     finally:
@@ -100,12 +104,13 @@ class Trainer:
     """One training run on this rank: its chips, the DeepSpeed engine, and the records,
     checkpoints and weights it writes into the run folder."""
 
-    def __init__(self, chips_dir: Path, run_dir: Path, options: TrainOptions, world: World, spec: BandSpec,
+    def __init__(self, chips_dirs: list[Path], run_dir: Path, options: TrainOptions, world: World, spec: BandSpec,
                  splits: tuple[list, list], on_record: Callable[[dict], None] | None):
-        self.chips_dir, self.run_dir, self.options, self.world, self.spec = chips_dir, run_dir, options, world, spec
+        self.chips_dirs, self.run_dir, self.options, self.world, self.spec = chips_dirs, run_dir, options, world, spec
+        self.chips = ", ".join(str(d) for d in chips_dirs)
         self.on_record, self.step, self.best_f1 = on_record, 0, None
-        self.train_ds = ChipDataset(chips_dir, splits[0], spec, AUGMENTS[options.augment](), options.seed)
-        self.val_ds = ChipDataset(chips_dir, splits[1], spec, Augment.none(), options.seed)
+        self.train_ds = ChipDataset(splits[0], spec, AUGMENTS[options.augment](), options.seed)
+        self.val_ds = ChipDataset(splits[1], spec, Augment.none(), options.seed)
         self.loss_fn = WaterLoss()
 
     def start(self, deepspeed, ds_config: dict, model_config: ModelConfig, init_state: dict | None) -> None:
@@ -115,17 +120,19 @@ class Trainer:
             prepare_run_dir(run_dir, options)
         dist.barrier()
         self.micro = ds_config["train_micro_batch_size_per_gpu"]
-        self.steps_per_epoch, self.max_steps = plan_steps(len(self.train_ds), world, self.micro, options, self.chips_dir)
+        epoch_chips = len(weighted_order(self.train_ds.records, options.source_weights, options.seed, 0))
+        self.steps_per_epoch, self.max_steps = plan_steps(epoch_chips, world, self.micro, options, self.chips_dirs[0])
         self.engine, self.scheduler, self.dtype = build_engine(deepspeed, ds_config, model_config, init_state, options,
                                                                self.max_steps)
         self.card = WeightsCard(model=model_config, bands=self.spec, training={  # of the exported weights
-            "global_batch": options.batch_size, "lr": options.lr, "world_size": world.size, "chips": str(self.chips_dir),
+            "global_batch": options.batch_size, "lr": options.lr, "world_size": world.size, "chips": self.chips,
             "seed": options.seed, "augment": options.augment, "zero_stage": self.engine.zero_optimization_stage()})
         if options.resume:
             self.step, self.best_f1 = resume(self.engine, run_dir / CHECKPOINTS, self.dtype)
         if world.leads:
             write_config(run_dir, options, ds_config, {
-                "chips": str(self.chips_dir), "train_chips": len(self.train_ds), "val_chips": len(self.val_ds),
+                "chips": self.chips, "train_chips": len(self.train_ds), "val_chips": len(self.val_ds),
+                "sources": _source_counts(self.train_ds.records, self.val_ds.records, options.source_weights),
                 "max_steps": self.max_steps, "world_size": world.size, "resumed_at_step": self.step})
             truncate_metrics(run_dir / "metrics.jsonl", self.step)
 
@@ -159,11 +166,11 @@ class Trainer:
     def train_step(self, batch, stop_asked: bool, tick: float) -> bool:
         """One optimizer step on this rank's part of the global batch; whether any rank was asked to stop."""
         engine, options, world = self.engine, self.options, self.world
-        x, y = batch[0].to(engine.device, self.dtype), batch[1].to(engine.device)
+        x, y, label_scale = batch[0].to(engine.device, self.dtype), batch[1].to(engine.device), batch[2]
         # stochastic depth draws from torch's RNG: seed it from (seed, step, rank), so that a
         # resumed run draws what the uninterrupted run would have drawn
         torch.manual_seed((options.seed * 1_000_003 + self.step * 1_009 + world.rank) % 2 ** 63)
-        parts = self.loss_fn.parts(engine(x), y)
+        parts = self.loss_fn.parts(engine(x), y, label_scale)
         engine.backward(parts["loss"])
         engine.step()
         self.step += 1
@@ -245,25 +252,37 @@ def cast_norm_buffers(model: torch.nn.Module, dtype: torch.dtype) -> None:
             m.running_var.data = m.running_var.data.to(dtype)
 
 
-def rank_batches(dataset, world: World, micro: int, options: TrainOptions, start_step: int, steps_per_epoch: int):
-    """Endless batches for this rank, from ``start_step`` on: a seeded permutation per epoch
-    split across ranks like DistributedSampler (rank r takes every world-th index)."""
-    sampler = DistributedSampler(dataset, num_replicas=world.size, rank=world.rank, shuffle=True, seed=options.seed,
-                                 drop_last=True)
+def rank_batches(dataset: ChipDataset, world: World, micro: int, options: TrainOptions, start_step: int,
+                 steps_per_epoch: int):
+    """Endless batches for this rank, from ``start_step`` on: a seeded, weighted order per
+    epoch (``weighted_order``) split across ranks like DistributedSampler (rank r takes every
+    world-th index of the order cut to a whole number of rounds)."""
     epoch, skip = divmod(start_step, steps_per_epoch)
     while True:
-        sampler.set_epoch(epoch)
         dataset.set_epoch(epoch)
-        indices = list(iter(sampler))
+        order = weighted_order(dataset.records, options.source_weights, options.seed, epoch)
+        whole = len(order) // world.size * world.size
+        indices = order[world.rank:whole:world.size]
         batches = [indices[b * micro:(b + 1) * micro] for b in range(steps_per_epoch)][skip:]
         loader = DataLoader(dataset, batch_sampler=batches, num_workers=options.num_workers)
         yield from loader
         epoch, skip = epoch + 1, 0
 
 
+def _source_counts(train: list, val: list, weights: dict) -> dict:
+    """Each source's train and val chips and its weight, for config.json."""
+    names = sorted({r.source for r in train + val})
+    return {n: {"train": sum(r.source == n for r in train), "val": sum(r.source == n for r in val),
+                "weight": weights.get(n, 1.0)} for n in names}
+
+
 @torch.no_grad()
-def validate(engine, val_ds, world: World, micro: int, dtype: torch.dtype, loss_fn: WaterLoss) -> dict:
-    """Loss and scores over every validation chip once, pooled over the ranks."""
+def validate(engine, val_ds: ChipDataset, world: World, micro: int, dtype: torch.dtype, loss_fn: WaterLoss) -> dict:
+    """Loss and scores over every validation chip once, pooled over the ranks. Each source
+    (chips folder) is scored on its own, a coarse label on its own cells (the 2 m mask
+    averaged over each cell, water where half of it is, as ``evaluate`` scores it); with
+    several sources each score is the mean of the sources' scores, so that each counts alike
+    whatever its number of pixels, and ``sources`` holds each one's."""
     from torchmetrics.classification import BinaryStatScores  # heavy: only validation needs it
 
     engine.eval()
@@ -273,16 +292,41 @@ def validate(engine, val_ds, world: World, micro: int, dtype: torch.dtype, loss_
     # forward is not a collective under ZeRO-2, so ranks may run different numbers of batches)
     mine = list(range(world.rank, len(val_ds), world.size))
     device = engine.device
-    stats = BinaryStatScores(ignore_index=NODATA).to(device)
+    sources = sorted({r.source for r in val_ds.records})
+    stats = {name: BinaryStatScores(ignore_index=NODATA).to(device) for name in sources}
     loss_sum = torch.zeros(2, device=device)
-    for x, y in DataLoader(val_ds, batch_size=micro, sampler=mine):
+    for first in range(0, len(mine), micro):
+        chunk = mine[first:first + micro]
+        x, y, label_scale = default_collate([val_ds[i] for i in chunk])
         x, y = x.to(device, dtype), y.to(device)
-        logits = engine(x)
-        loss_sum += torch.stack([loss_fn(logits, y).float() * len(x), torch.tensor(float(len(x)), device=device)])
-        stats.update(torch.sigmoid(logits.float()), y.long())
+        logits = engine(x).float()
+        loss_sum += torch.stack([loss_fn(logits, y, label_scale) * len(x), torch.tensor(float(len(x)), device=device)])
+        for j, i in enumerate(chunk):
+            predicted, truth = _on_label_grid(torch.sigmoid(logits[j:j + 1]), y[j:j + 1], int(label_scale[j]))
+            stats[val_ds.records[i].source].update(predicted, truth.long())
     dist.all_reduce(loss_sum)
-    tp, fp, tn, fn, _ = (int(v) for v in stats.compute().tolist())  # torchmetrics reduces across ranks
-    return {"val_loss": (loss_sum[0] / loss_sum[1]).item(), **scores_from_counts(tp, fp, fn), "pixels": tp + fp + tn + fn}
+    per_source = {}
+    for name in sources:
+        tp, fp, tn, fn, _ = (int(v) for v in stats[name].compute().tolist())  # torchmetrics reduces across ranks
+        per_source[name] = {**scores_from_counts(tp, fp, fn), "pixels": tp + fp + tn + fn}
+    result = {"val_loss": (loss_sum[0] / loss_sum[1]).item()}
+    for key in ("f1", "iou", "precision", "recall"):
+        values = [s[key] for s in per_source.values() if s[key] is not None]
+        result[key] = sum(values) / len(values) if values else None
+    result["pixels"] = sum(s["pixels"] for s in per_source.values())
+    if len(sources) > 1:
+        result["sources"] = per_source
+    return result
+
+
+def _on_label_grid(prob: torch.Tensor, target: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A prediction and its target on the label's grid: as they are for a 2 m label; for a
+    coarse one (k > 1), the 2 m mask's share of water in each cell (water from a half) and
+    the label's cells."""
+    if k == 1:
+        return prob, target
+    share = torch.nn.functional.avg_pool2d((prob >= 0.5).float(), k)
+    return (share >= 0.5).float(), target[..., ::k, ::k]
 
 
 def optimizer_memory(optimizer) -> tuple[int, int]:

@@ -1,4 +1,5 @@
-"""Soft-label BCE (smoothing 0.1) plus Dice, both over valid mask pixels only.
+"""Soft-label BCE (smoothing 0.1) plus Dice, both over valid mask pixels only, scored where
+the label is true: on the 2 m grid for 2 m labels, on the label's own cells for coarse ones.
 
 Targets are 0/1 with ``IGNORE`` (255) at nodata. Both parts are computed per sample and
 averaged over the batch, so the loss of a global batch split across ranks is the mean of the
@@ -8,17 +9,26 @@ Dice is the soft Dice of each sample, ``1 - 2 |P T| / (|P| + |T|)``; for a sampl
 water, whose Dice is undefined, it is the mean predicted water probability (the share of the
 chip called water): 0 when it is dry and seen dry, 1 when it is all called water. smp's
 DiceLoss left such samples out, so false water on dry chips was punished by the BCE alone.
+
+A coarse label (``label_scale`` k > 1: one label cell is k x k cells of 2 m, a 10 m label has
+k = 5) is scored against the 2 m probabilities averaged over each of its cells: the network is
+asked for the right amount of water in each cell and stays free to place it at 2 m. Its
+parts are the soft BCE less the target's own entropy (the KL divergence: zero where the
+cells' averages equal the smoothed targets) and the Dice with squared sums in the denominator
+(``1 - 2 |P T| / (|P|^2 + |T|^2)``: zero where they equal the targets, also fractional ones).
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from segmentation_models_pytorch.losses import SoftBCEWithLogitsLoss
 from torch import nn
 
 from ..formats import NODATA
 
 IGNORE = NODATA  # the targets' nodata value, left out of both parts
+EPS = 1e-6
 
 
 class WaterLoss(nn.Module):
@@ -26,24 +36,55 @@ class WaterLoss(nn.Module):
 
     def __init__(self, smooth_factor: float = 0.1, bce_weight: float = 1.0, dice_weight: float = 1.0):
         super().__init__()
+        self.smooth_factor = smooth_factor
         self.bce = SoftBCEWithLogitsLoss(smooth_factor=smooth_factor, reduction="none")
         self.bce_weight = bce_weight
         self.dice_weight = dice_weight
 
-    def parts(self, logits: torch.Tensor, target: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The BCE and Dice parts and their weighted sum, as tensors."""
+    def parts(self, logits: torch.Tensor, target: torch.Tensor, label_scale=None) -> dict[str, torch.Tensor]:
+        """The BCE and Dice parts and their weighted sum, as tensors. ``label_scale`` (one int a
+        sample, default 1) says which samples carry a coarse label, repeated on the 2 m grid."""
         logits = logits.float()
         target = target.float()
+        scales = [1] * len(logits) if label_scale is None else [int(k) for k in label_scale]
+        if set(scales) == {1}:
+            bce, dice = self.fine_terms(logits, target)
+        else:
+            bce, dice = torch.zeros(len(logits), device=logits.device), torch.zeros(len(logits), device=logits.device)
+            for k in sorted(set(scales)):
+                rows = torch.tensor([i for i, s in enumerate(scales) if s == k], device=logits.device)
+                terms = (self.fine_terms(logits[rows], target[rows]) if k == 1
+                         else self.coarse_terms(logits[rows], target[rows][..., ::k, ::k], k))
+                bce[rows], dice[rows] = terms
+        bce, dice = bce.mean(), dice.mean()
+        return {"loss": self.bce_weight * bce + self.dice_weight * dice, "bce": bce, "dice": dice}
+
+    def forward(self, logits: torch.Tensor, target: torch.Tensor, label_scale=None) -> torch.Tensor:
+        return self.parts(logits, target, label_scale)["loss"]
+
+    def fine_terms(self, logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-sample BCE and Dice of 2 m logits against a 2 m target."""
         valid = target != IGNORE
         clean = torch.where(valid, target, torch.zeros_like(target))
         n = logits.shape[0]
         per_sample_valid = valid.reshape(n, -1).sum(1).clamp_min(1)
-        bce = ((self.bce(logits, clean) * valid).reshape(n, -1).sum(1) / per_sample_valid).mean()
-        dice = soft_dice(torch.sigmoid(logits), clean, valid).mean()
-        return {"loss": self.bce_weight * bce + self.dice_weight * dice, "bce": bce, "dice": dice}
+        bce = (self.bce(logits, clean) * valid).reshape(n, -1).sum(1) / per_sample_valid
+        return bce, soft_dice(torch.sigmoid(logits), clean, valid)
 
-    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        return self.parts(logits, target)["loss"]
+    def coarse_terms(self, logits: torch.Tensor, cells: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-sample BCE (as KL divergence) and squared Dice of 2 m logits averaged over k x k
+        cells against ``cells`` (the label on its own grid: 0/1 or fractions, IGNORE at nodata)."""
+        prob = F.avg_pool2d(torch.sigmoid(logits.float()), k)
+        valid = cells != IGNORE
+        t = torch.where(valid, cells.float(), torch.zeros_like(prob))
+        s = self.smooth_factor
+        ts = t * (1 - s) + (1 - t) * s
+        p = prob.clamp(EPS, 1 - EPS)
+        kl = (ts * (torch.log(ts.clamp_min(EPS)) - torch.log(p))
+              + (1 - ts) * (torch.log((1 - ts).clamp_min(EPS)) - torch.log(1 - p)))
+        n = logits.shape[0]
+        bce = (kl * valid).reshape(n, -1).sum(1) / valid.reshape(n, -1).sum(1).clamp_min(1)
+        return bce, squared_dice(prob, t, valid)
 
 
 def soft_dice(prob: torch.Tensor, target: torch.Tensor, valid: torch.Tensor, eps: float = 1e-7) -> torch.Tensor:
@@ -55,5 +96,18 @@ def soft_dice(prob: torch.Tensor, target: torch.Tensor, valid: torch.Tensor, eps
     t = target.reshape(n, -1) * v
     wet = t.sum(1) > 0
     dice = 1 - 2 * (p * t).sum(1) / (p.sum(1) + t.sum(1)).clamp_min(eps)
+    false_share = p.sum(1) / v.sum(1).clamp_min(1)
+    return torch.where(wet, dice, false_share)
+
+
+def squared_dice(prob: torch.Tensor, target: torch.Tensor, valid: torch.Tensor, eps: float = 1e-7) -> torch.Tensor:
+    """Per-sample Dice loss with squared sums (n,), zero where ``prob`` equals a (possibly
+    fractional) target; the mean predicted probability where the sample has no water."""
+    n = prob.shape[0]
+    v = valid.reshape(n, -1).float()
+    p = prob.reshape(n, -1) * v
+    t = target.reshape(n, -1) * v
+    wet = t.sum(1) > 0
+    dice = 1 - 2 * (p * t).sum(1) / ((p * p).sum(1) + (t * t).sum(1)).clamp_min(eps)
     false_share = p.sum(1) / v.sum(1).clamp_min(1)
     return torch.where(wet, dice, false_share)

@@ -56,6 +56,54 @@ def test_mask_on_the_five_times_grid_comes_out_cell_for_cell(tmp_path):
     assert sum(summary["chips"].values()) == 4
 
 
+@pytest.mark.parametrize("cell_m", [10, 20, 5])
+def test_a_coarse_label_is_kept_at_10m_and_reaches_the_loss_as_its_cells(tmp_path, cell_m):
+    from s2s2net_cli.training.data import Augment, ChipDataset, chip_splits
+
+    p = make_pair(64, seed=4, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "fine.tif")
+    k = cell_m // 2  # 2 m cells a label cell
+    h = p.mask.shape[0] // k
+    label = (p.mask[:h * k, :h * k].reshape(h, k, h, k).mean(axis=(1, 3)) >= 0.5).astype("uint8")
+    label[:3, :3] = 255
+    write_raster(tmp_path / "label.tif", label, transform=p.transform @ Affine.scale(cell_m / 10), crs=p.crs, nodata=255)
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "label.tif", "-o", tmp_path / "chips", "--size", 32,
+                "--json", "--val-fraction", 0, "--max-nodata", 0.5)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["labels_10m"] == 4
+    index = gpd.read_file(tmp_path / "chips" / "index.gpkg")
+    assert list(index.label_scale) == [5] * 4
+    on_10m = label if cell_m == 10 else (
+        np.repeat(np.repeat(label, 2, 0), 2, 1) if cell_m == 20 else None)
+    for row in index.itertuples():
+        msk, mprof = read(tmp_path / "chips" / row.mask)
+        _, iprof = read(tmp_path / "chips" / row.image)
+        assert msk.shape == (1, 32, 32) and mprof["transform"] == iprof["transform"]  # the scene's own 10 m cells
+        if on_10m is not None:
+            assert np.array_equal(msk[0], on_10m[row.row:row.row + 32, row.col:row.col + 32])
+    if cell_m == 5:  # a 5 m label is averaged to 10 m: water where half a cell is
+        first = index[(index.row == 32) & (index.col == 32)].iloc[0]
+        msk, _ = read(tmp_path / "chips" / first["mask"])
+        expected = label[64:128, 64:128].reshape(32, 2, 32, 2).mean(axis=(1, 3)) >= 0.5
+        assert np.array_equal(msk[0].astype(bool), expected)
+    train, _ = chip_splits(tmp_path / "chips")
+    record = next(t for t in train if t.image.name.endswith("_r0_c0.tif"))
+    image, target, label_scale = ChipDataset([record], augment=Augment.none())[0]
+    msk, _ = read(record.mask)
+    assert label_scale == 5 and image.shape == (6, 32, 32) and target.shape == (1, 160, 160)
+    assert np.array_equal(target[0, ::5, ::5].numpy(), msk[0].astype("float32"))
+    assert np.array_equal(target[0].numpy(), np.repeat(np.repeat(msk[0], 5, 0), 5, 1).astype("float32"))
+
+
+def test_a_2m_label_keeps_its_2m_masks(tmp_path):
+    p = make_pair(64, seed=3, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 32, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["labels_10m"] == 0
+    assert list(gpd.read_file(tmp_path / "chips" / "index.gpkg").label_scale) == [1] * 4
+
+
 def test_mask_in_web_mercator_at_1_3_m_lands_on_the_sub_grid(tmp_path):
     p = make_pair(64, seed=8, nodata_margin=False)
     write_pair(p, tmp_path / "s.tif", tmp_path / "truth.tif")

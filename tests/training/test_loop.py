@@ -163,6 +163,54 @@ def test_sigterm_saves_a_checkpoint_and_resume_goes_on(chips, tmp_path):
     assert steps == list(range(1, stopped_at + 3))
 
 
+@pytest.fixture(scope="module")
+def coarse_chips(tmp_path_factory):
+    """Chips of two synthetic scenes whose labels are 10 m (the 2 m truth averaged, water from a half)."""
+    from affine import Affine
+
+    from ..conftest import write_raster
+
+    root = tmp_path_factory.mktemp("coarse")
+    args = []
+    for seed in (41, 42):
+        p = make_pair(64, seed=seed, nodata_margin=False, sensor=Sensor(effects=False))
+        write_pair(p, root / f"s{seed}.tif", root / f"fine{seed}.tif")
+        label = (p.mask.reshape(64, 5, 64, 5).mean(axis=(1, 3)) >= 0.5).astype("uint8")
+        write_raster(root / f"m{seed}.tif", label, transform=p.transform, crs=p.crs, nodata=255)
+        args += ["--pair", root / f"s{seed}.tif", root / f"m{seed}.tif"]
+    r = run_cli("chip", *args, "-o", root / "bolivia_like", "--size", 32, "--stride", 16, "--val-fraction", 0.25)
+    assert r.returncode == 0, r.stderr
+    return root / "bolivia_like"
+
+
+def test_2m_and_10m_chips_train_together_each_source_validated_on_its_own(chips, coarse_chips, tmp_path):
+    run = tmp_path / "run"
+    r = run_cli_process("train", chips, coarse_chips, "-o", run, "--max-steps", 6, "--batch-size", 4, "--val-every", 3,
+                        "--source-weight", "bolivia_like=2")
+    assert r.returncode == 0, r.stderr
+    config = json.loads((run / "config.json").read_text())
+    sources = config["sources"]
+    assert set(sources) == {"chips", "bolivia_like"}
+    assert sources["bolivia_like"]["weight"] == 2.0 and sources["chips"]["weight"] == 1.0
+    assert sources["bolivia_like"]["train"] > 0 and sources["bolivia_like"]["val"] > 0
+    val = [m for m in metrics(run) if m["kind"] == "val"]
+    assert len(val) == 2
+    for m in val:
+        per = m["sources"]
+        assert set(per) == {"chips", "bolivia_like"}
+        assert m["f1"] == pytest.approx((per["chips"]["f1"] + per["bolivia_like"]["f1"]) / 2)
+        # the 10 m source is counted on its 10 m cells: 32 x 32 a chip, 25 times fewer than 2 m pixels
+        assert per["bolivia_like"]["pixels"] == sources["bolivia_like"]["val"] * 32 * 32
+        assert per["chips"]["pixels"] == sources["chips"]["val"] * 160 * 160
+    assert (run / "best.safetensors").exists()
+    # a weight naming no folder is one line
+    r = run_cli_process("train", chips, coarse_chips, "-o", tmp_path / "other", "--max-steps", 2,
+                        "--source-weight", "bolivia=2")
+    assert r.returncode == 1
+    assert "--source-weight: no chips folder named 'bolivia' among the training sources (bolivia_like, chips)" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
 @pytest.mark.parametrize("case", ["no_index", "empty_train", "exists", "nothing_to_resume", "contradiction", "both_limits",
                                   "resume_other_batch"])
 def test_bad_input_gets_one_line(chips, tmp_path, case):
@@ -198,7 +246,7 @@ def test_bad_input_gets_one_line(chips, tmp_path, case):
     assert r.returncode in (1, 2)
     lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
     assert "Traceback" not in r.stderr
-    expected = {"no_index": "has no index.gpkg", "empty_train": "no chips in the train split", "exists": "--resume",
+    expected = {"no_index": "has no index.gpkg", "empty_train": "no chips in the train or val split", "exists": "--resume",
                 "nothing_to_resume": "nothing to resume", "contradiction": "contradicts --zero-stage",
                 "both_limits": "--max-steps or --epochs",
                 "resume_other_batch": "was started with 2 ranks and --batch-size 8; resume it with the same (this run: 1 rank, "

@@ -57,3 +57,80 @@ def test_water_predicted_on_a_dry_chip_costs_dice():
     assert loss.parts(clean, dry)["dice"] < 0.01
     # the second chip calls a quarter of itself water: its Dice part is 0.25, the batch's 0.125
     assert abs(loss.parts(false_water, dry)["dice"] - 0.125) < 0.01
+
+
+def _old_loss_parts(logits, target):
+    """The 2 m loss as it was written before coarse labels existed (its reference)."""
+    from segmentation_models_pytorch.losses import SoftBCEWithLogitsLoss
+
+    from s2s2net_cli.training.losses import soft_dice
+
+    valid = target != IGNORE
+    clean = torch.where(valid, target, torch.zeros_like(target))
+    n = logits.shape[0]
+    bce = SoftBCEWithLogitsLoss(smooth_factor=0.1, reduction="none")(logits, clean)
+    bce = ((bce * valid).reshape(n, -1).sum(1) / valid.reshape(n, -1).sum(1).clamp_min(1)).mean()
+    dice = soft_dice(torch.sigmoid(logits), clean, valid).mean()
+    return bce, dice
+
+
+def _truth_and_its_cells(seed=5, n=2, cells=6):
+    """A 2 m truth with edges inside 10 m cells, and its 10 m average (water fractions)."""
+    g = torch.Generator().manual_seed(seed)
+    truth = (torch.rand(n, 1, cells * 5, cells * 5, generator=g) > 0.55).float()
+    return truth, torch.nn.functional.avg_pool2d(truth, 5)
+
+
+def test_a_perfect_2m_prediction_scores_zero_coarse_loss_against_its_own_10m_average():
+    truth, cells = _truth_and_its_cells()
+    perfect = (truth * 2 - 1) * 30  # sigmoid 0 or 1 to float precision
+    bce, dice = WaterLoss(smooth_factor=0.0).coarse_terms(perfect, cells, 5)
+    assert bce.abs().max() < 1e-4 and dice.abs().max() < 1e-4
+    # the same water placed elsewhere in each cell costs nothing either: the 10 m label says how
+    # much water a cell holds, not where in it
+    shuffled = perfect.reshape(2, 1, 6, 5, 6, 5).flip(3).reshape(2, 1, 30, 30)
+    assert not torch.equal(shuffled, perfect)
+    assert WaterLoss(smooth_factor=0.0).coarse_terms(shuffled, cells, 5)[0].abs().max() < 1e-4
+    # while a prediction with the wrong amount of water in some cells does cost
+    wrong = perfect.clone()
+    wrong[..., :10, :] = 30
+    b, d = WaterLoss(smooth_factor=0.0).coarse_terms(wrong, cells, 5)
+    assert (b > 0.05).all() and (d > 0.01).all()
+
+
+def test_coarse_loss_prefers_the_right_amount_with_soft_labels_and_ignores_nodata_cells():
+    truth, _ = _truth_and_its_cells(seed=8)
+    label = (torch.nn.functional.avg_pool2d(truth, 5) >= 0.5).float()  # a 10 m label drawn from it
+    label[0, :, 0, :] = IGNORE
+    loss = WaterLoss()
+    right = (torch.nn.functional.interpolate(label.clamp(0, 1), scale_factor=5) * 2 - 1) * 3
+    too_much = right + 2
+    assert loss.coarse_terms(right, label, 5)[0].mean() < loss.coarse_terms(too_much, label, 5)[0].mean()
+    changed = right.clone()
+    changed[0, :, :5, :] = 40  # under the nodata row of cells
+    assert torch.equal(loss.coarse_terms(changed, label, 5)[0], loss.coarse_terms(right, label, 5)[0])
+
+
+def test_the_2m_path_keeps_its_numbers_and_a_mixed_batch_is_the_mean_of_its_samples():
+    torch.manual_seed(11)
+    logits = torch.randn(4, 1, 20, 20)
+    target = (torch.rand(4, 1, 20, 20) > 0.6).float()
+    target[2, :, :3] = IGNORE
+    loss = WaterLoss()
+    bce, dice = _old_loss_parts(logits, target)
+    for scale in (None, torch.tensor([1, 1, 1, 1])):
+        parts = loss.parts(logits, target, scale)
+        assert torch.equal(parts["bce"], bce) and torch.equal(parts["dice"], dice)
+    # samples 1 and 3 carry 10 m labels (repeated on the 2 m grid): the 2 m samples' terms are
+    # unchanged, and the coarse ones are scored on their cells
+    coarse_target = torch.nn.functional.interpolate((torch.rand(4, 1, 4, 4) > 0.5).float(), scale_factor=5)
+    mixed = target.clone()
+    mixed[[1, 3]] = coarse_target[[1, 3]]
+    parts = loss.parts(logits, mixed, torch.tensor([1, 5, 1, 5]))
+    fine_b, fine_d = loss.fine_terms(logits[[0, 2]], mixed[[0, 2]])
+    coarse_b, coarse_d = loss.coarse_terms(logits[[1, 3]], mixed[[1, 3]][..., ::5, ::5], 5)
+    assert torch.allclose(parts["bce"], torch.cat([fine_b, coarse_b]).mean())
+    assert torch.allclose(parts["dice"], torch.cat([fine_d, coarse_d]).mean())
+    # and they are not scored as 2 m blocks
+    as_blocks = loss.parts(logits, mixed)
+    assert not torch.allclose(as_blocks["bce"], parts["bce"])

@@ -1,0 +1,45 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DistributedSampler
+
+from s2s2net_cli.errors import InputError
+from s2s2net_cli.training.data import ChipDataset, ChipRecord, weighted_order
+
+from ..conftest import write_raster
+
+
+def records(counts: dict) -> list[ChipRecord]:
+    return [ChipRecord(Path(f"{s}{i}.tif"), Path(f"m{s}{i}.tif"), s) for s, n in counts.items() for i in range(n)]
+
+
+def test_with_every_weight_one_the_order_is_distributed_samplers():
+    recs = records({"synthetic": 7, "bolivia": 5})
+    for epoch in (0, 3):
+        sampler = DistributedSampler(range(len(recs)), num_replicas=1, rank=0, shuffle=True, seed=9, drop_last=True)
+        sampler.set_epoch(epoch)
+        assert weighted_order(recs, {}, 9, epoch) == list(iter(sampler))
+        assert weighted_order(recs, {"bolivia": 1.0}, 9, epoch) == list(iter(sampler))
+
+
+def test_a_weight_draws_a_source_that_many_times_an_epoch():
+    recs = records({"synthetic": 10, "bolivia": 4})
+    order = weighted_order(recs, {"bolivia": 2.5, "synthetic": 0.5}, 1, 0)
+    drawn = np.bincount(order, minlength=len(recs))
+    assert sorted(drawn[:10].tolist()) == [0] * 5 + [1] * 5  # a seeded half of the synthetic chips
+    assert sorted(drawn[10:].tolist()) == [2, 2, 3, 3]  # every Bolivia chip twice and a half once more
+    assert order == weighted_order(recs, {"bolivia": 2.5, "synthetic": 0.5}, 1, 0)  # repeatable
+    assert order != weighted_order(recs, {"bolivia": 2.5, "synthetic": 0.5}, 1, 1)  # another epoch, another draw
+    assert not set(weighted_order(recs, {"synthetic": 0}, 1, 0)) & set(range(10))  # weight 0: validation only
+
+
+def test_a_mask_on_neither_grid_is_refused_naming_it(tmp_path):
+    image = write_raster(tmp_path / "i.tif", np.full((6, 8, 8), 1500, "uint16"), nodata=0)
+    mask = write_raster(tmp_path / "m.tif", np.zeros((20, 20), "uint8"), nodata=255)
+    with pytest.raises(InputError, match=r"m\.tif: mask is 20 x 20 px; its image needs 40 x 40 \(2 m\) or 8 x 8 \(10 m\)"):
+        ChipDataset([ChipRecord(image, mask)])[0]
+    write_raster(mask, np.ones((8, 8), "uint8"), nodata=255)
+    _, target, scale = ChipDataset([ChipRecord(image, mask)])[0]
+    assert scale == 5 and target.shape == (1, 40, 40) and torch.all(target == 1)
