@@ -27,7 +27,8 @@ log = logging.getLogger("s2s2net")
 @click.option("--test-ids", default=None, metavar="ID,ID", help="Scene ids held out as the test split.")
 @click.option("--test-regions", type=click.Path(dir_okay=False), default=None,
               help="Vector file: chips intersecting its polygons are the test split.")
-@click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.2, show_default=True)
+@click.option("--val-fraction", type=click.FloatRange(0, 1), default=0.2, show_default=True,
+              help="Share of chips drawn for validation, in blocks (1: every chip validates, none trains).")
 @click.option("--seed", type=int, default=42, show_default=True)
 @scene_options
 @nodata_option

@@ -14,7 +14,7 @@ from rasterio.errors import RasterioError
 from .. import __version__
 from ..errors import S2S2NetError, first_line
 from ..world import World
-from . import chip, evaluate, predict, synth, train, weights
+from . import chip, evaluate, predict, rivers, synth, train, weights
 
 # GDAL's block cache defaults to 5 % of RAM and keeps dirty output blocks in it: on a full
 # Sentinel-2 tile that is gigabytes that predict and chip, which stream row by row, never use
@@ -122,6 +122,7 @@ cli.add_command(chip.chip)
 cli.add_command(evaluate.compare)
 cli.add_command(evaluate.evaluate)
 cli.add_command(predict.predict)
+cli.add_command(rivers.rivers)
 cli.add_command(synth.synth)
 cli.add_command(train.train)
 cli.add_command(weights.weights)

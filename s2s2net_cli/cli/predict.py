@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..inference.batch import is_folder, output_targets, predict_scenes, vector_path
+from ..inference.batch import is_folder, output_targets, predict_scenes, rivers_path, vector_path
 from ..inference.predictor import PredictOptions, Predictor
 from ..inference.runtime import default_weights
 from ..io import check_output
@@ -40,13 +40,16 @@ VECTOR_SUFFIXES = {".gpkg", ".geojson", ".json", ".shp", ".fgb"}
 @click.option("--vector", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write water polygons, with area (.gpkg, .geojson, .json, .shp, .fgb); into a folder of masks: "
                    "beside each mask, named like it, in this file's format.")
+@click.option("--rivers", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write river centrelines and widths (.gpkg), as `s2s2net rivers` does with its defaults; "
+                   "into a folder of masks: beside each mask, as <mask>_rivers.gpkg.")
 @creation_options
 @overwrite_option
 @click.option("--skip-existing", is_flag=True, help="Skip scenes whose output exists (listed as skipped; exit 0).")
 @json_option
 @click.pass_context
 def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device, precision, flips, scene, probability,
-            threshold, cog, vector, creation_options, overwrite, skip_existing, as_json):
+            threshold, cog, vector, rivers, creation_options, overwrite, skip_existing, as_json):
     """Map water at 2 m in one or more Sentinel-2 scenes.
 
     SCENE is a 6-band GeoTIFF/VRT stack (B02, B03, B04, B08, B11, B12), a Sentinel-2 L1C or
@@ -64,6 +67,7 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
       s2s2net predict a.tif b.tif -o masks/ --tile-size 256 --json
       s2s2net predict stack.tif -o water.tif --bands 2,3,4,8,11,12 --cog --vector water.gpkg
       s2s2net predict scene.tif -o water.tif --flips
+      s2s2net predict scene.tif -o water.tif --rivers rivers.gpkg
       deepspeed --num_gpus 4 --module s2s2net_cli predict tile.tif -o water.tif
 
     Under a launcher (deepspeed --module, torchrun) several scenes are shared among the
@@ -76,12 +80,16 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
     if vector and vector.suffix.lower() not in VECTOR_SUFFIXES:
         raise click.BadParameter(f"{vector.name}: use one of {', '.join(sorted(VECTOR_SUFFIXES))}", ctx,
                                  param_hint="'--vector'")
+    if rivers and rivers.suffix.lower() != ".gpkg":
+        raise click.BadParameter(f"{rivers.name}: rivers are written as a GeoPackage (.gpkg)", ctx, param_hint="'--rivers'")
     targets = output_targets(scenes, output)
     one_file = len(scenes) == 1 and not is_folder(output)
-    if vector:
-        for _, target in targets:
-            if not (skip_existing and target.exists()):
+    for _, target in targets:
+        if not (skip_existing and target.exists()):
+            if vector:
                 check_output(vector_path(target, vector, one_file), overwrite)
+            if rivers:
+                check_output(rivers_path(target, rivers, one_file), overwrite)
     options = PredictOptions(tile_size=tile_size, overlap=overlap, batch_size=batch_size, device=device,
                              precision=precision, scene=scene, probability=probability, threshold=threshold,
                              flips=flips, cog=cog, creation_options=creation_options, overwrite=overwrite)
@@ -100,6 +108,10 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
             from ..vectorize import write_water_polygons  # heavy: geopandas
 
             write_water_polygons(result.output, vector_path(result.output, vector, one_file), overwrite=overwrite)
+        if rivers:
+            from ..hydrology.rivers import RiverOptions, measure_rivers  # heavy: geopandas
+
+            measure_rivers(result.output, rivers_path(result.output, rivers, one_file), RiverOptions(overwrite=overwrite))
 
     summary = predict_scenes(predictor, targets, world, progress, after, lambda exc: report_error(ctx, exc),
                              skip_existing)

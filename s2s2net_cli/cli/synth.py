@@ -9,7 +9,7 @@ import click
 from ..io import check_output
 from ..manifest import write_manifest
 from ..synthetic.painted import make_painted_pair
-from ..synthetic.scenes import make_pair, write_pair
+from ..synthetic.scenes import make_pair, write_pair, write_river_truth
 from .options import overwrite_option
 
 
@@ -23,15 +23,18 @@ from .options import overwrite_option
 @click.option("--background", "backgrounds", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               multiple=True, help="Paint the water into crops of this real 6-band uint16 scene (tag level=L1C or "
                                   "L2A) instead of a synthetic landscape; repeatable, pairs take them in turn.")
+@click.option("--landscape", type=click.Choice(["mixed", "rivers"]), default="mixed", show_default=True,
+              help="mixed: every kind of water; rivers: one or two rivers 10-80 m wide on land, nothing else.")
 @click.option("--manifest/--no-manifest", default=True, show_default=True, help="Write manifest.csv (image,mask,id).")
 @overwrite_option
 @click.pass_context
 def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, backgrounds: tuple[Path, ...],
-          manifest: bool, overwrite: bool) -> None:
+          landscape: str, manifest: bool, overwrite: bool) -> None:
     """Make synthetic Sentinel-2 scenes (6 bands, 10 m, uint16) with exact 2 m water masks.
 
     Each pair is OUT_DIR/synth_<seed>_scene.tif and OUT_DIR/synth_<seed>_mask.tif, on the
-    exact 5x sub-grid. Same seed, same pair.
+    exact 5x sub-grid, and OUT_DIR/synth_<seed>_rivers.gpkg the rivers drawn (centreline and
+    true width: the truth `s2s2net rivers` is scored against). Same seed, same pair.
 
     With --background, water is painted into a random crop (at most --size) of a real scene:
     the scene keeps its place, grid and level (--level does not apply); the mask is exact
@@ -41,6 +44,7 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
     \b
     Example:
       s2s2net synth demo/ --count 4 --size 256 --seed 100
+      s2s2net synth rivers/ --landscape rivers --count 8 --size 128
       s2s2net synth painted/ --background real_l1c.tif --count 20 --size 192 --seed 5000
     """
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -53,8 +57,10 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
         if backgrounds:
             pair = make_painted_pair(backgrounds[i % len(backgrounds)], size, s)
         else:
-            pair = make_pair(size, seed=s, level=None if level == "mixed" else level)
+            pair = make_pair(size, seed=s, level=None if level == "mixed" else level, landscape=landscape)
         write_pair(pair, scene_path, mask_path)
+        if pair.rivers:
+            write_river_truth(pair, check_output(out_dir / f"synth_{s}_rivers.gpkg", overwrite))
         rows.append({"image": scene_path.name, "mask": mask_path.name, "id": f"synth_{s}"})
         if not ctx.obj.get("quiet"):
             click.echo(f"{scene_path}  {mask_path}  water {float((pair.mask == 1).mean()):.1%}", err=True)

@@ -81,6 +81,12 @@ def vector_path(mask_path, vector, one_file: bool) -> Path:
     return Path(vector) if one_file else Path(mask_path).with_suffix(Path(vector).suffix)
 
 
+def rivers_path(mask_path, rivers, one_file: bool) -> Path:
+    """Where a scene's river centrelines and widths go: ``rivers`` itself beside one mask file,
+    else beside each mask as ``<mask stem>_rivers.gpkg``."""
+    return Path(rivers) if one_file else Path(mask_path).with_name(f"{Path(mask_path).stem}_rivers.gpkg")
+
+
 def predict_scenes(predictor: Predictor, targets: list[tuple], world: World = World(), progress: Callable | None = None,
                    after: Callable[[SceneResult], None] | None = None,
                    on_failure: Callable[[S2S2NetError], None] | None = None,

@@ -16,7 +16,7 @@ The 2 m mask lies on the exact 5x sub-grid of the scene (transform times Affine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import rasterio
@@ -82,11 +82,19 @@ class SyntheticPair:
     crs: CRS
     level: str  # "L1C" or "L2A"
     seed: int
+    rivers: list = field(default_factory=list)  # RiverTruth of each river and tributary drawn
 
     @property
     def mask_transform(self) -> Affine:
         return fine_transform(self.transform)
 
+
+@dataclass(frozen=True)
+class RiverTruth:
+    """A river as drawn: its centreline in 2 m pixel coordinates (x, y) and its width in 2 m pixels."""
+
+    line: LineString
+    width: float
 
 @dataclass(frozen=True)
 class Sensor:
@@ -104,17 +112,20 @@ BARE = Sensor(blur=0, noise=0, texture=0, effects=False)  # with level "L2A": th
 
 
 def make_pair(height: int = 256, width: int | None = None, seed: int = 0, *, level: str | None = None,
-              nodata_margin: bool | None = None, sensor: Sensor = Sensor()) -> SyntheticPair:
+              nodata_margin: bool | None = None, sensor: Sensor = Sensor(), landscape: str = "mixed") -> SyntheticPair:
     """A seeded scene of ``height`` x ``width`` 10 m pixels and its exact 2 m truth.
 
     ``level`` and ``nodata_margin`` are drawn from the seed when None; ``sensor`` says how the
-    landscape is seen (BARE: the bare area average of the 2 m landscape, with level "L2A").
+    landscape is seen (BARE: the bare area average of the 2 m landscape, with level "L2A");
+    ``landscape`` "mixed" draws every kind of water, "rivers" one or two rivers 10-80 m wide on
+    land and nothing else (a clean truth for widths). The rivers drawn are in ``rivers``.
     """
     width = height if width is None else width
     rng = np.random.default_rng(seed)
     level = level or ("L1C" if rng.random() < 0.5 else "L2A")
     H, W = height * SCALE_FACTOR, width * SCALE_FACTOR
-    classes = draw_landscape(H, W, rng)
+    rivers: list = []
+    classes = draw_landscape(H, W, rng, rivers) if landscape == "mixed" else draw_river_landscape(H, W, rng, rivers)
     spectra = scene_spectra(rng)
     refl = sense(classes, spectra, rng, level=level, texture=sensor.texture,
                  blur=rng.uniform(0.3, 0.6) if sensor.blur is None else sensor.blur,
@@ -130,7 +141,7 @@ def make_pair(height: int = 256, width: int | None = None, seed: int = 0, *, lev
     x0 = float(rng.integers(30000, 70000)) * PIXEL_SIZE
     y0 = float(rng.integers(300000, 700000)) * PIXEL_SIZE
     transform = Affine(PIXEL_SIZE, 0, x0, 0, -PIXEL_SIZE, y0)
-    return SyntheticPair(scene, mask, classes, spectra, transform, crs, level, seed)
+    return SyntheticPair(scene, mask, classes, spectra, transform, crs, level, seed, rivers)
 
 
 def write_pair(pair: SyntheticPair, scene_path, mask_path) -> None:
@@ -149,12 +160,28 @@ def write_pair(pair: SyntheticPair, scene_path, mask_path) -> None:
             dst.update_tags(synthetic="s2s2net", seed=str(pair.seed))
 
 
+def write_river_truth(pair: SyntheticPair, path) -> None:
+    """The rivers drawn, as a GeoPackage layer ``rivers``: centreline (LineString, map
+    coordinates), ``width_m`` and ``river_id``."""
+    import geopandas as gpd  # heavy: only the truth file needs it
+    from shapely import affinity as shapely_affinity
+
+    t = pair.mask_transform
+    lines = [shapely_affinity.affine_transform(r.line, (t.a, t.b, t.d, t.e, t.c, t.f)) for r in pair.rivers]
+    gdf = gpd.GeoDataFrame({"river_id": list(range(1, len(lines) + 1)),
+                            "width_m": [r.width * abs(t.a) for r in pair.rivers]},
+                           geometry=gpd.GeoSeries(lines, crs=pair.crs))
+    with atomic_path(path) as tmp:
+        gdf.to_file(tmp, layer="rivers", driver="GPKG")
+
+
 # ---------------------------------------------------------------------------------------
 # landscape at 2 m
 
 
-def draw_landscape(H: int, W: int, rng: np.random.Generator) -> np.ndarray:
-    """A (H, W) uint8 class map: land cover, then dark confusers, then water on top."""
+def draw_landscape(H: int, W: int, rng: np.random.Generator, rivers: list | None = None) -> np.ndarray:
+    """A (H, W) uint8 class map: land cover, then dark confusers, then water on top (the rivers
+    drawn appended to ``rivers``)."""
     classes = _land_cover(H, W, rng)
     confusers = []
     for _ in range(rng.poisson(1 + H * W / 2e6)):  # roads and parking lots
@@ -166,15 +193,32 @@ def draw_landscape(H: int, W: int, rng: np.random.Generator) -> np.ndarray:
         r = rng.uniform(30, max(30, 0.3 * min(H, W)))  # a whole small scene may burn
         confusers.append((_blob(rng.uniform(0, W), rng.uniform(0, H), r, rng, 0.4), CLASS["burnt"]))
     _burn(classes, confusers)
-    draw_water(classes, rng)
+    draw_water(classes, rng, rivers=rivers)
     return classes
 
 
-def draw_water(classes: np.ndarray, rng: np.random.Generator, fields: np.ndarray | None = None) -> None:
+def draw_river_landscape(H: int, W: int, rng: np.random.Generator, rivers: list) -> np.ndarray:
+    """A (H, W) class map of land cover crossed by one or two meandering rivers 10 to 80 m wide
+    (5 to 40 px), appended to ``rivers``; no other water."""
+    classes = _land_cover(H, W, rng)
+    bounds = box(0, 0, W, H)
+    water_types = [CLASS["clear_water"], CLASS["turbid_water"], CLASS["dark_water"]]
+    shapes = []
+    for _ in range(int(rng.integers(1, 3))):
+        width_px = float(np.exp(rng.uniform(np.log(5), np.log(40))))
+        line = _meander(H, W, rng, width=width_px)
+        shapes.append((line.buffer(width_px / 2, cap_style="flat").intersection(bounds), water_types[rng.integers(0, 3)]))
+        rivers.append(RiverTruth(line.intersection(bounds), width_px))
+    _burn(classes, shapes)
+    return classes
+
+
+def draw_water(classes: np.ndarray, rng: np.random.Generator, fields: np.ndarray | None = None,
+               rivers: list | None = None) -> None:
     """Burn water bodies and their shores into the (H, W) class map ``classes``: coasts with
-    beaches or tidal flats and harbours, meandering rivers with tributaries and banks, canals,
-    streams, lakes with marsh, and in some scenes a flood over ``fields`` (default: the map's
-    field classes)."""
+    beaches or tidal flats and harbours, meandering rivers with tributaries and banks (each
+    appended to ``rivers`` as drawn), canals, streams, lakes with marsh, and in some scenes a
+    flood over ``fields`` (default: the map's field classes)."""
     H, W = classes.shape
     bounds = box(0, 0, W, H)
     water, shores = [], []
@@ -198,10 +242,15 @@ def draw_water(classes: np.ndarray, rng: np.random.Generator, fields: np.ndarray
         if rng.random() < 0.4:  # banks of mud or sand
             shores.append((channel.buffer(rng.uniform(1, 4)), CLASS[["wet_soil", "sand", "tidal_flat"][rng.integers(0, 3)]]))
         water.append((channel, kind))
+        if rivers is not None:
+            rivers.append(RiverTruth(line.intersection(bounds), float(width_px)))
         for _ in range(rng.poisson(1.5)):
             start = line.interpolate(rng.uniform(0.1, 0.9), normalized=True)
             trib = _meander(H, W, rng, start=(start.x, start.y), length=rng.uniform(0.2, 0.8) * max(H, W))
-            water.append((trib.buffer(max(2.0, width_px * rng.uniform(0.15, 0.5)) / 2), kind))
+            trib_width = max(2.0, width_px * rng.uniform(0.15, 0.5))
+            water.append((trib.buffer(trib_width / 2), kind))
+            if rivers is not None:
+                rivers.append(RiverTruth(trib.intersection(bounds), float(trib_width)))
     for _ in range(rng.poisson(1.0)):  # narrow straight canals, 4 to 14 m
         water.append((_straight_line(H, W, rng).buffer(rng.uniform(1, 3.5), cap_style="flat"), CLASS["turbid_water"]))
     for _ in range(rng.poisson(1.0)):  # streams 3 to 8 m wide, under a 10 m pixel
@@ -337,23 +386,27 @@ def _straight_line(H: int, W: int, rng: np.random.Generator) -> LineString:
     return LineString([(cx - d * np.cos(angle), cy - d * np.sin(angle)), (cx + d * np.cos(angle), cy + d * np.sin(angle))])
 
 
-def _meander(H: int, W: int, rng: np.random.Generator, start=None, length=None) -> LineString:
-    """A meandering centre line: a heading that swings sinusoidally with a slow random drift."""
+def _meander(H: int, W: int, rng: np.random.Generator, start=None, length=None, width: float | None = None) -> LineString:
+    """A meandering centre line: a heading that swings sinusoidally with a slow random drift
+    (with ``width``, the bends of a river that wide: a wavelength of 10 to 14 widths, as real
+    meanders have, and gentler swings)."""
     if start is None:
         start = (rng.uniform(0, W), rng.uniform(0, H))
         heading = rng.uniform(0, 2 * np.pi)
         # walk backwards first so that the river crosses the whole scene
-        back = _walk(start, heading + np.pi, 1.5 * (H + W), rng)
-        fwd = _walk(start, heading, 1.5 * (H + W), rng)
+        back = _walk(start, heading + np.pi, 1.5 * (H + W), rng, width)
+        fwd = _walk(start, heading, 1.5 * (H + W), rng, width)
         return LineString(np.vstack([back[::-1], fwd[1:]]))
-    return LineString(_walk(start, rng.uniform(0, 2 * np.pi), length, rng))
+    return LineString(_walk(start, rng.uniform(0, 2 * np.pi), length, rng, width))
 
 
-def _walk(start, heading: float, length: float, rng: np.random.Generator) -> np.ndarray:
+def _walk(start, heading: float, length: float, rng: np.random.Generator, width: float | None = None) -> np.ndarray:
     step = 4.0
     n = max(2, int(length / step))
-    period = rng.uniform(40, 250)
-    amp = rng.uniform(0.3, 1.1)
+    if width is None:
+        period, amp = rng.uniform(40, 250), rng.uniform(0.3, 1.1)
+    else:
+        period, amp = max(40.0, width * rng.uniform(10, 14)), rng.uniform(0.3, 0.8)
     t = np.arange(n) * step
     theta = heading + amp * np.sin(2 * np.pi * t / period + rng.uniform(0, 2 * np.pi)) \
         + np.cumsum(rng.normal(0, 0.03, n))

@@ -95,6 +95,15 @@ def test_a_coarse_label_is_kept_at_10m_and_reaches_the_loss_as_its_cells(tmp_pat
     assert np.array_equal(target[0].numpy(), np.repeat(np.repeat(msk[0], 5, 0), 5, 1).astype("float32"))
 
 
+def test_val_fraction_one_makes_a_folder_that_only_validates(tmp_path):
+    p = make_pair(64, seed=6, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 16,
+                "--stride", 16, "--val-fraction", 1, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["chips"] == {"train": 0, "val": 16, "test": 0}
+
+
 def test_a_2m_label_keeps_its_2m_masks(tmp_path):
     p = make_pair(64, seed=3, nodata_margin=False)
     write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")

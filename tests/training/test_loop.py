@@ -166,8 +166,6 @@ def test_sigterm_saves_a_checkpoint_and_resume_goes_on(chips, tmp_path):
 @pytest.fixture(scope="module")
 def coarse_chips(tmp_path_factory):
     """Chips of two synthetic scenes whose labels are 10 m (the 2 m truth averaged, water from a half)."""
-    from affine import Affine
-
     from ..conftest import write_raster
 
     root = tmp_path_factory.mktemp("coarse")
@@ -180,25 +178,30 @@ def coarse_chips(tmp_path_factory):
         args += ["--pair", root / f"s{seed}.tif", root / f"m{seed}.tif"]
     r = run_cli("chip", *args, "-o", root / "bolivia_like", "--size", 32, "--stride", 16, "--val-fraction", 0.25)
     assert r.returncode == 0, r.stderr
+    r = run_cli("chip", *args[:3], "-o", root / "shanghai_like", "--size", 32, "--stride", 32, "--val-fraction", 1)
+    assert r.returncode == 0, r.stderr
     return root / "bolivia_like"
 
 
 def test_2m_and_10m_chips_train_together_each_source_validated_on_its_own(chips, coarse_chips, tmp_path):
     run = tmp_path / "run"
-    r = run_cli_process("train", chips, coarse_chips, "-o", run, "--max-steps", 6, "--batch-size", 4, "--val-every", 3,
-                        "--source-weight", "bolivia_like=2")
+    validates_only = coarse_chips.parent / "shanghai_like"
+    r = run_cli_process("train", chips, coarse_chips, validates_only, "-o", run, "--max-steps", 6, "--batch-size", 4,
+                        "--val-every", 3, "--source-weight", "bolivia_like=2")
     assert r.returncode == 0, r.stderr
     config = json.loads((run / "config.json").read_text())
     sources = config["sources"]
-    assert set(sources) == {"chips", "bolivia_like"}
+    assert set(sources) == {"chips", "bolivia_like", "shanghai_like"}
+    assert sources["shanghai_like"]["train"] == 0 and sources["shanghai_like"]["val"] == 4
     assert sources["bolivia_like"]["weight"] == 2.0 and sources["chips"]["weight"] == 1.0
     assert sources["bolivia_like"]["train"] > 0 and sources["bolivia_like"]["val"] > 0
     val = [m for m in metrics(run) if m["kind"] == "val"]
     assert len(val) == 2
     for m in val:
         per = m["sources"]
-        assert set(per) == {"chips", "bolivia_like"}
-        assert m["f1"] == pytest.approx((per["chips"]["f1"] + per["bolivia_like"]["f1"]) / 2)
+        assert set(per) == {"chips", "bolivia_like", "shanghai_like"}
+        assert m["f1"] == pytest.approx(sum(p["f1"] for p in per.values()) / 3)
+        assert per["shanghai_like"]["pixels"] == 4 * 32 * 32
         # the 10 m source is counted on its 10 m cells: 32 x 32 a chip, 25 times fewer than 2 m pixels
         assert per["bolivia_like"]["pixels"] == sources["bolivia_like"]["val"] * 32 * 32
         assert per["chips"]["pixels"] == sources["chips"]["val"] * 160 * 160
@@ -208,6 +211,9 @@ def test_2m_and_10m_chips_train_together_each_source_validated_on_its_own(chips,
                         "--source-weight", "bolivia=2")
     assert r.returncode == 1
     assert "--source-weight: no chips folder named 'bolivia' among the training sources (bolivia_like, chips)" in r.stderr
+    # nor does a folder that only validates train alone
+    r = run_cli_process("train", validates_only, "-o", tmp_path / "third", "--max-steps", 2)
+    assert r.returncode == 1 and "has no chips in the train split" in r.stderr
     assert "Traceback" not in r.stderr
 
 

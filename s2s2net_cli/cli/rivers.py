@@ -1,0 +1,59 @@
+"""``s2s2net rivers``: river centrelines and widths from a water mask, into a GeoPackage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ..hydrology.rivers import RiverOptions, measure_rivers
+from .options import json_option, overwrite_option
+from .render import progress_bar, summary_table
+
+
+@click.command()
+@click.argument("mask", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="GeoPackage to write (layers reaches and widths).")
+@click.option("--spacing", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
+              help="Metres between width transects along a centreline.")
+@click.option("--min-width", type=click.FloatRange(min=0), default=6.0, show_default=True,
+              help="Leave out reaches narrower than this (median width, metres).")
+@click.option("--max-width", type=click.FloatRange(min=0, min_open=True), default=500.0, show_default=True,
+              help="Leave out reaches wider than this (median width, metres): lakes and the sea are no rivers.")
+@click.option("--min-area", type=click.FloatRange(min=0), default=2000.0, show_default=True,
+              help="Leave out water bodies smaller than this (m2): ponds and noise.")
+@click.option("--window", type=click.IntRange(256), default=4096, show_default=True,
+              help="Window side in pixels: memory is bounded by one window and its margin.")
+@overwrite_option
+@json_option
+@click.pass_context
+def rivers(ctx, mask, output, spacing, min_width, max_width, min_area, window, overwrite, as_json):
+    """River centrelines and widths from a water mask.
+
+    MASK is a mask of `s2s2net predict` (0 land, 1 water, 255 nodata), its --probability raster
+    (cut at the threshold in its tags), or any 0/1 raster with a projected CRS. The output has
+    two layers: `reaches` (centrelines split at junctions, with length and median, min and max
+    width) and `widths` (a transect every --spacing metres: width and a flag, bank, island or
+    edge).
+
+    \b
+    Examples:
+      s2s2net rivers water.tif -o rivers.gpkg
+      s2s2net rivers water.tif -o rivers.gpkg --spacing 50 --min-width 10 --max-width 300
+    """
+    options = RiverOptions(spacing_m=spacing, min_width_m=min_width, max_width_m=max_width, min_area_m2=min_area,
+                           window=window, overwrite=overwrite)
+    with progress_bar(mask.name, quiet=ctx.obj.get("quiet")) as on_step:
+        summary = measure_rivers(mask, output, options, on_progress=on_step)
+    report(ctx, summary, as_json)
+
+
+def report(ctx, summary, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(summary.to_dict(), indent=2))
+    elif not ctx.obj.get("quiet"):
+        width = "-" if summary.width_median_m is None else f"{summary.width_median_m:.1f} m"
+        summary_table(f"{summary.output}", ["reaches", "length", "transects", "median width"],
+                      [[str(summary.reaches), f"{summary.length_km:.2f} km", str(summary.transects), width]])

@@ -1,0 +1,242 @@
+"""River centrelines and widths from a water mask, window by window, into a GeoPackage.
+
+The mask is read in windows of ``window`` px with a margin of ``margin`` px on every side;
+each window's centrelines and transects are computed on the window with its margin and only
+the parts inside the window itself are kept, so memory is bounded by one window whatever the
+mask's size. The pieces of a centreline cut at window borders are joined afterwards
+(``shapely.line_merge``); junctions split reaches. The GeoPackage has two layers:
+
+- ``reaches`` (LineString): ``reach_id``, ``length_m``, ``width_median_m``, ``width_min_m``,
+  ``width_max_m``, ``transects``;
+- ``widths`` (Point, a transect's centre every ``spacing``): ``reach_id``, ``distance_m``
+  (along the reach from its first vertex), ``width_m`` and ``flag`` (``bank``, ``island`` or
+  ``edge``: see ``widths``).
+
+Water bodies smaller than ``min_area_m2`` are left out before the skeleton is drawn; reaches
+whose median width is below ``min_width_m`` (noise, ditches under the mask's detail) or above
+``max_width_m`` (lakes and the sea, whose skeleton is no river) are left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import rasterio
+from rasterio.windows import Window
+from shapely import STRtree, line_merge
+from shapely.geometry import LineString, MultiLineString, Point, box
+from scipy import ndimage
+
+from ..errors import InputError, describe
+from ..formats import NODATA, WATER
+from ..io import atomic_path, check_output
+from ..labels import check_label, open_label
+from .centrelines import centreline_branches
+from .widths import smooth_path, transects
+
+LAYERS = ("reaches", "widths")
+DECIMALS = 4  # pixel coordinates of centrelines are rounded to this many decimals
+
+
+@dataclass
+class RiverOptions:
+    spacing_m: float = 30.0  # between transects
+    min_width_m: float = 6.0
+    max_width_m: float = 500.0
+    min_area_m2: float = 2000.0
+    prune: float = 2.0  # spurs shorter than this many channel widths are pruned
+    window: int = 4096  # px a side, without the margin
+    margin: int | None = None  # px; default: enough for the widest channel kept (max_width_m)
+    overwrite: bool = False
+
+
+@dataclass
+class RiverSummary:
+    reaches: int = 0
+    transects: int = 0
+    length_km: float = 0.0
+    width_median_m: float | None = None
+    windows: int = 0
+    output: str = ""
+    flags: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"reaches": self.reaches, "transects": self.transects, "length_km": self.length_km,
+                "width_median_m": self.width_median_m, "flags": self.flags, "windows": self.windows,
+                "output": self.output}
+
+
+def measure_rivers(mask_path, out_path, options: RiverOptions = RiverOptions(),
+                   on_progress: Callable[[int, int], None] | None = None) -> RiverSummary:
+    """Centrelines and widths of the water in ``mask_path`` written to ``out_path`` (GeoPackage)."""
+    out_path = check_output(out_path, options.overwrite)
+    reader = MaskReader(mask_path)
+    pixel = reader.pixel_size
+    margin = options.margin if options.margin is not None else int(np.ceil(options.max_width_m / pixel)) + 32
+    lines, points = [], []
+    windows = list(_windows(reader.width, reader.height, options.window))
+    for k, window in enumerate(windows, start=1):
+        piece_lines, piece_points = _measure_window(reader, window, margin, options)
+        lines += piece_lines
+        points += piece_points
+        if on_progress:
+            on_progress(k, len(windows))
+    reaches, widths = _assemble(lines, points, pixel, options)
+    _write(out_path, reaches, widths, reader.crs)
+    summary = RiverSummary(reaches=len(reaches["geometry"]), transects=len(widths["geometry"]),
+                           length_km=round(float(sum(reaches["length_m"])) / 1000, 3), windows=len(windows),
+                           output=str(out_path))
+    if widths["width_m"]:
+        summary.width_median_m = round(float(np.median(widths["width_m"])), 2)
+    summary.flags = {f: widths["flag"].count(f) for f in sorted(set(widths["flag"]))}
+    return summary
+
+
+class MaskReader:
+    """Water and validity of a mask, a window at a time: 0/1 with nodata, or a probability
+    raster of ``predict --probability`` (percent) cut at the threshold in its tags."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        try:
+            with rasterio.open(self.path) as src:
+                self.width, self.height, self.crs, self.transform = src.width, src.height, src.crs, src.transform
+                self.nodata, tags, self.count = src.nodata, src.tags(), src.count
+        except rasterio.errors.RasterioIOError as exc:
+            raise InputError(describe(self.path, "not a raster rasterio can read")) from exc
+        if self.crs is None or self.crs.is_geographic:
+            raise InputError(describe(self.path, "mask has no projected CRS (widths are measured in metres: "
+                                                 "reproject it to UTM first)"))
+        if abs(abs(self.transform.a) - abs(self.transform.e)) > 1e-6 * abs(self.transform.a) or self.transform.b or \
+                self.transform.d:
+            raise InputError(describe(self.path, "mask pixels are not square and north-up"))
+        self.cut = None
+        if "probability" in tags.get("values", ""):
+            self.cut = float(tags.get("threshold", 0.5)) * 100
+        else:
+            check_label(open_label(self.path))
+
+    @property
+    def pixel_size(self) -> float:
+        return abs(self.transform.a)
+
+    def read(self, window: Window) -> tuple[np.ndarray, np.ndarray]:
+        with rasterio.open(self.path) as src:
+            data = src.read(1, window=window)
+        valid = np.ones(data.shape, dtype=bool)
+        if data.dtype.kind == "f":
+            valid &= ~np.isnan(data)
+        if self.nodata is not None and not np.isnan(self.nodata):
+            valid &= data != self.nodata
+        if self.cut is not None:
+            valid &= data != NODATA
+            return (data >= self.cut) & valid, valid
+        return (data == WATER) & valid, valid
+
+
+def _windows(width: int, height: int, size: int):
+    for row in range(0, height, size):
+        for col in range(0, width, size):
+            yield Window(col, row, min(size, width - col), min(size, height - row))
+
+
+def _measure_window(reader: MaskReader, window: Window, margin: int, options: RiverOptions):
+    """Centreline pieces (map coordinates) and transects inside ``window``, measured on it
+    with its margin."""
+    outer = Window(window.col_off - margin, window.row_off - margin, window.width + 2 * margin,
+                   window.height + 2 * margin).intersection(Window(0, 0, reader.width, reader.height))
+    water, valid = reader.read(outer)
+    pixel = reader.pixel_size
+    min_px = max(int(options.min_area_m2 / pixel ** 2), 1)
+    water = _without_small_bodies(water, min_px)
+    if not water.any():
+        return [], []
+    branches, half_width = centreline_branches(water, options.prune)
+    # lines are drawn in the whole mask's pixel coordinates, rounded, so that the two windows
+    # that share a border cut a centreline at the very same point, and the pieces join
+    offset = np.array([outer.col_off, outer.row_off], dtype=float)
+    core = box(window.col_off, window.row_off, window.col_off + window.width, window.row_off + window.height)
+    lines, points = [], []
+    for branch in branches:
+        local = smooth_path(branch.path())
+        if len(local) < 2:
+            continue
+        for t in transects(LineString(local), water, valid, half_width, options.spacing_m / pixel,
+                           options.max_width_m / pixel):
+            x, y = t.x + offset[0], t.y + offset[1]
+            if core.contains(Point(x, y)):
+                points.append((Point(reader.transform * (x, y)), t.width * pixel, t.flag))
+        inside = LineString(np.round(smooth_path(branch.path() + offset), DECIMALS)).intersection(core)
+        for part in getattr(inside, "geoms", [inside]):
+            if isinstance(part, LineString) and not part.is_empty and part.length > 0:
+                coords = np.round(np.asarray(part.coords), DECIMALS)
+                lines.append(LineString([reader.transform * tuple(xy) for xy in coords]))
+    return lines, points
+
+
+def _without_small_bodies(water: np.ndarray, min_px: int) -> np.ndarray:
+    """``water`` without its 8-connected bodies of fewer than ``min_px`` pixels."""
+    labels, n = ndimage.label(water, structure=np.ones((3, 3), dtype=bool))
+    if n == 0:
+        return water
+    sizes = np.bincount(labels.ravel())
+    keep = sizes >= min_px
+    keep[0] = False
+    return keep[labels]
+
+
+def _assemble(lines: list, points: list, pixel: float, options: RiverOptions):
+    """Reaches (window pieces joined, split at junctions) with their transects' statistics, and
+    the transects with their reach and distance along it; reaches outside the widths asked
+    for are left out with their transects."""
+    merged = line_merge(MultiLineString(lines)) if lines else MultiLineString()
+    reach_lines = [g for g in getattr(merged, "geoms", [merged]) if not g.is_empty]
+    by_reach: dict[int, list] = {i: [] for i in range(len(reach_lines))}
+    if reach_lines and points:
+        tree = STRtree(reach_lines)
+        nearest = tree.nearest([p for p, _, _ in points])
+        for (p, w, flag), i in zip(points, nearest):
+            by_reach[int(i)].append((p, w, flag))
+    reaches = {"reach_id": [], "length_m": [], "width_median_m": [], "width_min_m": [], "width_max_m": [],
+               "transects": [], "geometry": []}
+    widths = {"reach_id": [], "distance_m": [], "width_m": [], "flag": [], "geometry": []}
+    for i, line in enumerate(reach_lines):
+        measured = by_reach[i]
+        if not measured:
+            continue
+        w = np.array([m[1] for m in measured])
+        median = float(np.median(w))
+        if median < options.min_width_m or median > options.max_width_m:
+            continue
+        rid = len(reaches["geometry"]) + 1
+        reaches["reach_id"].append(rid)
+        reaches["length_m"].append(round(line.length, 2))
+        reaches["width_median_m"].append(round(median, 2))
+        reaches["width_min_m"].append(round(float(w.min()), 2))
+        reaches["width_max_m"].append(round(float(w.max()), 2))
+        reaches["transects"].append(len(measured))
+        reaches["geometry"].append(line)
+        for p, width, flag in sorted(measured, key=lambda m: line.project(m[0])):
+            widths["reach_id"].append(rid)
+            widths["distance_m"].append(round(line.project(p), 2))
+            widths["width_m"].append(round(width, 2))
+            widths["flag"].append(flag)
+            widths["geometry"].append(p)
+    return reaches, widths
+
+
+def _write(out_path: Path, reaches: dict, widths: dict, crs) -> None:
+    """Both layers into one GeoPackage, written under a temporary name and renamed when whole;
+    empty layers keep their fields and geometry type."""
+    import geopandas as gpd  # heavy: only writing needs it
+
+    with atomic_path(out_path) as tmp:
+        for name, data, kind in (("reaches", reaches, "LineString"), ("widths", widths, "Point")):
+            gdf = gpd.GeoDataFrame(data, geometry="geometry", crs=crs)
+            if gdf.empty:
+                gdf = gdf.astype({k: ("int64" if k in ("reach_id", "transects") else
+                                      "object" if k == "flag" else "float64") for k in data if k != "geometry"})
+            gdf.to_file(tmp, layer=name, driver="GPKG", geometry_type=kind)

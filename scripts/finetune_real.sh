@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Stage 2 of the default model's recipe (scripts/train_default.sh) and of its cross-validation
+# (scripts/crossval_bolivia.sh): fine-tune INIT_WEIGHTS on exact 2 m synthetic and painted
+# chips mixed with real chips whose labels are 10 m (Sen1Floods11 Bolivia, Bonafilia et al.
+# 2020): `chip` keeps those masks at 10 m and `train` scores them on their 10 m cells (the 2 m
+# probabilities averaged over each), so the network learns real water without learning 10 m
+# blocks. The weights are chosen on three sources at once, each scored on its own: synthetic
+# validation chips (2 m), validation blocks of the real training scenes (10 m) and, when
+# ../shared/realdata/ holds it, the Shanghai scene (10 m; validation only, never trained on).
+#
+#   scripts/finetune_real.sh INIT_WEIGHTS REAL_MANIFEST WORK_DIR
+#
+# Needs WORK_DIR/../synthetic (made here when absent: the stage-1 synthetic and painted scenes).
+set -euo pipefail
+INIT=$1
+MANIFEST=$2
+WORK=$3
+STEPS=${STEPS:-800}
+REAL_WEIGHT=${REAL_WEIGHT:-1}
+LR=${LR:-2e-4}
+REAL=${REALDATA:-$(dirname "$0")/../../shared/realdata}
+SYN=$(dirname "$WORK")/synthetic
+mkdir -p "$WORK"
+if [ ! -f "$SYN/index.gpkg" ]; then
+    python scripts/real_backgrounds.py "$SYN-scenes/backgrounds"
+    s2s2net -q synth "$SYN-scenes/mixed" --count 300 --size 192 --seed 1000 --level mixed --overwrite
+    s2s2net -q synth "$SYN-scenes/virginia" --background "$SYN-scenes/backgrounds/virginia.tif" --count 80 --size 192 \
+        --seed 3000 --overwrite
+    ben=()
+    for f in "$SYN-scenes"/backgrounds/ben_*.tif; do ben+=(--background "$f"); done
+    s2s2net -q synth "$SYN-scenes/ben" "${ben[@]}" --count 60 --size 192 --seed 3100 --overwrite
+    s2s2net -q chip --manifest "$SYN-scenes/mixed/manifest.csv" --manifest "$SYN-scenes/virginia/manifest.csv" \
+        --manifest "$SYN-scenes/ben/manifest.csv" -o "$SYN" --size 64 --stride 64 --max-nodata 0.5 --val-fraction 0.05 \
+        --seed 1 --overwrite
+fi
+s2s2net -q chip --manifest "$MANIFEST" -o "$WORK/bolivia" --size 64 --stride 64 --max-nodata 0.5 --val-fraction 0.1 \
+    --seed 1 --overwrite
+sources=("$SYN" "$WORK/bolivia")
+if [ -f "$REAL/shanghai_esw_water_10m.tif" ]; then
+    s2s2net -q chip --pair "$REAL/shanghai_esw_s2_l2a_6band_10m.tif" "$REAL/shanghai_esw_water_10m.tif" \
+        -o "$WORK/shanghai" --size 64 --stride 64 --val-fraction 1 --overwrite
+    sources+=("$WORK/shanghai")
+fi
+s2s2net -q train "${sources[@]}" -o "$WORK/run" --init-weights "$INIT" --max-steps "$STEPS" --batch-size 8 --lr "$LR" \
+    --warmup-steps 50 --val-every 200 --augment full --precision bf16 --seed 1 --source-weight "bolivia=$REAL_WEIGHT" \
+    --overwrite
