@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 from rasterio.errors import RasterioIOError
+from rasterio.shutil import copy as copy_dataset
 
 from .errors import OutputExistsError, S2S2NetError, describe, first_line
 
@@ -138,3 +139,17 @@ def _remove(path: Path) -> None:
             shutil.rmtree(path)
         else:
             path.unlink()
+
+
+def copy_to_cog(src_path, dst_path, profile: dict, creation_options: dict | None = None, overviews: str = "MODE") -> None:
+    """Copy a GeoTIFF to a Cloud Optimized GeoTIFF, its overviews resampled by ``overviews``
+    (MODE for classes and counts of a mask, AVERAGE for probabilities), the user's --co options
+    carried over under the COG driver's names."""
+    options = {"COMPRESS": str(profile.get("compress", "deflate")).upper(), "PREDICTOR": "YES", "BLOCKSIZE": 512,
+               "BIGTIFF": "IF_SAFER", "OVERVIEW_RESAMPLING": overviews}
+    renamed = {"ZLEVEL": "LEVEL", "ZSTD_LEVEL": "LEVEL", "JPEG_QUALITY": "QUALITY", "BLOCKXSIZE": "BLOCKSIZE"}
+    for key, value in (creation_options or {}).items():
+        key = renamed.get(key.upper(), key.upper())
+        if key not in ("TILED", "BLOCKYSIZE", "INTERLEAVE"):  # a COG is always tiled, with square blocks
+            options[key] = value
+    copy_dataset(str(src_path), str(dst_path), driver="COG", **options)

@@ -14,7 +14,7 @@ from rasterio.errors import RasterioError
 from .. import __version__
 from ..errors import S2S2NetError, first_line
 from ..world import World
-from . import chip, evaluate, predict, rivers, synth, train, weights
+from . import chip, evaluate, occurrence, predict, rivers, synth, train, weights
 
 # GDAL's block cache defaults to 5 % of RAM and keeps dirty output blocks in it: on a full
 # Sentinel-2 tile that is gigabytes that predict and chip, which stream row by row, never use
@@ -121,6 +121,7 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, debug: bool, local_rank: 
 cli.add_command(chip.chip)
 cli.add_command(evaluate.compare)
 cli.add_command(evaluate.evaluate)
+cli.add_command(occurrence.occurrence)
 cli.add_command(predict.predict)
 cli.add_command(rivers.rivers)
 cli.add_command(synth.synth)

@@ -12,14 +12,13 @@ from typing import Callable
 import numpy as np
 import rasterio
 from rasterio.errors import RasterioIOError
-from rasterio.shutil import copy as copy_dataset
 from rasterio.windows import Window
 
 from .. import __version__
 from ..errors import InputError, describe, first_line
 from ..formats import NODATA, source_name
 from ..grid import SCALE_FACTOR, fine_transform, row_pixel_areas
-from ..io import atomic_path, check_output, geotiff_profile, temporary_sibling
+from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, temporary_sibling
 
 WRITE_ROWS = 512  # 2 m rows converted and written at a time
 
@@ -81,7 +80,7 @@ class MaskWriter:
                     dst.set_band_description(1, "water probability (percent)" if self.probability else "water (1), land (0)")
                     dst.update_tags(**self.tags(scene))
                 if self.cog:
-                    _to_cog(gtiff, tmp, profile, self.creation_options, self.probability)
+                    copy_to_cog(gtiff, tmp, profile, self.creation_options, "AVERAGE" if self.probability else "MODE")
             finally:
                 if self.cog and gtiff.exists():
                     gtiff.unlink()
@@ -120,16 +119,3 @@ class MaskWriter:
             out[~valid] = NODATA
             stats.nodata += int((~valid).sum())
             dst.write(out, 1, window=Window(col0, a + shift, out.shape[1], out.shape[0]))
-
-
-def _to_cog(src_path, dst_path, profile, creation_options: dict | None = None, probability: bool = False) -> None:
-    """Copy to a Cloud Optimized GeoTIFF: overviews by mode for a 0/1 mask and by average for
-    probabilities; the user's --co options carried over under the COG driver's names."""
-    options = {"COMPRESS": str(profile.get("compress", "deflate")).upper(), "PREDICTOR": "YES", "BLOCKSIZE": 512,
-               "BIGTIFF": "IF_SAFER", "OVERVIEW_RESAMPLING": "AVERAGE" if probability else "MODE"}
-    renamed = {"ZLEVEL": "LEVEL", "ZSTD_LEVEL": "LEVEL", "JPEG_QUALITY": "QUALITY", "BLOCKXSIZE": "BLOCKSIZE"}
-    for key, value in (creation_options or {}).items():
-        key = renamed.get(key.upper(), key.upper())
-        if key not in ("TILED", "BLOCKYSIZE", "INTERLEAVE"):  # a COG is always tiled, with square blocks
-            options[key] = value
-    copy_dataset(str(src_path), str(dst_path), driver="COG", **options)

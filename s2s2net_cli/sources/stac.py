@@ -44,6 +44,50 @@ def item_id(source: str) -> str | None:
     return str(ident) if ident else None
 
 
+def is_item_collection(source: str) -> bool:
+    """Whether ``source`` is a local STAC ItemCollection (a GeoJSON FeatureCollection of items,
+    as ``stac-client search --save`` writes one)."""
+    if not str(source).lower().endswith(".json") or is_remote(str(source)) or not os.path.isfile(source):
+        return False
+    try:
+        data = _load(str(source))
+    except InputError:
+        return False
+    return isinstance(data, dict) and data.get("type") == "FeatureCollection"
+
+
+def collection_items(source: str, folder) -> list[str]:
+    """The items of the ItemCollection ``source`` written one a file into ``folder`` (their
+    relative hrefs made absolute against the collection), in date order."""
+    data = _load(str(source))
+    features = [f for f in data.get("features") or [] if isinstance(f, dict) and f.get("type") == "Feature"]
+    if not features:
+        raise InputError(describe(source, "ItemCollection holds no items"))
+    features.sort(key=lambda f: str((f.get("properties") or {}).get("datetime") or ""))
+    paths = []
+    for k, feature in enumerate(features):
+        item = json.loads(json.dumps(feature))
+        for asset in (item.get("assets") or {}).values():
+            href = asset.get("href") if isinstance(asset, dict) else None
+            if href and not is_remote(href) and not os.path.isabs(href) and not href.startswith("file://"):
+                asset["href"] = os.path.join(os.path.dirname(os.path.abspath(source)), href)
+        path = os.path.join(str(folder), f"{k:04d}_{str(item.get('id') or 'item').replace(os.sep, '_')}.json")
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(item, fh)
+        paths.append(path)
+    return paths
+
+
+def item_datetime(source: str) -> str | None:
+    """The ``datetime`` (or ``start_datetime``) of the STAC item ``source``; None when absent."""
+    try:
+        props = _load(source).get("properties") or {}
+    except (InputError, AttributeError):
+        return None
+    value = props.get("datetime") or props.get("start_datetime")
+    return str(value) if value else None
+
+
 def item_bands(source: str) -> BandFiles:
     item = _load(source)
     if not isinstance(item, dict) or item.get("type") != "Feature" or not isinstance(item.get("assets"), dict):

@@ -1,0 +1,147 @@
+"""``s2s2net occurrence``: water occurrence at 2 m over many dates of one place."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import click
+
+from ..errors import InputError, describe
+from ..grid import SCALE_FACTOR, fine_transform
+from ..io import check_output
+from ..hydrology.occurrence import DateMask, Grid, OccurrenceOptions, water_occurrence
+from ..sources import stac
+from ..sources.dates import scene_date
+from .options import (creation_options, device_option, json_option, overlap_option, overwrite_option, precision_option,
+                      scene_options, tile_size_option)
+from .render import progress_bar
+
+
+@click.command()
+@click.argument("scenes", nargs=-1, required=True, metavar="SCENE...")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Output GeoTIFF: occurrence, water count, valid count (and class with --classes).")
+@click.option("--from-masks", is_flag=True, help="SCENE... are 2 m masks already predicted (0 land, 1 water, 255 nodata).")
+@click.option("--like", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Output on this raster's grid (default: the first scene's 2 m grid).")
+@click.option("--dates", "dates_csv", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="CSV with columns scene,date (ISO) for scenes whose metadata says no date (stacks).")
+@click.option("--classes", is_flag=True, help="Add band 4: 0 never water, 1 seasonal, 2 permanent (>= 90 %), 255 unseen.")
+@click.option("--strict", is_flag=True, help="Stop at a date that fails (default: name it, skip it, count it).")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write a PNG of water area through time.")
+@click.option("--weights", type=click.Path(dir_okay=False, path_type=Path), help="Weights file (default: the bundled model).")
+@tile_size_option
+@overlap_option
+@device_option
+@precision_option
+@scene_options
+@click.option("--cog", is_flag=True, help="Write a Cloud Optimized GeoTIFF with overviews.")
+@creation_options
+@overwrite_option
+@json_option
+@click.pass_context
+def occurrence(ctx, scenes, output, from_masks, like, dates_csv, classes, strict, plot, weights, tile_size, overlap,
+               device, precision, scene, cog, creation_options, overwrite, as_json):
+    """Water occurrence over many dates of one place (JRC Global Surface Water's definitions).
+
+    SCENE... are scenes of one place at several dates (stacks, products, STAC items, or a STAC
+    ItemCollection file standing for its items in date order), or with --from-masks masks
+    already predicted. Each date is predicted as `predict` does and counted on one 2 m grid:
+    band 1 occurrence = water / valid dates in percent (255 where never seen), band 2 the water
+    count, band 3 the valid count (not cloud, shadow, snow or nodata). A date that fails to read
+    or does not overlap the grid is named and skipped (--strict stops). Under a launcher
+    (torchrun, deepspeed) the dates are shared among the ranks and the counts summed.
+
+    \b
+    Examples:
+      s2s2net occurrence S2*_T31UFU_*.SAFE.zip -o occurrence.tif --classes --plot area.png
+      s2s2net occurrence search.json -o occurrence.tif --bbox 4.80,52.30,4.95,52.40
+      s2s2net occurrence masks/*_water.tif --from-masks -o occurrence.tif --json
+      torchrun --nnodes 4 --nproc_per_node 1 ... -m s2s2net_cli occurrence items.json -o occ.tif
+    """
+    world = ctx.obj["world"]
+    if plot and world.leads:
+        check_output(plot, overwrite)
+    expanded = Path(tempfile.mkdtemp(prefix=".occurrence-items")) if any(
+        stac.is_item_collection(s) for s in scenes) else None
+    try:
+        sources = _expand(scenes, expanded)
+        named_dates = _read_dates(dates_csv) if dates_csv else {}
+        dates = [DateMask(s, _date_of(s, named_dates), Path(s) if from_masks else None) for s in sources]
+        grid = Grid.of(like) if like else (Grid.of(sources[0]) if from_masks else _scene_grid(sources[0], scene))
+        predict = None if from_masks else _predictor(weights, tile_size, overlap, device, precision, scene)
+        options = OccurrenceOptions(classes=classes, strict=strict, cog=cog, creation_options=creation_options,
+                                    overwrite=overwrite)
+        with progress_bar(output.name, quiet=ctx.obj.get("quiet") or not world.leads) as on_step:
+            summary = water_occurrence(dates, output, grid, options, predict, world, on_progress=on_step)
+    finally:
+        if expanded is not None:
+            shutil.rmtree(expanded, ignore_errors=True)
+    if summary is None:
+        return
+    if plot:
+        from ..hydrology.plot import plot_water_area  # heavy: matplotlib
+
+        plot_water_area(summary.dates, plot, overwrite)
+    if as_json:
+        click.echo(json.dumps(summary.to_dict(), indent=2))
+    elif not ctx.obj.get("quiet"):
+        for d in summary.dates:
+            click.echo(f"{d.date or '-'}  {d.source}: {d.water_km2:.3f} km2 water, {d.valid_share:.1%} seen", err=True)
+        click.echo(f"{summary.output}: {len(summary.dates)} dates, water ever {summary.ever_water_km2:.3f} km2", err=True)
+    for d in summary.skipped:
+        click.echo(f"skipped {d.source}: {d.error}", err=True)
+    if not summary.dates:
+        ctx.exit(1)
+
+
+def _expand(scenes, folder) -> list[str]:
+    out = []
+    for s in scenes:
+        out += stac.collection_items(s, folder) if stac.is_item_collection(s) else [str(s)]
+    return out
+
+
+def _read_dates(path: Path) -> dict:
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+    except OSError as exc:
+        raise InputError(describe(path, f"cannot be read ({exc.strerror or exc})")) from exc
+    if not rows or not {"scene", "date"} <= set(rows[0]):
+        raise InputError(describe(path, "needs the columns scene,date"))
+    return {r["scene"]: r["date"] for r in rows}
+
+
+def _date_of(source: str, named: dict) -> str | None:
+    for key in (source, Path(source).name):
+        if key in named:
+            return named[key]
+    return scene_date(source)
+
+
+def _scene_grid(source: str, scene_opts) -> Grid:
+    from ..sources.open import open_scene  # heavy: GDAL's drivers for products and items
+
+    s = open_scene(source, scene_opts)
+    return Grid(s.crs, fine_transform(s.transform), s.width * SCALE_FACTOR, s.height * SCALE_FACTOR)
+
+
+def _predictor(weights, tile_size, overlap, device, precision, scene_opts):
+    from ..inference.predictor import PredictOptions, Predictor  # heavy: torch
+    from ..inference.runtime import default_weights
+    from ..world import World
+
+    options = PredictOptions(tile_size=tile_size, overlap=overlap, device=device, precision=precision, scene=scene_opts,
+                             overwrite=True)
+    predictor = Predictor(weights or default_weights(), options, World())  # each rank predicts whole dates alone
+
+    def predict(source: str, mask_path: Path) -> None:
+        predictor.predict_scene(source, mask_path)
+
+    return predict

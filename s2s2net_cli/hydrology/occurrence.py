@@ -1,0 +1,304 @@
+"""Water occurrence over many dates of one place, with JRC Global Surface Water's definitions.
+
+For each pixel of one output grid: how many dates saw it valid (not nodata: not cloud, shadow,
+snow, outside the scene or the area of interest), how many of those saw water, and the
+occurrence, water / valid in percent. Each date's 2 m mask (predicted by ``predict``'s code,
+or given) is brought onto the output grid by nearest (the same grid is read as it is) and
+counted window by window, so memory holds one window's counts and one date's window, whatever
+the number of dates and the size of the grid. Under a launcher the dates are shared among the
+ranks and each window's counts summed across them.
+
+Optional classes (``classes``): 0 never water, 1 seasonal (occurrence under
+``PERMANENT_FROM`` percent), 2 permanent (water on at least ``PERMANENT_FROM`` percent of the
+valid dates); 255 never seen.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import rasterio
+from rasterio.enums import Resampling
+from rasterio.vrt import WarpedVRT
+from rasterio.windows import Window
+
+from ..errors import InputError, S2S2NetError, describe
+from ..formats import NODATA, WATER
+from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, temporary_sibling
+from ..world import World
+
+PERMANENT_FROM = 90  # percent of valid dates seen as water: permanent water
+WINDOW = 2048
+PROCESS_GROUP_TIMEOUT = timedelta(minutes=30)
+
+
+@dataclass(frozen=True)
+class Grid:
+    crs: object
+    transform: object
+    width: int
+    height: int
+
+    @classmethod
+    def of(cls, path) -> "Grid":
+        try:
+            with rasterio.open(path) as src:
+                return cls(src.crs, src.transform, src.width, src.height)
+        except rasterio.errors.RasterioIOError as exc:
+            raise InputError(describe(path, "not a raster rasterio can read")) from exc
+
+    @property
+    def bounds(self) -> tuple[float, float, float, float]:
+        """(left, bottom, right, top)."""
+        north, west = self.transform.f, self.transform.c
+        south, east = north + self.transform.e * self.height, west + self.transform.a * self.width
+        return min(west, east), min(north, south), max(west, east), max(north, south)
+
+
+@dataclass
+class OccurrenceOptions:
+    classes: bool = False
+    strict: bool = False  # stop at a date that fails instead of skipping it
+    window: int = WINDOW
+    cog: bool = False
+    creation_options: dict = field(default_factory=dict)
+    overwrite: bool = False
+
+
+@dataclass
+class DateMask:
+    source: str  # the scene (or mask) the user named
+    date: str | None
+    mask: Path | None = None  # its 2 m mask, once predicted or given
+    water_km2: float = 0.0
+    valid_share: float = 0.0  # of the output grid
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        out = {"source": self.source, "date": self.date, "water_km2": round(self.water_km2, 6),
+               "valid_share": round(self.valid_share, 6)}
+        return out if self.error is None else {"source": self.source, "date": self.date, "error": self.error}
+
+
+@dataclass
+class OccurrenceSummary:
+    output: str
+    dates: list = field(default_factory=list)  # DateMask counted, in date order
+    skipped: list = field(default_factory=list)  # DateMask that failed, with their error
+    width: int = 0
+    height: int = 0
+    ever_water_km2: float = 0.0
+    permanent_water_km2: float | None = None
+
+    def to_dict(self) -> dict:
+        return {"output": self.output, "dates": [d.to_dict() for d in self.dates],
+                "skipped": [d.to_dict() for d in self.skipped], "counted": len(self.dates),
+                "width": self.width, "height": self.height, "ever_water_km2": round(self.ever_water_km2, 6),
+                "permanent_water_km2": None if self.permanent_water_km2 is None else round(self.permanent_water_km2, 6)}
+
+
+def water_occurrence(dates: list[DateMask], out_path, grid: Grid, options: OccurrenceOptions = OccurrenceOptions(),
+                     predict: Callable[[str, Path], None] | None = None, world: World = World(),
+                     on_progress: Callable[[int, int], None] | None = None) -> OccurrenceSummary | None:
+    """Count ``dates`` onto ``grid`` and write ``out_path``. With ``predict(source, mask_path)``
+    each date's mask is predicted first (into a temporary folder beside the output, removed at
+    the end); without it each date's ``mask`` is read. The summary on the leading rank, None on
+    the others."""
+    out_path = Path(out_path)
+    if world.leads:
+        check_output(out_path, options.overwrite)
+    if world.is_shared:
+        world.join(PROCESS_GROUP_TIMEOUT)
+    mine = dates[world.rank::world.size]
+    scratch = Path(tempfile.mkdtemp(prefix=f".{out_path.stem}.dates", dir=out_path.parent or ".")) if predict else None
+    try:
+        for k, d in enumerate(mine):
+            _prepare(d, grid, predict, scratch, k, options.strict)
+        counted = [d for d in mine if d.error is None]
+        summary = _count_and_write(counted, out_path, grid, options, world, on_progress)
+        everyone = _gather(mine, world)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+        if world.is_shared:
+            World.leave()
+    if not world.leads:
+        return None
+    summary.dates = sorted([d for d in everyone if d.error is None], key=lambda d: (d.date or "", d.source))
+    summary.skipped = [d for d in everyone if d.error is not None]
+    return summary
+
+
+def _prepare(d: DateMask, grid: Grid, predict, scratch: Path | None, k: int, strict: bool) -> None:
+    """Predict (or check) one date's mask; a failure is recorded on it, or raised with ``strict``."""
+    try:
+        if predict is not None:
+            d.mask = scratch / f"{k:04d}.tif"
+            predict(d.source, d.mask)
+        _check_overlap(d, grid)
+    except S2S2NetError as exc:
+        if strict:
+            raise
+        d.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _check_overlap(d: DateMask, grid: Grid) -> None:
+    try:
+        with rasterio.open(d.mask) as src:
+            left, bottom, right, top = rasterio.warp.transform_bounds(src.crs, grid.crs, *src.bounds)
+    except rasterio.errors.RasterioIOError as exc:
+        raise InputError(describe(d.mask, "mask cannot be read")) from exc
+    g_left, g_bottom, g_right, g_top = grid.bounds
+    if left >= g_right or right <= g_left or bottom >= g_top or top <= g_bottom:
+        raise InputError(describe(d.source, "does not overlap the output grid"))
+
+
+def _count_and_write(dates: list[DateMask], out_path: Path, grid: Grid, options: OccurrenceOptions, world: World,
+                     on_progress) -> OccurrenceSummary:
+    """Count window by window (summed across ranks) and write the output on the leading rank."""
+    import torch.distributed as dist  # heavy: only a shared run sums across ranks
+
+    n_dates = len(dates)
+    if world.is_shared:
+        total = torch_sum([n_dates], world)[0]
+    else:
+        total = n_dates
+    dtype, nodata = ("uint8", 255) if total < 255 else ("uint16", 65535)
+    bands = 4 if options.classes else 3
+    pixel_km2 = abs(grid.transform.a * grid.transform.e) / 1e6
+    summary = OccurrenceSummary(output=str(out_path), width=grid.width, height=grid.height,
+                                permanent_water_km2=0.0 if options.classes else None)
+    windows = [Window(c, r, min(options.window, grid.width - c), min(options.window, grid.height - r))
+               for r in range(0, grid.height, options.window) for c in range(0, grid.width, options.window)]
+    sources = [_open_on_grid(d, grid) for d in dates]
+    try:
+        with _OutputFile(out_path, grid, bands, dtype, nodata, options, world) as dst:
+            for k, window in enumerate(windows, start=1):
+                water = np.zeros((int(window.height), int(window.width)), dtype=np.int32)
+                valid = np.zeros_like(water)
+                for d, src in zip(dates, sources):
+                    data = src.read(1, window=window)
+                    seen = data != NODATA
+                    wet = seen & (data == WATER)
+                    valid += seen
+                    water += wet
+                    d.water_km2 += float(wet.sum()) * pixel_km2
+                    d.valid_share += float(seen.sum()) / (grid.width * grid.height)
+                if world.is_shared:
+                    counts = torch_sum(np.stack([water, valid]), world, dist)
+                    water, valid = counts[0], counts[1]
+                if dst is not None:
+                    _write_window(dst, window, water, valid, options.classes, nodata, summary, pixel_km2)
+                if on_progress:
+                    on_progress(k, len(windows))
+    finally:
+        for src in sources:
+            src.close()
+    return summary
+
+
+def _open_on_grid(d: DateMask, grid: Grid):
+    """The date's mask as a dataset on the output grid: itself when it is that grid, else a
+    nearest-neighbour warped view of it (255 outside)."""
+    src = rasterio.open(d.mask)
+    if src.crs == grid.crs and src.transform == grid.transform and (src.width, src.height) == (grid.width, grid.height):
+        return src
+    return _Warped(src, grid)
+
+
+class _Warped:
+    """A WarpedVRT of a mask on the grid, closed with its source."""
+
+    def __init__(self, src, grid: Grid):
+        self.src = src
+        self.vrt = WarpedVRT(src, crs=grid.crs, transform=grid.transform, width=grid.width, height=grid.height,
+                             resampling=Resampling.nearest, nodata=NODATA, src_nodata=src.nodata if src.nodata is not None
+                             else NODATA)
+
+    def read(self, band, window):
+        return self.vrt.read(band, window=window)
+
+    def close(self):
+        self.vrt.close()
+        self.src.close()
+
+
+def torch_sum(values, world: World, dist=None):
+    """``values`` (a list or array of integers) summed across the ranks."""
+    import torch  # heavy: only a shared run needs it
+    import torch.distributed as tdist
+
+    tensor = torch.as_tensor(np.asarray(values, dtype=np.int64))
+    (dist or tdist).all_reduce(tensor)
+    return tensor.numpy()
+
+
+def _gather(mine: list[DateMask], world: World) -> list[DateMask]:
+    if not world.is_shared:
+        return list(mine)
+    import torch.distributed as dist  # heavy: only a shared run gathers
+
+    gathered = [None] * world.size
+    dist.all_gather_object(gathered, [(d.source, d.date, d.water_km2, d.valid_share, d.error) for d in mine])
+    return [DateMask(s, date, None, w, v, e) for part in gathered for (s, date, w, v, e) in part]
+
+
+class _OutputFile:
+    """The output GeoTIFF opened on the leading rank under a temporary name (None elsewhere),
+    renamed when whole (a COG is made from it then)."""
+
+    def __init__(self, path: Path, grid: Grid, bands: int, dtype: str, nodata: int, options: OccurrenceOptions,
+                 world: World):
+        self.path, self.grid, self.bands, self.dtype, self.nodata = path, grid, bands, dtype, nodata
+        self.options, self.world = options, world
+
+    def __enter__(self):
+        if not self.world.leads:
+            return None
+        self.atomic = atomic_path(self.path)
+        self.tmp = self.atomic.__enter__()
+        self.profile = geotiff_profile((self.bands, self.grid.height, self.grid.width), self.dtype, self.grid.crs,
+                                       self.grid.transform, self.nodata)
+        self.profile.update(self.options.creation_options or {})
+        self.gtiff = temporary_sibling(self.tmp) if self.options.cog else self.tmp
+        self.dst = rasterio.open(self.gtiff, "w", **self.profile)
+        names = ["occurrence (percent of valid dates seen as water)", "water count (dates seen as water)",
+                 "valid count (dates seen)"] + (["class (0 never water, 1 seasonal, 2 permanent)"] if self.bands == 4
+                                                else [])
+        self.dst.descriptions = tuple(names)
+        self.dst.update_tags(permanent_from_percent=str(PERMANENT_FROM), software="s2s2net occurrence")
+        return self.dst
+
+    def __exit__(self, kind, value, traceback):
+        if not self.world.leads:
+            return False
+        self.dst.close()
+        try:
+            if kind is None and self.options.cog:
+                copy_to_cog(self.gtiff, self.tmp, self.profile, self.options.creation_options, "NEAREST")
+        finally:
+            if self.options.cog:
+                self.gtiff.unlink(missing_ok=True)
+        return self.atomic.__exit__(kind, value, traceback)
+
+
+def _write_window(dst, window: Window, water: np.ndarray, valid: np.ndarray, classes: bool, nodata: int,
+                  summary: OccurrenceSummary, pixel_km2: float) -> None:
+    seen = valid > 0
+    occurrence = np.full(water.shape, nodata, dtype=np.int64)
+    occurrence[seen] = np.round(100.0 * water[seen] / valid[seen])
+    dst.write(occurrence.astype(dst.dtypes[0]), 1, window=window)
+    dst.write(water.astype(dst.dtypes[0]), 2, window=window)
+    dst.write(valid.astype(dst.dtypes[0]), 3, window=window)
+    summary.ever_water_km2 += float((water > 0).sum()) * pixel_km2
+    if classes:
+        cls = np.full(water.shape, nodata, dtype=np.int64)
+        cls[seen] = np.where(occurrence[seen] >= PERMANENT_FROM, 2, np.where(water[seen] > 0, 1, 0))
+        dst.write(cls.astype(dst.dtypes[0]), 4, window=window)
+        summary.permanent_water_km2 += float((cls == 2).sum()) * pixel_km2

@@ -1,0 +1,151 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rasterio
+from affine import Affine
+
+from s2s2net_cli.world import free_port
+
+from ..conftest import run_cli, write_raster
+
+T2 = Affine(2, 0, 600000, 0, -2, 5000000)
+N = 96  # px a side
+
+
+def series(tmp_path, n_dates=6):
+    """Masks of one place: a lake whose radius shrinks by 4 px a date, a river whose width grows
+    by 2 px a date (a flood), a cloud (nodata) over one corner on date 3. Their exact counts."""
+    yy, xx = np.mgrid[0:N, 0:N]
+    paths, water, valid = [], np.zeros((N, N), int), np.zeros((N, N), int)
+    for k in range(n_dates):
+        lake = (yy - 30) ** 2 + (xx - 30) ** 2 <= (24 - 4 * k) ** 2
+        river = np.abs(xx - 70) <= 2 + k
+        mask = (lake | river).astype("uint8")
+        seen = np.ones((N, N), bool)
+        if k == 3:
+            seen[60:, :20] = False
+            mask[~seen] = 255
+        water += (mask == 1)
+        valid += seen
+        path = write_raster(tmp_path / f"date{k}_2021-0{k + 1}-15_water.tif", mask, transform=T2, nodata=255)
+        paths.append(path)
+    return paths, water, valid
+
+
+def read(path):
+    with rasterio.open(path) as src:
+        return src.read(), src.profile, src.descriptions
+
+
+def test_masks_of_a_shrinking_lake_and_a_flooding_river_give_the_exact_counts(tmp_path):
+    paths, water, valid = series(tmp_path)
+    r = run_cli("occurrence", *paths, "--from-masks", "-o", tmp_path / "occ.tif", "--classes", "--json",
+                "--plot", tmp_path / "area.png")
+    assert r.returncode == 0, r.stderr
+    bands, profile, descriptions = read(tmp_path / "occ.tif")
+    assert profile["transform"] == T2 and profile["count"] == 4 and profile["nodata"] == 255
+    assert np.array_equal(bands[1], water) and np.array_equal(bands[2], valid)
+    expected = np.round(100 * water / valid).astype(int)
+    assert np.array_equal(bands[0], expected)
+    # the cloud lowered the valid count there and nowhere else
+    assert (valid[60:, :20] == 5).all() and (valid[:60] == 6).all() and (valid[:, 20:] == 6).all()
+    # permanent: the lake's core and the river's first bed; seasonal: the rest that was ever wet
+    assert bands[3][30, 30] == 2 and bands[3][30, 70] == 2 and bands[3][30, 74] == 1 and bands[3][5, 90] == 0
+    summary = json.loads(r.stdout)
+    assert [d["date"] for d in summary["dates"]] == [f"2021-0{k + 1}-15" for k in range(6)]
+    for d, path in zip(summary["dates"], paths):  # each date's water in km2 (2 m pixels: 4e-6 km2)
+        assert d["water_km2"] == pytest.approx(float((rasterio.open(path).read(1) == 1).sum()) * 4e-6)
+    assert summary["dates"][3]["valid_share"] == pytest.approx(1 - 36 * 20 / N ** 2)
+    assert summary["dates"][0]["valid_share"] == 1.0
+    assert (tmp_path / "area.png").stat().st_size > 1000
+    assert "occurrence" in descriptions[0]
+
+
+def test_masks_on_another_grid_are_warped_onto_the_first(tmp_path):
+    paths, water, valid = series(tmp_path, 3)
+    # the third date as a 4 m mask: every 2 m cell of the output reads its 4 m parent
+    coarse = rasterio.open(paths[2]).read(1)[::2, ::2]
+    write_raster(tmp_path / "coarse.tif", coarse, transform=T2 * Affine.scale(2), nodata=255)
+    r = run_cli("occurrence", paths[0], paths[1], tmp_path / "coarse.tif", "--from-masks", "-o", tmp_path / "o.tif")
+    assert r.returncode == 0, r.stderr
+    bands, profile, _ = read(tmp_path / "o.tif")
+    up = np.repeat(np.repeat(coarse, 2, 0), 2, 1)
+    first_two = sum((rasterio.open(p).read(1) == 1).astype(int) for p in paths[:2])
+    assert np.array_equal(bands[1], first_two + (up == 1))
+    assert (bands[2] == 3).all()
+
+
+def test_a_date_that_fails_is_named_skipped_and_counted_or_stops_with_strict(tmp_path):
+    paths, water, valid = series(tmp_path, 3)
+    broken = tmp_path / "broken_water.tif"
+    broken.write_bytes(b"not a tiff")
+    far = write_raster(tmp_path / "far.tif", np.ones((10, 10), "uint8"), transform=Affine(2, 0, 0, 0, -2, 0), nodata=255)
+    r = run_cli("occurrence", *paths, broken, far, "--from-masks", "-o", tmp_path / "o.tif", "--json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["counted"] == 3 and len(summary["skipped"]) == 2
+    errors = {Path(s["source"]).name: s["error"] for s in summary["skipped"]}
+    assert "broken_water.tif" in errors["broken_water.tif"]
+    assert "does not overlap the output grid" in errors["far.tif"]
+    assert "skipped" in r.stderr and "far.tif" in r.stderr
+    assert (read(tmp_path / "o.tif")[0][2] == 3).all()
+    r = run_cli("occurrence", *paths, broken, "--from-masks", "-o", tmp_path / "strict.tif", "--strict")
+    assert r.returncode == 1 and "broken_water.tif" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "strict.tif").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_an_existing_output_is_kept_and_an_empty_run_fails(tmp_path):
+    paths, _, _ = series(tmp_path, 2)
+    (tmp_path / "o.tif").write_text("keep")
+    r = run_cli("occurrence", *paths, "--from-masks", "-o", tmp_path / "o.tif")
+    assert r.returncode == 1 and "already exists" in r.stderr and (tmp_path / "o.tif").read_text() == "keep"
+
+
+def test_occurrence_from_scenes_counts_what_predict_writes(tmp_path):
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+
+    scenes = []
+    for k, seed in enumerate((5, 6)):
+        p = make_pair(32, seed=seed, nodata_margin=False)
+        p.transform = Affine(10, 0, 500000, 0, -10, 4000000)  # one place
+        p.crs = rasterio.crs.CRS.from_epsg(32633)
+        write_pair(p, tmp_path / f"s{k}.tif", tmp_path / f"m{k}.tif")
+        scenes.append(tmp_path / f"s{k}.tif")
+    args = ["--tile-size", 32, "--precision", 32]
+    r = run_cli("occurrence", *scenes, "-o", tmp_path / "occ.tif", "--json", *args)
+    assert r.returncode == 0, r.stderr
+    masks = []
+    for k, s in enumerate(scenes):
+        assert run_cli("predict", s, "-o", tmp_path / f"p{k}.tif", *args).returncode == 0
+        masks.append(rasterio.open(tmp_path / f"p{k}.tif").read(1))
+    bands, profile, _ = read(tmp_path / "occ.tif")
+    assert profile["width"] == 160 and profile["transform"] == Affine(2, 0, 500000, 0, -2, 4000000)
+    assert np.array_equal(bands[1], sum((m == 1).astype(int) for m in masks))
+    assert np.array_equal(bands[2], sum((m != 255).astype(int) for m in masks))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.slow
+def test_two_torchrun_nodes_share_the_dates_and_sum_the_counts(tmp_path):
+    paths, water, valid = series(tmp_path, 5)
+    port = free_port()
+    torchrun = Path(sys.executable).parent / "torchrun"
+    procs = []
+    for node in (0, 1):
+        cmd = [str(torchrun), "--nnodes", "2", "--nproc_per_node", "1", "--node_rank", str(node), "--rdzv_backend",
+               "c10d", "--rdzv_endpoint", f"localhost:{port}", "--rdzv_id", "occ", "-m", "s2s2net_cli", "occurrence",
+               *map(str, paths), "--from-masks", "-o", str(tmp_path / "occ.tif"), "--json"]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      env={**os.environ, "OMP_NUM_THREADS": "1"}))
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    documents = [json.loads(o) for o, _ in outs if o.strip()]
+    assert len(documents) == 1 and documents[0]["counted"] == 5  # one summary, from rank 0
+    bands, _, _ = read(tmp_path / "occ.tif")
+    assert np.array_equal(bands[1], water) and np.array_equal(bands[2], valid)
