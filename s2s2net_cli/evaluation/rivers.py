@@ -25,8 +25,9 @@ SAMPLE_M = 2.0  # centrelines are compared every this many metres
 
 
 def score_rivers(measured_path, truth_path, scene_bounds: tuple[float, float, float, float],
-                 tolerance_m: float = 2.0) -> dict:
-    """Width errors, centreline distances and the share found (see the module's docstring)."""
+                 tolerance_m: float = 2.0, with_errors: bool = False) -> dict:
+    """Width errors, centreline distances and the share found (see the module's docstring);
+    with ``with_errors``, also every matched transect's error (``errors``, metres), for pooling."""
     import geopandas as gpd  # heavy: only scoring reads the layers
 
     truth = gpd.read_file(truth_path, layer="rivers")
@@ -36,14 +37,14 @@ def score_rivers(measured_path, truth_path, scene_bounds: tuple[float, float, fl
     excluded = _ambiguous(truth, channels, scene_bounds)
     for geometry in channels + [excluded]:
         prepare(geometry)
-    errors = []
+    found_errors = []
     for point, width in zip(widths.geometry, widths.width_m):
         if excluded.contains(point):
             continue
         inside = [i for i, c in enumerate(channels) if c.contains(point)]
         if len(inside) == 1:
-            errors.append(width - float(truth.width_m.iloc[inside[0]]))
-    errors = np.asarray(errors)
+            found_errors.append(width - float(truth.width_m.iloc[inside[0]]))
+    error_list, errors = found_errors, np.asarray(found_errors)
     near, total = 0.0, 0.0
     truth_lines = list(truth.geometry)
     for line in reaches.geometry:
@@ -72,6 +73,7 @@ def score_rivers(measured_path, truth_path, scene_bounds: tuple[float, float, fl
         "found": round(found / drawn, 4) if drawn else None,
         "drawn_length_m": round(drawn, 1),
         "tolerance_m": tolerance_m,
+        **({"errors": [round(float(e), 3) for e in error_list]} if with_errors else {}),
     }
 
 

@@ -51,9 +51,12 @@ class Branch:
         return np.c_[rc[:, 1] + 0.5, rc[:, 0] + 0.5]
 
 
-def centreline_branches(water: np.ndarray, prune: float = 2.0) -> tuple[list[Branch], np.ndarray]:
+def centreline_branches(water: np.ndarray, prune: float = 2.0, max_width: float | None = None
+                        ) -> tuple[list[Branch], np.ndarray]:
     """The pruned skeleton branches of ``water`` (bool) and the distance of each pixel to the
-    nearest land pixel (half the channel's width on the centreline), in pixels."""
+    nearest land pixel (half the channel's width on the centreline), in pixels. Where the water
+    is wider than ``max_width`` pixels (a lake, the sea) the skeleton is cut out, so a creek
+    that runs into the sea ends at its mouth."""
     half_width = ndimage.distance_transform_edt(water)
     skeleton = skeletonize(water)
     for _ in range(MAX_PRUNING_ROUNDS):
@@ -66,6 +69,8 @@ def centreline_branches(water: np.ndarray, prune: float = 2.0) -> tuple[list[Bra
         if not pruned:
             break
         skeleton = skeletonize(skeleton)  # junction pixels left behind thin out
+    if max_width is not None:
+        skeleton &= 2 * half_width <= max_width
     return skeleton_branches(skeleton)[0], half_width
 
 

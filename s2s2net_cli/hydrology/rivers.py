@@ -12,9 +12,11 @@ mask's size. The pieces of a centreline cut at window borders are joined afterwa
   (along the reach from its first vertex), ``width_m`` and ``flag`` (``bank``, ``island`` or
   ``edge``: see ``widths``).
 
-Water bodies smaller than ``min_area_m2`` are left out before the skeleton is drawn; reaches
-whose median width is below ``min_width_m`` (noise, ditches under the mask's detail) or above
-``max_width_m`` (lakes and the sea, whose skeleton is no river) are left out.
+Water bodies smaller than ``min_area_m2`` are left out before the skeleton is drawn; the
+skeleton is cut where the water is wider than ``max_width_m`` (lakes and the sea, whose
+skeleton is no river: a creek running into the sea ends at its mouth); reaches whose median
+width is below ``min_width_m`` (noise, ditches under the mask's detail) or above
+``max_width_m`` are left out.
 """
 
 from __future__ import annotations
@@ -154,7 +156,7 @@ def _measure_window(reader: MaskReader, window: Window, margin: int, options: Ri
     water = _without_small_bodies(water, min_px)
     if not water.any():
         return [], []
-    branches, half_width = centreline_branches(water, options.prune)
+    branches, half_width = centreline_branches(water, options.prune, options.max_width_m / pixel)
     # lines are drawn in the whole mask's pixel coordinates, rounded, so that the two windows
     # that share a border cut a centreline at the very same point, and the pieces join
     offset = np.array([outer.col_off, outer.row_off], dtype=float)
@@ -167,7 +169,7 @@ def _measure_window(reader: MaskReader, window: Window, margin: int, options: Ri
         for t in transects(LineString(local), water, valid, half_width, options.spacing_m / pixel,
                            options.max_width_m / pixel):
             x, y = t.x + offset[0], t.y + offset[1]
-            if core.contains(Point(x, y)):
+            if t.width * pixel <= options.max_width_m and core.contains(Point(x, y)):  # wider: a lake or the sea
                 points.append((Point(reader.transform * (x, y)), t.width * pixel, t.flag))
         inside = LineString(np.round(smooth_path(branch.path() + offset), DECIMALS)).intersection(core)
         for part in getattr(inside, "geoms", [inside]):
