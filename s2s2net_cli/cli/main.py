@@ -14,7 +14,7 @@ from rasterio.errors import RasterioError
 from .. import __version__
 from ..errors import S2S2NetError, first_line
 from ..world import World
-from . import chip, evaluate, occurrence, predict, rivers, synth, train, weights
+import importlib
 
 # GDAL's block cache defaults to 5 % of RAM and keeps dirty output blocks in it: on a full
 # Sentinel-2 tile that is gigabytes that predict and chip, which stream row by row, never use
@@ -26,14 +26,31 @@ GDAL_CACHE_MB_PREDICT = 64
 
 
 GLOBAL_FLAGS = ("-q", "--quiet", "-v", "-vv", "-vvv", "--verbose", "--debug")
+# Each command's module is imported when the command runs (as Click's lazy-loading pattern
+# does), so that a command that needs no torch (rivers, occurrence --from-masks, synth, chip)
+# starts without it: importing torch alone takes seconds and hundreds of MB.
+COMMANDS = {
+    "chip": ("chip", "chip"), "compare": ("evaluate", "compare"), "evaluate": ("evaluate", "evaluate"),
+    "occurrence": ("occurrence", "occurrence"), "predict": ("predict", "predict"), "rivers": ("rivers", "rivers"),
+    "synth": ("synth", "synth"), "train": ("train", "train"), "weights": ("weights", "weights"),
+}
 
 
 class S2S2NetGroup(click.Group):
     """Turns the core's errors into one line on stderr (exit 1), tracebacks only with --debug;
     takes -q, -v and --debug anywhere on the line, before or after the command's name."""
 
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str):
+        if name not in COMMANDS:
+            return None
+        module, attribute = COMMANDS[name]
+        return getattr(importlib.import_module(f"{__package__}.{module}"), attribute)
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        command = next((i for i, a in enumerate(args) if a in self.commands), None)
+        command = next((i for i, a in enumerate(args) if a in COMMANDS), None)
         if command is not None:
             end = command + args[command:].index("--") if "--" in args[command:] else len(args)
             moved = [a for a in args[command:end] if a in GLOBAL_FLAGS]
@@ -116,14 +133,3 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, debug: bool, local_rank: 
         cache_mb = GDAL_CACHE_MB_PREDICT if ctx.invoked_subcommand == "predict" else GDAL_CACHE_MB
         ctx.with_resource(rasterio.Env(GDAL_CACHEMAX=cache_mb * 2 ** 20))
     signal.signal(signal.SIGTERM, _terminate)
-
-
-cli.add_command(chip.chip)
-cli.add_command(evaluate.compare)
-cli.add_command(evaluate.evaluate)
-cli.add_command(occurrence.occurrence)
-cli.add_command(predict.predict)
-cli.add_command(rivers.rivers)
-cli.add_command(synth.synth)
-cli.add_command(train.train)
-cli.add_command(weights.weights)

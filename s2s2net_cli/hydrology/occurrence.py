@@ -162,13 +162,8 @@ def _check_overlap(d: DateMask, grid: Grid) -> None:
 def _count_and_write(dates: list[DateMask], out_path: Path, grid: Grid, options: OccurrenceOptions, world: World,
                      on_progress) -> OccurrenceSummary:
     """Count window by window (summed across ranks) and write the output on the leading rank."""
-    import torch.distributed as dist  # heavy: only a shared run sums across ranks
-
     n_dates = len(dates)
-    if world.is_shared:
-        total = torch_sum([n_dates], world)[0]
-    else:
-        total = n_dates
+    total = torch_sum([n_dates], world)[0] if world.is_shared else n_dates
     dtype, nodata = ("uint8", 255) if total < 255 else ("uint16", 65535)
     bands = 4 if options.classes else 3
     pixel_km2 = abs(grid.transform.a * grid.transform.e) / 1e6
@@ -191,7 +186,7 @@ def _count_and_write(dates: list[DateMask], out_path: Path, grid: Grid, options:
                     d.water_km2 += float(wet.sum()) * pixel_km2
                     d.valid_share += float(seen.sum()) / (grid.width * grid.height)
                 if world.is_shared:
-                    counts = torch_sum(np.stack([water, valid]), world, dist)
+                    counts = torch_sum(np.stack([water, valid]), world)
                     water, valid = counts[0], counts[1]
                 if dst is not None:
                     _write_window(dst, window, water, valid, options.classes, nodata, summary, pixel_km2)
@@ -229,13 +224,13 @@ class _Warped:
         self.src.close()
 
 
-def torch_sum(values, world: World, dist=None):
-    """``values`` (a list or array of integers) summed across the ranks."""
+def torch_sum(values, world: World):
+    """``values`` (a list or array of integers) summed across the ranks of ``world``."""
     import torch  # heavy: only a shared run needs it
-    import torch.distributed as tdist
+    import torch.distributed as dist
 
     tensor = torch.as_tensor(np.asarray(values, dtype=np.int64))
-    (dist or tdist).all_reduce(tensor)
+    dist.all_reduce(tensor)
     return tensor.numpy()
 
 
