@@ -55,7 +55,8 @@ def pool(paths: list[str]) -> None:
     totals: dict[str, list[int]] = {}
     for path in paths:
         for row in json.loads(Path(path).read_text())["rows"]:
-            name = row["model"] if row["model"] in BASELINES or row["model"].startswith("v3") else "model"
+            stem = row["model"].removesuffix(".safetensors")
+            name = stem if stem in BASELINES else {"model": "model", "stage1": "stage 1 weights"}.get(stem, stem)
             t = totals.setdefault(name, [0, 0, 0, 0])
             for i, key in enumerate(("tp", "fp", "fn", "tn")):
                 t[i] += int(row[key])

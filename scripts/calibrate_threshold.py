@@ -1,13 +1,15 @@
 """Choose a model's water probability threshold; print it (stdout), the table on stderr.
 
-    python scripts/calibrate_threshold.py WEIGHTS WORK_DIR [--realdata DIR]
+    python scripts/calibrate_threshold.py WEIGHTS WORK_DIR [--realdata DIR] [--manifest CSV]
 
 Scored on synthetic validation scenes (generator seeds 8000-8011: neither the training
 seeds 1000-1299 nor the hold-out seeds 9000-9011) at 2 m, pooled, and, when the real labelled
 Shanghai scene is there (../shared/realdata/), on it at 10 m as `s2s2net evaluate` scores it
-(the 2 m mask averaged onto the label's 10 m pixels, water from half). The threshold with the
-best mean of the two F1s is chosen (synthetic alone without Shanghai). Shanghai only chooses
-this one number; it is never trained on.
+(the 2 m mask averaged onto the label's 10 m pixels, water from half), and with --manifest on
+its 10 m labelled pairs pooled (image,mask CSV, each label on its image's 10 m grid: the
+Sen1Floods11 chips a model trained on, say). The threshold with the best mean of their F1s
+is chosen (synthetic alone without the real ones). Shanghai only chooses this one number; it
+is never trained on.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def main() -> None:
     parser.add_argument("weights")
     parser.add_argument("work")
     parser.add_argument("--realdata", default=str(ROOT.parent / "shared" / "realdata"))
+    parser.add_argument("--manifest", default=None, help="10 m labelled pairs (image,mask CSV) scored pooled")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from s2s2net_cli.inference.predictor import PredictOptions, Predictor
@@ -73,6 +76,22 @@ def main() -> None:
             prob, truth = src.read(1), lab.read(1)
         valid = (truth != 255) & (prob.reshape(truth.shape[0], 5, truth.shape[1], 5) != 255).all(axis=(1, 3))
         scores["shanghai"] = [f1(*c) for c in counts_at(prob, truth, valid, factor=5)]
+    if args.manifest:
+        import csv
+
+        real = Predictor(args.weights, PredictOptions(probability=True, overwrite=True, precision="32"))
+        pooled = np.zeros((len(THRESHOLDS), 3), dtype=np.int64)
+        with open(args.manifest, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        for k, row in enumerate(rows):
+            image, label = (Path(args.manifest).parent / row[c] for c in ("image", "mask"))
+            real.predict_scene(image, work / f"pair_{k}_prob.tif")
+            with rasterio.open(work / f"pair_{k}_prob.tif") as src, rasterio.open(label) as lab:
+                prob, truth = src.read(1), lab.read(1)
+            h, w = truth.shape
+            valid = (truth != 255) & (prob.reshape(h, 5, w, 5) != 255).all(axis=(1, 3))
+            pooled += counts_at(prob, truth, valid, factor=5)
+        scores["pairs"] = [f1(*c) for c in pooled]
     mean = np.mean([scores[k] for k in scores], axis=0)
     best = int(np.argmax(mean))
     print("threshold  " + "  ".join(f"{k:>9}" for k in scores) + "       mean", file=sys.stderr)

