@@ -169,3 +169,22 @@ def test_the_cli_writes_the_geopackage_and_a_json_summary(tmp_path):
     reaches, widths = layers(tmp_path / "r.gpkg")
     assert summary["reaches"] == len(reaches) == 1 and summary["transects"] == len(widths)
     assert np.allclose(np.diff(np.sort(widths.distance_m)), 50, atol=1.5)
+
+
+def test_predict_writes_rivers_beside_its_mask(tmp_path):
+    pair = make_pair(48, seed=21, landscape="rivers", nodata_margin=False)
+    write_pair(pair, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("predict", tmp_path / "s.tif", "-o", tmp_path / "water.tif", "--rivers", tmp_path / "rivers.gpkg",
+                "--tile-size", 48, "--precision", 32)
+    assert r.returncode == 0, r.stderr
+    reaches, widths = layers(tmp_path / "rivers.gpkg")
+    assert len(reaches) >= 1 and len(widths) >= 1
+    with rasterio.open(tmp_path / "water.tif") as src:
+        assert reaches.crs == src.crs
+    # into a folder of masks: beside each mask; a GeoPackage only
+    r = run_cli("predict", tmp_path / "s.tif", "-o", f"{tmp_path}/masks/", "--rivers", tmp_path / "any.gpkg",
+                "--tile-size", 48)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "masks" / "s_water_rivers.gpkg").exists() and not (tmp_path / "any.gpkg").exists()
+    r = run_cli("predict", tmp_path / "s.tif", "-o", tmp_path / "x.tif", "--rivers", tmp_path / "rivers.shp")
+    assert r.returncode == 2 and "rivers are written as a GeoPackage" in r.stderr and not (tmp_path / "x.tif").exists()

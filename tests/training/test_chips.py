@@ -297,3 +297,37 @@ def test_chip_reads_an_area_of_interest_as_predict_does(tmp_path):
     r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "other", "--aoi", aoi,
                 "--bbox", "0,0,1,1")
     assert r.returncode == 2 and "give --bbox or --aoi, not both" in r.stderr
+
+
+def test_a_manifest_mixing_2m_and_10m_labels_gives_chips_that_batch_together(tmp_path):
+    import torch
+    from torch.utils.data import default_collate
+
+    from s2s2net_cli.training.data import Augment, ChipDataset, chip_splits
+    from s2s2net_cli.training.losses import WaterLoss
+
+    rows = []
+    for seed, coarse in ((31, False), (32, True)):
+        p = make_pair(64, seed=seed, nodata_margin=False)
+        write_pair(p, tmp_path / f"s{seed}.tif", tmp_path / f"fine{seed}.tif")
+        mask = f"fine{seed}.tif"
+        if coarse:
+            label = (p.mask.reshape(64, 5, 64, 5).mean(axis=(1, 3)) >= 0.5).astype("uint8")
+            write_raster(tmp_path / f"coarse{seed}.tif", label, transform=p.transform, crs=p.crs, nodata=255)
+            mask = f"coarse{seed}.tif"
+        rows.append({"image": f"s{seed}.tif", "mask": mask, "id": f"scene{seed}"})
+    with open(tmp_path / "pairs.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=["image", "mask", "id"])
+        w.writeheader()
+        w.writerows(rows)
+    r = run_cli("chip", "--manifest", tmp_path / "pairs.csv", "-o", tmp_path / "chips", "--size", 32, "--json",
+                "--val-fraction", 0)
+    assert r.returncode == 0, r.stderr
+    index = gpd.read_file(tmp_path / "chips" / "index.gpkg")
+    assert sorted(set(zip(index.scene_id, index.label_scale))) == [("scene31", 1), ("scene32", 5)]
+    train, _ = chip_splits(tmp_path / "chips")
+    ds = ChipDataset(train, augment=Augment.none())
+    batch = default_collate([ds[i] for i in range(len(ds))])
+    assert batch[1].shape == (len(ds), 1, 160, 160) and sorted(set(batch[2].tolist())) == [1, 5]
+    parts = WaterLoss().parts(torch.zeros(len(ds), 1, 160, 160), batch[1], batch[2])
+    assert torch.isfinite(parts["loss"])

@@ -1,0 +1,40 @@
+import json
+
+import numpy as np
+
+from s2s2net_cli.sources import stac
+from s2s2net_cli.sources.dates import scene_date
+
+from ..conftest import write_raster
+
+
+def test_a_scene_says_its_date_from_its_metadata_or_its_name(tmp_path):
+    assert scene_date(tmp_path / "S2B_MSIL2A_20230823T155559_N0509_R122_T18SVG_20230823T184759.SAFE.zip") == "2023-08-23"
+    item = tmp_path / "item.json"
+    item.write_text(json.dumps({"type": "Feature", "id": "x", "properties": {"datetime": "2021-06-01T10:20:30Z"},
+                                "assets": {}}))
+    assert scene_date(item) == "2021-06-01"
+    tagged = write_raster(tmp_path / "stack.tif", np.ones((6, 4, 4), "uint16"))
+    import rasterio
+
+    with rasterio.open(tagged, "r+") as dst:
+        dst.update_tags(ACQUISITION_DATE="2020:07:04 10:00:00")
+    assert scene_date(tagged) == "2020-07-04"
+    assert scene_date(write_raster(tmp_path / "lake_2019-05-17.tif", np.ones((4, 4), "uint8"))) == "2019-05-17"
+    assert scene_date(write_raster(tmp_path / "lake.tif", np.ones((4, 4), "uint8"))) is None
+
+
+def test_an_item_collection_stands_for_its_items_in_date_order(tmp_path):
+    (tmp_path / "b.tif").write_bytes(b"")
+    features = [{"type": "Feature", "id": f"item{k}", "properties": {"datetime": d},
+                 "assets": {"blue": {"href": "b.tif"}}} for k, d in enumerate(["2022-03-01T00:00:00Z", "2022-01-01T00:00:00Z"])]
+    collection = tmp_path / "search.json"
+    collection.write_text(json.dumps({"type": "FeatureCollection", "features": features}))
+    assert stac.is_item_collection(str(collection)) and not stac.is_item_collection(str(tmp_path / "b.tif"))
+    out = tmp_path / "items"
+    out.mkdir()
+    paths = stac.collection_items(str(collection), out)
+    items = [json.loads(open(p).read()) for p in paths]
+    assert [i["id"] for i in items] == ["item1", "item0"]
+    assert items[0]["assets"]["blue"]["href"] == str(tmp_path / "b.tif")  # relative hrefs made absolute
+    assert scene_date(paths[0]) == "2022-01-01"
