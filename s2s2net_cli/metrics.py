@@ -48,3 +48,30 @@ def scores_from_counts(tp: int, fp: int, fn: int) -> dict:
         "precision": tp / (tp + fp) if (tp + fp) else None,
         "recall": tp / (tp + fn) if (tp + fn) else None,
     }
+
+
+def boundary_counts(pred: np.ndarray, ref: np.ndarray, valid: np.ndarray, tolerance: int = 2) -> np.ndarray:
+    """Boundary F1's counts (Csurka et al. 2013): the predicted water edge pixels within
+    ``tolerance`` pixels of a reference edge pixel, the predicted edge pixels, the reference
+    edge pixels within ``tolerance`` of a predicted one, the reference edge pixels; edges are
+    the water pixels with a land 4-neighbour, counted where ``valid``. Sum them over images,
+    then precision = [0] / [1], recall = [2] / [3]."""
+    from scipy import ndimage  # only boundary scores need it
+
+    def edge(mask):
+        return mask & ~ndimage.binary_erosion(mask, border_value=1) & valid
+
+    pe, re = edge(pred.astype(bool) & valid), edge(ref.astype(bool) & valid)
+    near_ref = ndimage.distance_transform_edt(~re) <= tolerance if re.any() else np.zeros_like(re)
+    near_pred = ndimage.distance_transform_edt(~pe) <= tolerance if pe.any() else np.zeros_like(pe)
+    return np.array([np.count_nonzero(pe & near_ref), np.count_nonzero(pe), np.count_nonzero(re & near_pred),
+                     np.count_nonzero(re)], dtype=np.int64)
+
+
+def boundary_f1(counts: np.ndarray) -> float | None:
+    """Boundary F1 from summed ``boundary_counts``."""
+    precision = counts[0] / counts[1] if counts[1] else None
+    recall = counts[2] / counts[3] if counts[3] else None
+    if not precision or not recall:
+        return None
+    return float(2 * precision * recall / (precision + recall))

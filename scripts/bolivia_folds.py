@@ -2,6 +2,7 @@
 
     python scripts/bolivia_folds.py manifests REALDATA WORK   # WORK/fold{0,1,2}_{train,test}.csv, WORK/all.csv
     python scripts/bolivia_folds.py pool WORK/fold*_scores.json   # the folds' held-out counts, pooled
+    python scripts/bolivia_folds.py swir WORK          # WORK/fold{k}_test_swir_{nearest,bilinear}.csv
 
 Each chip is held out in exactly one fold; a fold's model trains on the other ten and is
 scored on its five. The folds are fixed, not drawn: each holds one of the three chips that
@@ -25,6 +26,7 @@ FOLDS = (
 )
 FOLDER = "sen1floods11_bolivia"
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from s2s2net_cli.inference.baselines import BASELINES  # noqa: E402  (the index baselines' names)
 
 
@@ -48,6 +50,24 @@ def manifests(realdata: Path, work: Path) -> None:
         write(work / f"fold{k}_train.csv", [pair(realdata, c) for c in everyone if c not in held])
         write(work / f"fold{k}_test.csv", [pair(realdata, c) for c in held])
     write(work / "all.csv", [pair(realdata, c) for c in everyone])
+
+
+def swir(work: Path) -> None:
+    """Each fold's held-out chips with B11/B12 brought to 20 m and back to 10 m by nearest and
+    bilinearly (scripts/score_real.py's variants), to measure how much the fold's model depends
+    on how the SWIR reached 10 m."""
+    from score_real import swir_variant  # the variants score_real.sh makes of the real scenes
+
+    for k in range(len(FOLDS)):
+        with open(work / f"fold{k}_test.csv", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        for method in ("nearest", "bilinear"):
+            out = []
+            for row in rows:
+                variant = work / f"{row['id']}_swir_{method}.tif"
+                swir_variant(Path(row["image"]), variant, method)
+                out.append({"image": str(variant.resolve()), "mask": row["mask"], "id": row["id"]})
+            write(work / f"fold{k}_test_swir_{method}.csv", out)
 
 
 def pool(paths: list[str]) -> None:
@@ -76,5 +96,7 @@ if __name__ == "__main__":
         manifests(Path(sys.argv[2]), Path(sys.argv[3]))
     elif sys.argv[1:2] == ["pool"] and len(sys.argv) > 2:
         pool(sys.argv[2:])
+    elif sys.argv[1:2] == ["swir"] and len(sys.argv) == 3:
+        swir(Path(sys.argv[2]))
     else:
         sys.exit(__doc__)

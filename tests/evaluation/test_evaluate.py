@@ -240,3 +240,18 @@ def test_compare_scores_every_model_on_the_same_pixels(tmp_path, random_weights)
     r = run_cli("evaluate", "--weights", random_weights, "--pair", tmp_path / "s.tif", tmp_path / "m.tif",
                 "--tile-size", 32, "--json")
     assert json.loads(r.stdout)["rows"][0]["pixels"] == 200 * 200  # scored alone, the network counts them all
+
+
+def test_boundary_f1_counts_edges_within_the_tolerance():
+    from s2s2net_cli.metrics import boundary_counts, boundary_f1
+
+    ref = np.zeros((40, 40), bool)
+    ref[10:30, 10:30] = True
+    valid = np.ones_like(ref)
+    assert boundary_f1(boundary_counts(ref, ref, valid)) == 1.0
+    shifted = np.roll(ref, 2, axis=1)  # edges 2 px off: within the tolerance of 2
+    assert boundary_f1(boundary_counts(shifted, ref, valid, 2)) == 1.0
+    assert boundary_f1(boundary_counts(shifted, ref, valid, 1)) < 0.7
+    far = np.roll(ref, 6, axis=1)
+    assert boundary_f1(boundary_counts(far, ref, valid, 2)) < 0.6
+    assert boundary_f1(boundary_counts(np.zeros_like(ref), ref, valid)) is None
