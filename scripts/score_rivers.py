@@ -22,7 +22,7 @@ import rasterio
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from s2s2net_cli.evaluation.rivers import score_rivers  # noqa: E402
+from s2s2net_cli.evaluation.rivers import nodata_area_of, score_rivers  # noqa: E402
 
 
 def run(*args) -> None:
@@ -51,11 +51,12 @@ def main() -> None:
         run("predict", scene, "-o", predicted, "--precision", "32", "--overwrite", *extra)
         with rasterio.open(mask) as src:
             bounds = tuple(src.bounds)
+        nodata = nodata_area_of(mask)
         row = {"seed": seed}
         for kind, source in (("truth", mask), ("predicted", predicted)):
             out = work / f"rivers_{kind}_{seed}.gpkg"
             run("rivers", source, "-o", out, "--overwrite")
-            score = score_rivers(out, truth, bounds, with_errors=True)
+            score = score_rivers(out, truth, bounds, with_errors=True, nodata_area=nodata)
             p = pooled[kind]
             p["err"] += score.pop("errors")
             p["near"] += (score["centreline_within_tolerance"] or 0) * score["centreline_length_m"]

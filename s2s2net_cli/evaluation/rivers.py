@@ -12,6 +12,8 @@ twice the river's width), where a channel's end is cut. Figures:
   ``tolerance_m`` of the drawn centreline;
 - found: the share of the drawn centrelines' length with a measured centreline within the
   river's half width (what the measurement missed lowers it).
+
+Where the scene has no data (``nodata_area``) is left out too, with the same band around it.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ SAMPLE_M = 2.0  # centrelines are compared every this many metres
 
 
 def score_rivers(measured_path, truth_path, scene_bounds: tuple[float, float, float, float],
-                 tolerance_m: float = 2.0, with_errors: bool = False) -> dict:
+                 tolerance_m: float = 2.0, with_errors: bool = False, nodata_area=None) -> dict:
     """Width errors, centreline distances and the share found (see the module's docstring);
-    with ``with_errors``, also every matched transect's error (``errors``, metres), for pooling."""
+    with ``with_errors``, also every matched transect's error (``errors``, metres), for pooling.
+    ``nodata_area`` (a geometry: where the scene has no data) is left out like the edge band."""
     import geopandas as gpd  # heavy: only scoring reads the layers
 
     truth = gpd.read_file(truth_path, layer="rivers")
@@ -35,6 +38,8 @@ def score_rivers(measured_path, truth_path, scene_bounds: tuple[float, float, fl
     widths = gpd.read_file(measured_path, layer="widths")
     channels = [line.buffer(w / 2) for line, w in zip(truth.geometry, truth.width_m)]
     excluded = _ambiguous(truth, channels, scene_bounds)
+    if nodata_area is not None and not nodata_area.is_empty:
+        excluded = excluded.union(nodata_area.buffer(2 * float(truth.width_m.max()) if len(truth) else 0))
     for geometry in channels + [excluded]:
         prepare(geometry)
     found_errors = []
@@ -92,6 +97,22 @@ def _ambiguous(truth, channels: list, scene_bounds):
     frame = box(left, bottom, right, top).difference(box(left + edge, bottom + edge, right - edge, top - edge))
     parts.append(frame)
     return unary_union(parts)
+
+
+def nodata_area_of(mask_path):
+    """The part of a mask that holds no data (NaN or its nodata value), as one geometry."""
+    import rasterio
+    from rasterio.features import shapes
+    from shapely.geometry import shape
+
+    with rasterio.open(mask_path) as src:
+        data, transform, nodata = src.read(1), src.transform, src.nodata
+    invalid = np.isnan(data) if data.dtype.kind == "f" else np.zeros(data.shape, bool)
+    if nodata is not None and not np.isnan(nodata):
+        invalid |= data == nodata
+    if not invalid.any():
+        return None
+    return unary_union([shape(g) for g, _ in shapes(invalid.astype(np.uint8), mask=invalid, transform=transform)])
 
 
 def _samples(line):
