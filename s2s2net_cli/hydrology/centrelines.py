@@ -67,8 +67,7 @@ def centreline_branches(water: np.ndarray, prune: float = 2.0, max_width: float 
                 skeleton[b.pixels[:, 0], b.pixels[:, 1]] = False
                 pruned = True
         if not pruned:
-            break
-        skeleton = skeletonize(skeleton)  # junction pixels left behind thin out
+            break  # (a pruned spur's junction pixels that stick out are stubs the next round prunes)
     if max_width is not None:
         skeleton &= 2 * half_width <= max_width
     return skeleton_branches(skeleton)[0], half_width
