@@ -26,6 +26,7 @@ import numpy as np
 import rasterio
 from rasterio.enums import Resampling
 from rasterio.vrt import WarpedVRT
+from rasterio.warp import transform_bounds
 from rasterio.windows import Window
 
 from ..errors import InputError, S2S2NetError, describe
@@ -151,7 +152,7 @@ def _prepare(d: DateMask, grid: Grid, predict, scratch: Path | None, k: int, str
 def _check_overlap(d: DateMask, grid: Grid) -> None:
     try:
         with rasterio.open(d.mask) as src:
-            left, bottom, right, top = rasterio.warp.transform_bounds(src.crs, grid.crs, *src.bounds)
+            left, bottom, right, top = transform_bounds(src.crs, grid.crs, *src.bounds)
     except rasterio.errors.RasterioIOError as exc:
         raise InputError(describe(d.mask, "mask cannot be read")) from exc
     g_left, g_bottom, g_right, g_top = grid.bounds

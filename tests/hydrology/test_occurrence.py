@@ -149,3 +149,21 @@ def test_two_torchrun_nodes_share_the_dates_and_sum_the_counts(tmp_path):
     assert len(documents) == 1 and documents[0]["counted"] == 5  # one summary, from rank 0
     bands, _, _ = read(tmp_path / "occ.tif")
     assert np.array_equal(bands[1], water) and np.array_equal(bands[2], valid)
+
+
+@pytest.mark.parametrize("case", ["missing_mask", "missing_like", "not_a_raster_like"])
+def test_bad_input_gets_one_line(tmp_path, case):
+    paths, _, _ = series(tmp_path, 2)
+    args = [*paths, "--from-masks", "-o", tmp_path / "o.tif"]
+    if case == "missing_mask":
+        args = [tmp_path / "nothere.tif", *args]
+    elif case == "missing_like":
+        args += ["--like", tmp_path / "nolike.tif"]
+    else:
+        (tmp_path / "like.tif").write_text("x")
+        args += ["--like", tmp_path / "like.tif"]
+    r = run_cli("occurrence", *args)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert len([line for line in r.stderr.splitlines() if line.startswith("Error")]) == 1
+    assert {"missing_mask": "nothere.tif", "missing_like": "nolike.tif", "not_a_raster_like": "like.tif"}[case] in r.stderr
+    assert not (tmp_path / "o.tif").exists()

@@ -188,3 +188,10 @@ def test_predict_writes_rivers_beside_its_mask(tmp_path):
     assert (tmp_path / "masks" / "s_water_rivers.gpkg").exists() and not (tmp_path / "any.gpkg").exists()
     r = run_cli("predict", tmp_path / "s.tif", "-o", tmp_path / "x.tif", "--rivers", tmp_path / "rivers.shp")
     assert r.returncode == 2 and "rivers are written as a GeoPackage" in r.stderr and not (tmp_path / "x.tif").exists()
+
+
+def test_a_rotated_grid_is_refused_in_one_line(tmp_path):
+    mask = write_raster(tmp_path / "m.tif", np.ones((32, 32), "uint8"), transform=Affine(2, 0.5, 500000, 0.5, -2, 4e6),
+                        nodata=255)
+    r = run_cli("rivers", mask, "-o", tmp_path / "r.gpkg")
+    assert r.returncode == 1 and "not square and north-up" in r.stderr and not (tmp_path / "r.gpkg").exists()
