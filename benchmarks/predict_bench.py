@@ -5,14 +5,18 @@
 Makes a synthetic scene of --size x --size 10 m pixels (a 512 px synthetic scene repeated to
 fill larger sizes), runs `s2s2net predict` on it in a child process at the given (default:
 predict's default) settings, taking its own timing and peak resident memory, then times the
-bare network (channels-last, fp32, same threads) on 512 x 512 inputs covering the scene's area
-once, in this process, in the precision predict chose (and in fp32). ``area_ratio`` is
-predict's seconds over the bare network's in the same precision: what tiling, context,
-blending, reading and writing cost beyond the network's necessary work;
-``bare_speedup_over_fp32`` is the network's own gain from that precision; ``gflop_per_s`` is
-the bare network's floating-point work over the area (torch's count) per second of predict. With
+bare network (channels-last, same threads) on 512 x 512 inputs covering the scene's area
+once, in this process: as predict runs it (decoder folded, head as sub-pixel convolutions,
+Mish fused where predict fused it; in the precision predict chose) and as trained, in fp32.
+``area_ratio`` is predict's seconds over the bare network's as predict runs it: what tiling,
+context, blending, reading and writing cost beyond the network's necessary work;
+``bare_speedup_over_fp32`` is the network's own gain, as run, over the trained network in
+fp32; ``area_ratio_trained`` is predict's seconds over the trained network's (``trained_s``) in
+predict's precision; ``gflop_per_s`` is the trained network's floating-point work over the area (torch's
+count) per second of predict. With
 --flips (predict's test-time augmentation: eight forwards per tile) expect a ratio near 8.
 With --json the last line is {"pipeline_s", "bare_s", "area_ratio", "peak_rss_mb", "gflop_per_s", ...}.
+--skip-forward times predict alone (a full 10980 px scene).
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ import torch
 
 from s2s2net_cli.checkpoint import WeightsCard, load_model, save_weights
 from s2s2net_cli.model import S2S2Net
-from s2s2net_cli.inference.runtime import DEFAULT_WEIGHTS
+from s2s2net_cli.inference.runtime import DEFAULT_WEIGHTS, inference_network
+from s2s2net_cli.inference.subpixel_head import FusedMish
 from s2s2net_cli.synthetic.scenes import make_pair
 
 
@@ -71,20 +76,24 @@ def main() -> None:
             shutil.copyfile(tmp / "out.tif", args.keep)
 
         precision = summary.get("precision", "fp32")  # what --precision chose
+        fused = summary.get("fused_mish", False)
         flop = _network_flop(weights, args) * (8 if args.flips else 1)  # the bare network once over the area
-        bare_s = bare_fp32_s = None
+        bare_s = bare_fp32_s = trained_s = None
         if not args.skip_forward:
-            bare_fp32_s = _time_bare(weights, args, None)
-            bare_s = bare_fp32_s if precision == "fp32" else _time_bare(weights, args, AUTOCAST[precision])
+            bare_fp32_s = _time_bare(weights, args, None, as_run=False)
+            trained_s = bare_fp32_s if precision == "fp32" else _time_bare(weights, args, AUTOCAST[precision], as_run=False)
+            bare_s = _time_bare(weights, args, AUTOCAST.get(precision), as_run=True, fused=fused)
 
     result = {"pipeline_s": round(pipeline_s, 2), "bare_s": bare_s and round(bare_s, 2),
               "area_ratio": bare_s and round(pipeline_s / bare_s, 3), "peak_rss_mb": round(peak_rss_mb, 1),
               "gflop_per_s": round(flop / pipeline_s / 1e9, 1), "bare_gflop_per_s": bare_s and round(flop / bare_s / 1e9, 1),
               "bare_fp32_s": bare_fp32_s and round(bare_fp32_s, 2),
+              "trained_s": trained_s and round(trained_s, 2),
+              "area_ratio_trained": trained_s and round(pipeline_s / trained_s, 3),
               "bare_speedup_over_fp32": bare_s and round(bare_fp32_s / bare_s, 3),
               "scene_px": args.size * args.size, "tiles": math.ceil(args.size / args.tile_size) ** 2,
               "tile_size": args.tile_size, "overlap": args.overlap, "flips": args.flips, "threads": torch.get_num_threads(),
-              "device": args.device, "precision": precision}
+              "device": args.device, "precision": precision, "fused_mish": fused}
     if args.device.startswith("cuda"):
         result.update(gpu=torch.cuda.get_device_name(), gpu_peak_mb=summary.get("gpu_peak_mb"))
     if args.json:
@@ -108,19 +117,24 @@ def _network_flop(weights, args, side: int = 512) -> float:
     return counter.get_total_flops() * args.size * args.size / side ** 2
 
 
-def _time_bare(weights, args, dtype=None, side: int = 512) -> float:
+def _time_bare(weights, args, dtype=None, as_run: bool = True, fused: bool = False, side: int = 512) -> float:
     """Seconds of the bare network (channels-last; fp32, or autocast to ``dtype``) over the
     scene's area: as many side x side forwards as cover it once (fractions of a forward
-    scaled), after one warm-up."""
+    scaled), after one warm-up. ``as_run``: as predict runs it (decoder folded, head as
+    sub-pixel convolutions, its last step in pieces; Mish fused with ``fused``); else as trained."""
     model, _ = load_model(weights, args.device)
-    model.to(memory_format=torch.channels_last)
+    if as_run:
+        model = inference_network(model, FusedMish(enabled=fused))
+        forward = lambda x: model.forward_window(x, 0, 0, side, side)  # noqa: E731 - the head in pieces
+    else:
+        model, forward = model.to(memory_format=torch.channels_last), model
     x = torch.randn(1, 6, side, side, device=args.device).contiguous(memory_format=torch.channels_last)
     n = args.size * args.size / side ** 2
     with torch.inference_mode(), torch.autocast(x.device.type, dtype=dtype, enabled=dtype is not None):
-        torch.sigmoid(model(x)).cpu()
+        torch.sigmoid(forward(x).float()).cpu()
         start = time.perf_counter()
         for _ in range(math.ceil(n)):
-            torch.sigmoid(model(x)).cpu()
+            torch.sigmoid(forward(x).float()).cpu()
     return (time.perf_counter() - start) * n / math.ceil(n)
 
 

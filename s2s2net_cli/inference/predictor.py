@@ -75,12 +75,13 @@ class SceneResult:
     masked_fraction: float = 0.0  # of the output's pixels: data left out (clouds, --mask, outside --aoi)
     gpu_peak_mb: float | None = None  # the most GPU memory torch held at once (GPUs only)
     precision: str = "fp32"  # the arithmetic the network ran in
+    fused_mish: bool = False  # whether its Mish ran compiled (large scenes on a CPU)
 
     def to_dict(self) -> dict:
         out = {"scene": self.scene, "output": self.output, "seconds": round(self.seconds, 3),
                "water_km2": self.water_km2, "nodata_fraction": self.nodata_fraction,
                "masked_fraction": self.masked_fraction, "tiles": self.tiles, "warnings": self.warnings,
-               "precision": self.precision}
+               "precision": self.precision, "fused_mish": self.fused_mish}
         if self.gpu_peak_mb is not None:
             out["gpu_peak_mb"] = round(self.gpu_peak_mb, 1)
         return out
@@ -148,4 +149,5 @@ class Predictor:
         return SceneResult(str(job.scene.path), str(job.output), time.perf_counter() - job.start,
                            water_km2=stats.water_m2 / 1e6, nodata_fraction=stats.nodata / total, tiles=stats.tiles,
                            warnings=job.warnings, masked_fraction=stats.masked / total,
-                           gpu_peak_mb=job.forward.gpu_peak_mb(), precision=job.forward.precision)
+                           gpu_peak_mb=job.forward.gpu_peak_mb(), precision=job.forward.precision,
+                           fused_mish=job.forward.fused_mish)

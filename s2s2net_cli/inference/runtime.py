@@ -13,6 +13,8 @@ from ..bands import BAND_NAMES
 from ..checkpoint import load_model
 from ..errors import InputError, describe
 from .stream import Forward
+from .folded_decoder import FoldedDecoder
+from .subpixel_head import FusedMish, SubpixelHead
 
 DEFAULT_WEIGHTS = Path(__file__).parent.parent / "weights" / "default.safetensors"
 
@@ -54,6 +56,19 @@ def cpu_has_native_bf16() -> bool:
 
 PRECISION_NAMES = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
+# 10 m pixels of a scene from which a CPU compiles Mish into one pass (FusedMish): about 30
+# tiles, which the faster Mish repays even when the compiler's cache is cold.
+FUSED_MISH_MIN_PIXELS = 2048 * 2048
+
+
+def inference_network(model: torch.nn.Module, mish: FusedMish | None = None) -> torch.nn.Module:
+    """The trained network (in eval mode) as it runs here: its decoder folded and its head as
+    sub-pixel convolutions (Mish from ``mish``), channels-last. The same numbers up to float
+    rounding, about 2.5x faster in bf16 on a CPU (4x with the fused Mish)."""
+    model.decoder = FoldedDecoder(model.decoder)
+    model.head = SubpixelHead(model.head, mish=mish)
+    return model.to(memory_format=torch.channels_last)  # 1.4x faster convolutions on CPUs and GPUs
+
 
 class ModelRuntime(Forward):
     """A weights file's network on a device, run in fp32 or mixed precision, with or without
@@ -64,7 +79,8 @@ class ModelRuntime(Forward):
         self.weights = Path(weights)
         self.device = resolve_device(device, local_rank)
         self.model, self.card = load_model(self.weights, self.device)
-        self.model.to(memory_format=torch.channels_last)  # 1.4x faster convolutions on CPUs and GPUs
+        self.mish = FusedMish()
+        self.model = inference_network(self.model, self.mish)
         if tuple(self.card.bands.names) != BAND_NAMES:
             raise InputError(describe(self.weights, f"weights were trained on bands {', '.join(self.card.bands.names)}; "
                                                     f"s2s2net reads {', '.join(BAND_NAMES)}"))
@@ -76,6 +92,12 @@ class ModelRuntime(Forward):
         self.threaded = self.device.type == "cuda"
         self.batch_size = batch_size or (8 if self.threaded else 1)
 
+    def for_scene(self, scene) -> "ModelRuntime":
+        """On a CPU, a scene large enough to repay the compilation runs Mish compiled (FusedMish)."""
+        if self.device.type == "cpu" and scene.height * scene.width >= FUSED_MISH_MIN_PIXELS:
+            self.mish.enabled = True
+        return self
+
     @property
     def name(self) -> str:
         """The model's name in tags, tables and prediction files: its label, "+flips" when averaged over flips."""
@@ -85,6 +107,10 @@ class ModelRuntime(Forward):
     def precision(self) -> str:
         """The arithmetic the network runs in: fp32, bf16 or fp16."""
         return PRECISION_NAMES[self.amp]
+
+    @property
+    def fused_mish(self) -> bool:
+        return self.mish.active
 
     def tags(self) -> dict:
         return {"model": self.name, "model_version": self.card.version, "threshold": str(self.threshold),

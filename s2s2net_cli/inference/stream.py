@@ -50,6 +50,7 @@ class Forward:
         return {"model": self.name, "threshold": str(self.threshold)}
 
     precision = "fp32"
+    fused_mish = False  # whether the network's Mish ran compiled into one pass
 
     def gpu_peak_mb(self) -> float | None:
         return None

@@ -1,0 +1,204 @@
+"""The upsampling head rewritten for inference as sub-pixel convolutions.
+
+Each step of the head bilinearly upsamples its input by f = P/Q (2 or 2.5) and convolves it
+3x3. Both are linear, so away from the map's edges the step equals one convolution on the
+coarse grid (stride Q) whose P x P outputs per block are the fine grid's phases, shuffled into
+place afterwards (Shi et al., 2016). The fine map that the upsample would write never exists,
+the convolution sees P^2 times the output channels on a grid P^2 times smaller (a shape the
+CPU's matrix kernels run far faster), Mish runs on the phases (it is elementwise), and on the
+last step the 1x1 logit convolution does too (a grouped convolution, one group per phase), so
+only one channel is ever shuffled at x20.
+
+The edges differ: the upsample clamps and the convolution pads the fine map with zeros, where
+the coarse convolution pads the coarse map. The two fine rows and columns at each edge of the
+map are therefore recomputed by the original step on a thin slab and written over the phases'
+answer, so the output equals the trained head's everywhere (up to float rounding).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from fractions import Fraction
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# Fine rows (and columns) at each edge of a step's output that the coarse convolution gets
+# wrong, and the coarse rows of input that give them exactly through the original step.
+EDGE_ROWS = 2
+EDGE_INPUT_ROWS = 2
+
+
+def phase_taps(factor: float) -> tuple[int, int, int, torch.Tensor]:
+    """For a bilinear upsample by ``factor`` (align_corners=False) followed by 3 fine taps:
+    (P, Q, offset of the first coarse tap, coefficients (P, 3, L)) where phase p's fine tap k
+    reads coarse pixel Q b + offset + d of block b with weight coefficients[p, k, d]."""
+    ratio = Fraction(factor).limit_denominator(8)
+    if float(ratio) != factor:
+        raise ValueError(f"factor {factor} is not a small rational")
+    P, Q = ratio.numerator, ratio.denominator
+    taps: dict[tuple[int, int, int], float] = {}
+    for p in range(P):
+        for k in (-1, 0, 1):
+            source = (p + k + 0.5) * Q / P - 0.5  # in coarse pixels from the block's first one
+            first = math.floor(source)
+            frac = source - first
+            taps[p, k, first] = taps.get((p, k, first), 0.0) + 1 - frac
+            taps[p, k, first + 1] = taps.get((p, k, first + 1), 0.0) + frac
+    low = min(d for _, _, d in taps)
+    length = max(d for _, _, d in taps) - low + 1
+    coefficients = torch.zeros(P, 3, length, dtype=torch.float64)
+    for (p, k, d), w in taps.items():
+        coefficients[p, k + 1, d - low] += w
+    return P, Q, low, coefficients
+
+
+class SubpixelStep(nn.Module):
+    """One head step (bilinear upsample by ``factor``, 3x3 convolution, Mish, and on the last
+    step the 1x1 ``logit`` convolution) as a convolution on the coarse grid, its phases
+    shuffled onto the fine grid."""
+
+    def __init__(self, conv: nn.Conv2d, factor: float, logit: nn.Conv2d | None = None,
+                 mish: Callable[[torch.Tensor], torch.Tensor] | None = None):
+        super().__init__()
+        self.factor = factor
+        self.mish = mish or _mish_inplace
+        self.original_conv, self.original_logit = conv, logit
+        P, Q, low, coef = phase_taps(factor)
+        self.P, self.Q, self.pad = P, Q, -low
+        length = coef.shape[-1]
+        w = conv.weight.detach().double()  # (out, in, 3, 3)
+        # (py, px, out, in, dy, dx): each phase's kernel on the coarse grid
+        phased = torch.einsum("oikl,akd,ble->aboide", w, coef, coef)
+        out_ch = w.shape[0]
+        if logit is None:  # pixel_shuffle reads channel c P^2 + py P + px
+            weight = phased.permute(2, 0, 1, 3, 4, 5)
+        else:  # phase-major, so that the logit is one group per phase
+            weight = phased
+        weight = weight.reshape(out_ch * P * P, w.shape[1], length, length)
+        self.weight = nn.Parameter(weight.to(conv.weight.dtype), requires_grad=False)
+        bias = conv.bias.detach() if conv.bias is not None else torch.zeros(out_ch, dtype=conv.weight.dtype)
+        bias = bias.repeat_interleave(P * P) if logit is None else bias.repeat(P * P)
+        self.bias = nn.Parameter(bias, requires_grad=False)
+        if self.pad != length - Q - self.pad:
+            raise ValueError(f"factor {factor}: the coarse convolution would need uneven padding")
+        if logit is not None:  # the 1x1 logit on each phase's channels: P^2 groups
+            self.logit_weight = nn.Parameter(logit.weight.detach().repeat(P * P, 1, 1, 1), requires_grad=False)
+            self.logit_bias = nn.Parameter(logit.bias.detach().repeat(P * P), requires_grad=False)
+
+    def forward(self, x: torch.Tensor, top: bool = True, bottom: bool = True, sides: bool = True) -> torch.Tensor:
+        """The step on ``x``; ``top``, ``bottom`` and ``sides`` say whether its first and last
+        rows and its first and last columns are to be made exact (a caller that crops them away,
+        or fixes them itself, need not)."""
+        h, w = x.shape[-2:]
+        if h % self.Q or w % self.Q or h < EDGE_INPUT_ROWS or w < EDGE_INPUT_ROWS:
+            return self.original(x)
+        y = F.conv2d(x, self.weight.to(x.dtype), self.bias.to(x.dtype), stride=self.Q, padding=self.pad)
+        y = self.mish(y)
+        if self.original_logit is not None:
+            y = F.conv2d(y, self.logit_weight.to(y.dtype), self.logit_bias.to(y.dtype), groups=self.P * self.P)
+        y = F.pixel_shuffle(y, self.P)
+        self._fix_edges(x, y, top, bottom, sides)
+        return y
+
+    def original(self, x: torch.Tensor) -> torch.Tensor:
+        """The step as trained: upsample, convolve, Mish (and the logit)."""
+        h, w = x.shape[-2:]
+        up = F.interpolate(x, size=(round(h * self.factor), round(w * self.factor)), mode="bilinear",
+                           align_corners=False)
+        y = F.mish(self.original_conv(up))
+        return self.original_logit(y) if self.original_logit is not None else y
+
+    def _fix_edges(self, x: torch.Tensor, y: torch.Tensor, top: bool, bottom: bool, sides: bool) -> None:
+        """Overwrite the fine rows and columns at the map's edges with the original step's."""
+        n = EDGE_INPUT_ROWS
+        e = EDGE_ROWS
+        if top:
+            y[..., :e, :] = self.original(x[..., :n, :])[..., :e, :]
+        if bottom:
+            y[..., -e:, :] = self.original(x[..., -n:, :])[..., -e:, :]
+        if sides:
+            self.fix_sides(x, y)
+
+    def fix_sides(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Overwrite the first and last fine columns of the step's output ``y`` on input ``x``."""
+        n, e = EDGE_INPUT_ROWS, EDGE_ROWS
+        y[..., :, :e] = self.original(x[..., :, :n])[..., :, :e]
+        y[..., :, -e:] = self.original(x[..., :, -n:])[..., :, -e:]
+
+
+class SubpixelHead(nn.Module):
+    """A ProgressiveUpsamplingHead's numbers, each step a SubpixelStep; the last step in pieces
+    of ``last_step_rows`` input rows (plus a halo of two) as the original does."""
+
+    def __init__(self, head: nn.Module, mish: Callable[[torch.Tensor], torch.Tensor] | None = None):
+        super().__init__()
+        self.factors = head.factors
+        self.steps = nn.ModuleList(SubpixelStep(step[0], factor, mish=mish)
+                                   for factor, step in zip(head.factors[:-1], head.steps[:-1]))
+        self.last = SubpixelStep(head.steps[-1][0], head.factors[-1], head.logit, mish=mish)
+
+    def forward(self, x: torch.Tensor, last_step_rows: int | None = None) -> torch.Tensor:
+        for step in self.steps:
+            x = step(x)
+        rows = x.shape[-2]
+        if not last_step_rows or rows <= last_step_rows:
+            return self.last(x)
+        factor, halo = self.factors[-1], 2
+        pieces = []
+        for a in range(0, rows, last_step_rows):
+            b = min(a + last_step_rows, rows)
+            lo, hi = max(a - halo, 0), min(b + halo, rows)
+            out = self.last(x[..., lo:hi, :], top=a == 0, bottom=b == rows, sides=False)
+            skip = round((a - lo) * factor)
+            pieces.append(out[..., skip: skip + round((b - a) * factor), :])
+        y = torch.cat(pieces, dim=-2)
+        self.last.fix_sides(x, y)  # once for the whole height, not once a piece
+        return y
+
+
+def _mish_inplace(x: torch.Tensor) -> torch.Tensor:
+    return F.mish(x, inplace=True)
+
+
+def _mish_one_exp(x: torch.Tensor) -> torch.Tensor:
+    """Mish with one exponential, in fp32: x tanh(log(1 + e^x)) = x n / (n + 2), n = e^x (e^x + 2)."""
+    e = torch.exp(x.float()).clamp(max=1e4)  # beyond e^9.2 the ratio is 1 in fp32
+    n = e * (e + 2)
+    return (x.float() * n / (n + 2)).to(x.dtype)
+
+
+class FusedMish:
+    """Mish compiled by TorchInductor into one pass over memory (3-4x faster than torch's own
+    on a CPU in bf16), for any shape, once ``enabled``; torch's own Mish until then. The
+    compilation happens on the first call after that (about 15 s, 2 s with the compiler's
+    cache warm) and needs a C++ compiler; where it fails, this falls back to torch's Mish for
+    good and says why in ``failure``."""
+
+    def __init__(self, enabled: bool = False):
+        self.enabled = enabled
+        self.compiled = None
+        self.failure: str | None = None if has_cpp_compiler() else "no C++ compiler"
+
+    @property
+    def active(self) -> bool:
+        return self.enabled and self.failure is None
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.active:
+            try:
+                if self.compiled is None:
+                    self.compiled = torch.compile(_mish_one_exp, dynamic=True)
+                return self.compiled(x)
+            except Exception as error:  # noqa: BLE001 - any compiler failure means the plain path
+                self.failure = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        return _mish_inplace(x)
+
+
+def has_cpp_compiler() -> bool:
+    """Whether TorchInductor can find a C++ compiler (it looks for these, or $CXX)."""
+    import os
+    return any(shutil.which(name) for name in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if name)

@@ -1,0 +1,126 @@
+"""The network as inference runs it (folded decoder, sub-pixel head, fused Mish) gives the
+trained network's numbers."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from s2s2net_cli.inference import runtime, subpixel_head
+from s2s2net_cli.inference.folded_decoder import FoldedDecoder
+from s2s2net_cli.inference.predictor import PredictOptions, Predictor
+from s2s2net_cli.inference.runtime import inference_network
+from s2s2net_cli.inference.subpixel_head import FusedMish, SubpixelHead, phase_taps
+from s2s2net_cli.model import S2S2Net
+
+from ..conftest import write_raster
+
+
+def trained_like(seed=0):
+    """A network with random weights and batch-norm statistics that are not the identity."""
+    torch.manual_seed(seed)
+    model = S2S2Net()
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 2.0)
+            module.weight.data.uniform_(0.5, 1.5)
+            module.bias.data.uniform_(-0.2, 0.2)
+    return model.eval()
+
+
+@pytest.mark.parametrize("factor,phases,stride,length", [(2.0, 2, 1, 3), (2.5, 5, 2, 4)])
+def test_phase_taps_are_bilinear_weights(factor, phases, stride, length):
+    P, Q, low, coef = phase_taps(factor)
+    assert (P, Q, coef.shape) == (phases, stride, (phases, 3, length)) and low == -1
+    assert torch.allclose(coef.sum(-1), torch.ones(phases, 3, dtype=coef.dtype))  # each fine tap a weighted mean
+    assert (coef >= 0).all()
+
+
+@pytest.mark.parametrize("shape,rows", [((1, 256, 12, 10), None), ((2, 256, 7, 9), None), ((1, 256, 1, 3), None),
+                                        ((1, 256, 24, 17), 16), ((1, 256, 30, 8), 6)])
+def test_subpixel_head_equals_the_trained_head(shape, rows):
+    head = trained_like().head
+    fast = SubpixelHead(head).eval()
+    x = torch.randn(*shape)
+    with torch.inference_mode():
+        expected, got = head(x, rows), fast(x, rows)
+    assert got.shape == expected.shape == (shape[0], 1, 20 * shape[2], 20 * shape[3])
+    assert (got - expected).abs().max() < 1e-4 * expected.abs().max()
+
+
+def test_subpixel_head_edges_need_their_fix():
+    """The phases alone are wrong at the map's edges: the fix is what makes them exact."""
+    head = trained_like().head
+    step = SubpixelHead(head).steps[0]
+    x = torch.randn(1, 256, 8, 8)
+    with torch.inference_mode():
+        expected = step.original(x)
+        fixed = step(x)
+        unfixed = F.pixel_shuffle(F.mish(F.conv2d(x, step.weight, step.bias, padding=1)), 2)
+    assert torch.allclose(fixed, expected, atol=1e-5)
+    inner = (slice(None), slice(None), slice(2, -2), slice(2, -2))
+    assert torch.allclose(unfixed[inner], expected[inner], atol=1e-5)
+    assert (unfixed[..., 0, :] - expected[..., 0, :]).abs().max() > 1e-2
+
+
+def test_folded_decoder_equals_the_trained_decoder():
+    model = trained_like()
+    folded = FoldedDecoder(model.decoder)
+    for shape in ((1, 6, 64, 96), (2, 6, 32, 32)):
+        with torch.inference_mode():
+            features = model.encoder(torch.randn(*shape))
+            expected, got = model.decoder(features), folded(features)
+        assert got.shape == expected.shape
+        assert (got - expected).abs().max() < 1e-4 * expected.abs().max()
+
+
+def test_inference_network_forward_and_window_equal_the_trained_network():
+    trained = trained_like()
+    fast = inference_network(trained_like())
+    x = torch.randn(1, 6, 72, 56)
+    with torch.inference_mode():
+        for run in (lambda m: m(x), lambda m: m.forward_window(x, 8, 16, 40, 24, last_step_rows=8)):
+            expected, got = run(trained), run(fast)
+            assert (got - expected).abs().max() < 1e-4 * expected.abs().max()
+
+
+def test_fused_mish_is_mish_and_falls_back_when_it_cannot_compile(monkeypatch):
+    x = torch.linspace(-30, 60, 4001).reshape(1, 1, 1, -1).to(torch.bfloat16)
+    off = FusedMish()
+    assert not off.active and torch.equal(off(x.clone()), F.mish(x))
+    if not subpixel_head.has_cpp_compiler():
+        pytest.skip("no C++ compiler for TorchInductor")
+    on = FusedMish(enabled=True)
+    got = on(x)
+    assert on.active and on.failure is None and got.dtype == torch.bfloat16
+    assert (got.float() - F.mish(x.float())).abs().max() < 0.02 * 60  # bf16 rounding of values up to 60
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("compiler exploded\nmore")
+
+    monkeypatch.setattr(torch, "compile", broken)
+    failing = FusedMish(enabled=True)
+    assert torch.equal(failing(x.clone()), F.mish(x))
+    assert not failing.active and failing.failure == "RuntimeError: compiler exploded"
+
+
+def test_large_scenes_fuse_mish_and_give_the_same_mask(tmp_path, random_weights, monkeypatch):
+    if not subpixel_head.has_cpp_compiler():
+        pytest.skip("no C++ compiler for TorchInductor")
+    scene = write_raster(tmp_path / "s.tif", np.random.default_rng(4).integers(100, 3000, (6, 48, 48)).astype("uint16"),
+                         nodata=0)
+    results = {}
+    for name, min_pixels in (("small", 10 ** 9), ("large", 1)):
+        monkeypatch.setattr(runtime, "FUSED_MISH_MIN_PIXELS", min_pixels)
+        predictor = Predictor(random_weights, PredictOptions(tile_size=32, overlap=8, probability=True))
+        out = tmp_path / f"{name}.tif"
+        results[name] = (predictor.predict_scene(scene, out).to_dict(), out)
+    assert results["small"][0]["fused_mish"] is False and results["large"][0]["fused_mish"] is True
+    json.dumps(results["large"][0])
+    import rasterio
+    with rasterio.open(results["small"][1]) as a, rasterio.open(results["large"][1]) as b:
+        gap = np.abs(a.read(1).astype(int) - b.read(1).astype(int))
+    assert gap.max() <= 2  # whole percent, bf16 rounding at most
