@@ -195,3 +195,26 @@ def test_a_rotated_grid_is_refused_in_one_line(tmp_path):
                         nodata=255)
     r = run_cli("rivers", mask, "-o", tmp_path / "r.gpkg")
     assert r.returncode == 1 and "not square and north-up" in r.stderr and not (tmp_path / "r.gpkg").exists()
+
+
+def test_bodies_measured_on_their_own_boxes_give_the_whole_arrays_answer(monkeypatch):
+    """centreline_branches measures each body of water on its bounding box: the same branches
+    and distances as the whole array at once (a lake inside a river's box, bodies on the edge)."""
+    from s2s2net_cli.hydrology import centrelines
+
+    shapes = [LineString([(-5, 60), (120, 90), (260, 40), (405, 70)]).buffer(9),  # across the array
+              Point(330, 88).buffer(12),  # a lake inside the river's box
+              Point(150, 130).buffer(5),  # a pond
+              LineString([(300, 395), (330, 300), (395, 260)]).buffer(6),  # a creek from the bottom edge
+              LineString([(20, 200), (60, 260), (40, 330)]).buffer(12)]
+    water = rasterize([(s, 1) for s in shapes], out_shape=(400, 400)).astype(bool)
+    water[58:64, 140:146] = False  # an island in the river
+    boxed, boxed_half = centrelines.centreline_branches(water, 2.0, 60.0)
+    monkeypatch.setattr(centrelines, "MAX_BOXED_SHARE", 0.0)  # the whole array at once
+    whole, whole_half = centrelines.centreline_branches(water, 2.0, 60.0)
+
+    def key(b):
+        return (tuple(map(tuple, b.pixels.tolist())), b.start, b.end)
+
+    assert len(whole) >= 3 and sorted(map(key, boxed)) == sorted(map(key, whole))
+    assert np.array_equal(boxed_half[water], whole_half[water]) and not boxed_half[~water].any()
