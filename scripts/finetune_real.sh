@@ -13,6 +13,9 @@
 #
 #   scripts/finetune_real.sh INIT_WEIGHTS REAL_MANIFEST WORK_DIR
 #
+# STEPS (800), REAL_WEIGHT (1: the real chips' source weight), LR (2e-4) and AUGMENT (full:
+# train's --augment) set the fine-tune.
+#
 # Needs WORK_DIR/../synthetic (made here when absent: the stage-1 synthetic and painted scenes).
 set -euo pipefail
 INIT=$1
@@ -21,6 +24,7 @@ WORK=$3
 STEPS=${STEPS:-800}
 REAL_WEIGHT=${REAL_WEIGHT:-1}
 LR=${LR:-2e-4}
+AUGMENT=${AUGMENT:-full}
 REAL=${REALDATA:-$(dirname "$0")/../../shared/realdata}
 SYN=$(dirname "$WORK")/synthetic
 mkdir -p "$WORK"
@@ -45,7 +49,7 @@ if [ -f "$REAL/shanghai_esw_water_10m.tif" ]; then
     sources+=("$WORK/shanghai")
 fi
 s2s2net -q train "${sources[@]}" -o "$WORK/run" --init-weights "$INIT" --max-steps "$STEPS" --batch-size 8 --lr "$LR" \
-    --warmup-steps 50 --val-every 200 --augment full --precision bf16 --seed 1 --source-weight "bolivia=$REAL_WEIGHT" \
+    --warmup-steps 50 --val-every 200 --augment "$AUGMENT" --precision bf16 --seed 1 --source-weight "bolivia=$REAL_WEIGHT" \
     --overwrite
 threshold=$(python scripts/calibrate_threshold.py "$WORK/run/best.safetensors" "$WORK/calibration" --manifest "$MANIFEST" \
     2> "$WORK/calibration.txt")
