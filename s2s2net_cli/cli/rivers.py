@@ -24,19 +24,22 @@ from .render import progress_bar, summary_table
               help="Leave out reaches wider than this (median width, metres): lakes and the sea are no rivers.")
 @click.option("--min-area", type=click.FloatRange(min=0), default=2000.0, show_default=True,
               help="Leave out water bodies smaller than this (m2): ponds and noise.")
+@click.option("--max-bridge", type=click.FloatRange(min=0), default=20.0, show_default=True,
+              help="Land across a channel up to this long (m) that cuts its water in two is a bridge: the "
+                   "centreline runs under it and transects across it are flagged bridge (0: none).")
 @click.option("--window", type=click.IntRange(256), default=4096, show_default=True,
               help="Window side in pixels: memory is bounded by one window and its margin.")
 @overwrite_option
 @json_option
 @click.pass_context
-def rivers(ctx, mask, output, spacing, min_width, max_width, min_area, window, overwrite, as_json):
+def rivers(ctx, mask, output, spacing, min_width, max_width, min_area, max_bridge, window, overwrite, as_json):
     """River centrelines and widths from a water mask.
 
     MASK is a mask of `s2s2net predict` (0 land, 1 water, 255 nodata), its --probability raster
     (cut at the threshold in its tags), or any 0/1 raster with a projected CRS. The output has
     two layers: `reaches` (centrelines split at junctions, with length and median, min and max
-    width) and `widths` (a transect every --spacing metres: width and a flag, bank, island or
-    edge).
+    width) and `widths` (a transect every --spacing metres: width and a flag, bank, island,
+    bridge or edge).
 
     \b
     Examples:
@@ -44,7 +47,7 @@ def rivers(ctx, mask, output, spacing, min_width, max_width, min_area, window, o
       s2s2net rivers water.tif -o rivers.gpkg --spacing 50 --min-width 10 --max-width 300
     """
     options = RiverOptions(spacing_m=spacing, min_width_m=min_width, max_width_m=max_width, min_area_m2=min_area,
-                           window=window, overwrite=overwrite)
+                           max_bridge_m=max_bridge, window=window, overwrite=overwrite)
     with progress_bar(mask.name, quiet=ctx.obj.get("quiet")) as on_step:
         summary = measure_rivers(mask, output, options, on_progress=on_step)
     report(ctx, summary, as_json)

@@ -36,6 +36,7 @@ from ..errors import InputError, describe
 from ..formats import NODATA, WATER
 from ..io import atomic_path, check_output
 from ..labels import check_label, open_label
+from .bridges import bridge_gaps
 from .centrelines import centreline_branches
 from .widths import smooth_path, transects
 
@@ -50,6 +51,8 @@ class RiverOptions:
     max_width_m: float = 500.0
     min_area_m2: float = 2000.0
     prune: float = 2.0  # spurs shorter than this many channel widths are pruned
+    max_bridge_m: float = 20.0  # land across a channel up to this long is a bridge the centreline runs under (0: none)
+    bridge_span_m: float = 150.0  # the longest bridge (across the channel)
     window: int = 4096  # px a side, without the margin
     margin: int | None = None  # px; default: enough for the widest channel kept (max_width_m)
     overwrite: bool = False
@@ -156,6 +159,8 @@ def _measure_window(reader: MaskReader, window: Window, margin: int, options: Ri
     water = _without_small_bodies(water, min_px)
     if not water.any():
         return [], []
+    gaps = bridge_gaps(water, options.max_bridge_m / pixel, options.bridge_span_m / pixel)
+    water = water | gaps
     branches, half_width = centreline_branches(water, options.prune, options.max_width_m / pixel)
     # lines are drawn in the whole mask's pixel coordinates, rounded, so that the two windows
     # that share a border cut a centreline at the very same point, and the pieces join
@@ -167,7 +172,7 @@ def _measure_window(reader: MaskReader, window: Window, margin: int, options: Ri
         if len(local) < 2:
             continue
         for t in transects(LineString(local), water, valid, half_width, options.spacing_m / pixel,
-                           options.max_width_m / pixel):
+                           options.max_width_m / pixel, gaps):
             x, y = t.x + offset[0], t.y + offset[1]
             if t.width * pixel <= options.max_width_m and core.contains(Point(x, y)):  # wider: a lake or the sea
                 points.append((Point(reader.transform * (x, y)), t.width * pixel, t.flag))

@@ -9,7 +9,11 @@ off it. What ended the transect is its flag:
 - ``bank``: land on both sides;
 - ``island``: land on both sides, but water again just beyond one of them (the transect cut a
   bar or an island of a braided channel: the width is of one branch);
+- ``bridge``: it crossed a bridge gap (hydrology/bridges.py: land across the channel that the
+  centreline runs under; the width is the channel's between the shores beside the bridge);
 - ``edge``: it ran off the mask or into its nodata on a side (the width is at least this).
+
+A transect that is both is flagged ``edge`` first, then ``bridge``, then ``island``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import numpy as np
 from shapely.geometry import LineString
 
 STEP = 0.25  # transect step, in pixels
-BANK, ISLAND, EDGE = "bank", "island", "edge"
+BANK, ISLAND, BRIDGE, EDGE = "bank", "island", "bridge", "edge"
 
 
 @dataclass
@@ -47,10 +51,11 @@ def smooth_path(path: np.ndarray, window: int = 5) -> np.ndarray:
 
 
 def transects(line: LineString, water: np.ndarray, valid: np.ndarray, half_width: np.ndarray, spacing: float,
-              max_width: float) -> list[Transect]:
+              max_width: float, gaps: np.ndarray | None = None) -> list[Transect]:
     """Transects across ``line`` (pixel coordinates) every ``spacing`` pixels, starting half a
     spacing in; ``half_width`` (distance to land) sets the stretch the direction is taken over
-    and ``max_width`` how far a transect walks."""
+    and ``max_width`` how far a transect walks. ``water`` includes the bridge ``gaps`` (bool),
+    if any: a transect that crosses one is flagged."""
     out = []
     length = line.length
     d = spacing / 2
@@ -64,19 +69,20 @@ def transects(line: LineString, water: np.ndarray, valid: np.ndarray, half_width
         norm = np.hypot(tx, ty)
         if norm > 0:
             nx, ny = -ty / norm, tx / norm
-            t = _walk(water, valid, centre.x, centre.y, nx, ny, max_width)
+            t = _walk(water, valid, centre.x, centre.y, nx, ny, max_width, gaps)
             if t is not None:
                 out.append(Transect(d, centre.x, centre.y, *t))
         d += spacing
     return out
 
 
-def _walk(water, valid, x, y, nx, ny, max_width):
+def _walk(water, valid, x, y, nx, ny, max_width, gaps=None):
     """Width, flag and shores of the transect through (x, y) along (nx, ny); None when the
     centre is not on water."""
     if not _at(water, x, y):
         return None
     sides, flags = [], []
+    bridged = gaps is not None and _at(gaps, x, y)
     for sign in (1, -1):
         t, flag = 0.0, BANK
         while True:
@@ -87,6 +93,8 @@ def _walk(water, valid, x, y, nx, ny, max_width):
                 break
             if not _at(water, px, py):
                 break
+            if gaps is not None and not bridged and _at(gaps, px, py):
+                bridged = True
             if t > max_width:
                 flag = EDGE
                 break
@@ -95,7 +103,7 @@ def _walk(water, valid, x, y, nx, ny, max_width):
             flag = ISLAND
         sides.append((shore, (x + sign * shore * nx, y + sign * shore * ny)))
         flags.append(flag)
-    flag = EDGE if EDGE in flags else (ISLAND if ISLAND in flags else BANK)
+    flag = EDGE if EDGE in flags else BRIDGE if bridged else ISLAND if ISLAND in flags else BANK
     return sides[0][0] + sides[1][0], flag, (sides[0][1], sides[1][1])
 
 

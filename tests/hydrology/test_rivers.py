@@ -6,7 +6,7 @@ import pytest
 import rasterio
 from affine import Affine
 from rasterio.features import rasterize
-from shapely.geometry import LineString, Point
+from shapely.geometry import LineString, Point, Polygon
 
 from s2s2net_cli.evaluation.rivers import score_rivers
 from s2s2net_cli.hydrology.rivers import RiverOptions, measure_rivers
@@ -218,3 +218,40 @@ def test_bodies_measured_on_their_own_boxes_give_the_whole_arrays_answer(monkeyp
 
     assert len(whole) >= 3 and sorted(map(key, boxed)) == sorted(map(key, whole))
     assert np.array_equal(boxed_half[water], whole_half[water]) and not boxed_half[~water].any()
+
+
+def test_a_bridge_does_not_cut_the_centreline_and_its_transects_are_flagged(tmp_path):
+    river = LineString([(0, 200.3), (400, 190.8)]).buffer(20, cap_style="flat")  # 80 m wide
+    bridge = Polygon([(196, 150), (203, 150), (203, 250), (196, 250)])  # 14 m of road across it
+    mask = mask_of([river.difference(bridge)], path=tmp_path / "m.tif")
+    from s2s2net_cli.hydrology.rivers import RiverOptions
+
+    measure_rivers(mask, tmp_path / "r.gpkg", RiverOptions(spacing_m=4))
+    reaches, widths = layers(tmp_path / "r.gpkg")
+    assert len(reaches) == 1 and reaches.length_m.iloc[0] > 0.9 * 800  # one reach, under the bridge
+    at_bridge = widths[widths.flag == "bridge"]
+    assert 1 <= len(at_bridge) <= 6  # the transects on the 14 m of road, not the rest
+    assert np.abs(at_bridge.width_m - 80).max() <= 4  # the channel's width under it
+    assert (widths.flag == "bank").mean() > 0.9
+    measure_rivers(mask, tmp_path / "off.gpkg", RiverOptions(spacing_m=4, max_bridge_m=0, overwrite=True))
+    reaches, widths = layers(tmp_path / "off.gpkg")
+    assert len(reaches) == 2 and "bridge" not in set(widths.flag)
+
+
+def test_a_notch_a_levee_and_a_braided_bar_are_no_bridges():
+    from s2s2net_cli.hydrology.bridges import bridge_gaps
+
+    river = LineString([(0, 100), (400, 100)]).buffer(20, cap_style="flat")
+    notch = Polygon([(150, 116), (156, 116), (156, 121), (150, 121)])  # a notch in the shore
+    bar = Point(300, 100).buffer(4)  # a bar inside the channel: water on both sides is one body
+    pond = Polygon([(40, 126), (360, 126), (360, 170), (40, 170)])  # beside the river, behind a 6 px levee
+    water = rasterize([(river.difference(notch).difference(bar), 1), (pond, 1)], out_shape=(200, 400)).astype(bool)
+    assert not bridge_gaps(water, 10, 75).any()
+    far_pond = Polygon([(40, 150), (360, 150), (360, 190), (40, 190)])  # 30 px from the river
+    cut = rasterize([(river, 1), (far_pond, 1)], out_shape=(200, 400)).astype(bool)
+    cut[:, 200:205] = False  # a bridge across river and pond alike: two gaps
+    gaps = bridge_gaps(cut, 10, 75)
+    assert gaps[80:120, 200:205].all() and gaps[150:190, 200:205].all()
+    assert gaps.sum() == 5 * (40 + 40)
+    assert not bridge_gaps(cut, 4, 75).any()  # a gap longer than max_gap
+    assert not bridge_gaps(cut, 10, 30).any()  # spans wider than max_span
