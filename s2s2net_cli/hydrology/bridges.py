@@ -38,14 +38,18 @@ def bridge_gaps(water: np.ndarray, max_gap: float, max_span: float) -> np.ndarra
     if n == 0:
         return gaps
     body_labels, _ = ndimage.label(local, EIGHT)
-    # each candidate's neighbouring water: its label grown by one pixel, read on the water
-    grown = ndimage.grey_dilation(candidate_labels, footprint=EIGHT)
-    touching = local & (grown > 0)
-    ids = np.arange(1, n + 1)
-    low = ndimage.minimum(body_labels, grown * touching, ids)
-    high = ndimage.maximum(body_labels, grown * touching, ids)
+    # the bodies of water beside each candidate: its pixels' eight neighbours, read where they lie
+    rows, cols = np.nonzero(candidates)
+    which = candidate_labels[rows, cols]
+    beside = np.stack([body_labels[np.clip(rows + dr, 0, local.shape[0] - 1), np.clip(cols + dc, 0, local.shape[1] - 1)]
+                       for dr in (-1, 0, 1) for dc in (-1, 0, 1) if dr or dc], axis=1)
+    none = np.iinfo(body_labels.dtype).max
+    low, high = np.full(n + 1, none, dtype=body_labels.dtype), np.zeros(n + 1, dtype=body_labels.dtype)
+    np.minimum.at(low, which, np.where(beside > 0, beside, none).min(axis=1))
+    np.maximum.at(high, which, beside.max(axis=1))
+    low, high = low[1:], high[1:]
     extent = np.array([max(s[0].stop - s[0].start, s[1].stop - s[1].start) for s in ndimage.find_objects(candidate_labels)])
     keep = np.zeros(n + 1, dtype=bool)
-    keep[1:] = (np.asarray(low) != np.asarray(high)) & (extent <= max_span)
+    keep[1:] = (low < high) & (extent <= max_span)  # two bodies or more beside it
     gaps[box] = keep[candidate_labels]
     return gaps
