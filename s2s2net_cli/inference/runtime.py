@@ -56,15 +56,17 @@ def cpu_has_native_bf16() -> bool:
 
 PRECISION_NAMES = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
-# 10 m pixels of a scene from which a CPU compiles Mish into one pass (FusedMish): about 30
-# tiles, which the faster Mish repays even when the compiler's cache is cold.
+# 10 m pixels of a scene from which a CPU compiles Mish into one pass (FusedMish): 16 tiles of
+# 512 px, which save about 5 s against a 2 s compile with the compiler's cache warm (the first
+# compile on a machine, about 15 s, is repaid from about 50 tiles).
 FUSED_MISH_MIN_PIXELS = 2048 * 2048
 
 
 def inference_network(model: torch.nn.Module, mish: FusedMish | None = None) -> torch.nn.Module:
     """The trained network (in eval mode) as it runs here: its decoder folded and its head as
     sub-pixel convolutions (Mish from ``mish``), channels-last. The same numbers up to float
-    rounding, about 2.5x faster in bf16 on a CPU (4x with the fused Mish)."""
+    rounding; in bf16 on this project's CPU 2.0x faster than the trained network (3.5x with the
+    fused Mish; predict_bench.py)."""
     model.decoder = FoldedDecoder(model.decoder)
     model.head = SubpixelHead(model.head, mish=mish)
     return model.to(memory_format=torch.channels_last)  # 1.4x faster convolutions on CPUs and GPUs

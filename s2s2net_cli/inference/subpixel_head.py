@@ -18,6 +18,7 @@ answer, so the output equals the trained head's everywhere (up to float rounding
 from __future__ import annotations
 
 import math
+import os
 import shutil
 from fractions import Fraction
 from typing import Callable
@@ -200,5 +201,4 @@ class FusedMish:
 
 def has_cpp_compiler() -> bool:
     """Whether TorchInductor can find a C++ compiler (it looks for these, or $CXX)."""
-    import os
     return any(shutil.which(name) for name in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if name)
