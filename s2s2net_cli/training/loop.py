@@ -126,7 +126,8 @@ class Trainer:
                                                                self.max_steps)
         self.card = WeightsCard(model=model_config, bands=self.spec, training={  # of the exported weights
             "global_batch": options.batch_size, "lr": options.lr, "world_size": world.size, "chips": self.chips,
-            "seed": options.seed, "augment": options.augment, "zero_stage": self.engine.zero_optimization_stage()})
+            "seed": options.seed, "augment": options.augment, "zero_stage": self.engine.zero_optimization_stage(),
+            "max_steps": self.max_steps, "source_weights": dict(options.source_weights)})
         if options.resume:
             self.step, self.best_f1 = resume(self.engine, run_dir / CHECKPOINTS, self.dtype)
         if world.leads:

@@ -195,6 +195,8 @@ def test_2m_and_10m_chips_train_together_each_source_validated_on_its_own(chips,
     assert sources["shanghai_like"]["train"] == 0 and sources["shanghai_like"]["val"] == 4
     assert sources["bolivia_like"]["weight"] == 2.0 and sources["chips"]["weight"] == 1.0
     assert sources["bolivia_like"]["train"] > 0 and sources["bolivia_like"]["val"] > 0
+    _, card = load_model(run / "best.safetensors")  # the weights say how they were drawn
+    assert card.training["source_weights"] == {"bolivia_like": 2.0} and card.training["max_steps"] == 6
     val = [m for m in metrics(run) if m["kind"] == "val"]
     assert len(val) == 2
     for m in val:
