@@ -13,16 +13,17 @@
 #
 #   scripts/finetune_real.sh INIT_WEIGHTS REAL_MANIFEST WORK_DIR
 #
-# STEPS (800), REAL_WEIGHT (1: the real chips' source weight), LR (2e-4) and AUGMENT (full:
-# train's --augment) set the fine-tune.
+# STEPS (1200), REAL_WEIGHT (8: the real chips' source weight, how many times as often each is
+# drawn as a synthetic chip), LR (2e-4) and AUGMENT (full: train's --augment) set the fine-tune;
+# the defaults are the bundled model's (v5).
 #
 # Needs WORK_DIR/../synthetic (made here when absent: the stage-1 synthetic and painted scenes).
 set -euo pipefail
 INIT=$1
 MANIFEST=$2
 WORK=$3
-STEPS=${STEPS:-800}
-REAL_WEIGHT=${REAL_WEIGHT:-1}
+STEPS=${STEPS:-1200}
+REAL_WEIGHT=${REAL_WEIGHT:-8}
 LR=${LR:-2e-4}
 AUGMENT=${AUGMENT:-full}
 REAL=${REALDATA:-$(dirname "$0")/../../shared/realdata}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The recipe of the bundled default model (s2s2net_cli/weights/default.safetensors), v4.
+# The recipe of the bundled default model (s2s2net_cli/weights/default.safetensors), v5.
 #
 #   scripts/train_default.sh [WORK_DIR]            STAGE1=FILE to start stage 2 from weights stage 1 made
 #
@@ -12,8 +12,9 @@
 # synthetic chips mixed with all 15 Sen1Floods11 Bolivia chips (Bonafilia et al. 2020; 10 m
 # hand labels, scored on their 10 m cells), chooses the weights on synthetic, Bolivia and
 # Shanghai validation at once, and calibrates the threshold on them; its settings are those
-# scripts/crossval_bolivia.sh cross-validated. The model is bundled with the recipe and the
-# threshold in its metadata.
+# scripts/crossval_bolivia.sh cross-validated (finetune_real.sh's defaults: 1200 steps, the
+# Bolivia chips drawn 8 times as often as each synthetic chip). The model is bundled with the recipe and
+# the threshold in its metadata.
 set -euo pipefail
 WORK=${1:-work/default}
 STEPS1=${STEPS1:-8000}
@@ -41,7 +42,7 @@ end=$(date +%s)
 threshold=$(python -c "import sys; from s2s2net_cli.checkpoint import load_weights; print(load_weights(sys.argv[1])[1].threshold)" \
     "$WORK/stage2/model.safetensors")
 s2s2net weights annotate "$WORK/stage2/model.safetensors" s2s2net_cli/weights/default.safetensors --overwrite \
-    --threshold "$threshold" --set default_model=v4 \
+    --threshold "$threshold" --set default_model=v5 \
     --set recipe=scripts/train_default.sh --set "data=stage 1: 300 synthetic scenes (seeds 1000-1299, 192 px) and 140 with water painted into real unlabelled scenes (seeds 3000-3139), 64 px chips; stage 2: the same with the 15 Sen1Floods11 Bolivia chips (Bonafilia et al. 2020), 10 m labels scored on their 10 m cells" \
     --set precision=bf16 --set "stage2_seconds=$((end - start))" --set "machine=$(nproc) CPU cores"
 echo "bundled s2s2net_cli/weights/default.safetensors (stage 2 in $((end - start)) s)"
