@@ -1,0 +1,94 @@
+"""How far the six bands alone go on the Bolivia folds: a per-pixel classifier, trained on each
+fold's training chips and scored on its held-out chips, pooled as scripts/bolivia_folds.py pools.
+
+    python scripts/pixel_ceiling.py WORK      # WORK/fold{0,1,2}_{train,test}.csv (bolivia_folds.py manifests)
+
+A small MLP (6 reflectances, optionally with NDWI, MNDWI and NDMI as inputs; two hidden layers of
+32; 300 full-batch Adam steps on 300,000 labelled 10 m pixels drawn from the training chips)
+sees one pixel at a time, no neighbours. Where it ties NDWI > 0, the spectra carry no more than
+that index does, and a model can beat the index only by what it learns from the water's shape
+and surroundings. Prints pooled F1 for the classifier with and without the indices and for
+NDWI > 0, on the same pixels (nodata and zero-reflectance pixels left out, as compare does).
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import numpy as np
+import rasterio
+import torch
+
+
+def labelled_pixels(manifest: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Every labelled pixel of a manifest's chips: reflectances (N, 6) and labels (N,)."""
+    xs, ys = [], []
+    with open(manifest, newline="") as fh:
+        for row in csv.DictReader(fh):
+            with rasterio.open(row["image"]) as src:
+                image = src.read().astype(np.float32) / 10000
+            with rasterio.open(row["mask"]) as src:
+                label = src.read(1)
+            valid = (label != 255) & (image[0] > 0)
+            xs.append(image[:, valid].T)
+            ys.append(label[valid])
+    return np.concatenate(xs), np.concatenate(ys)
+
+
+def features(x: np.ndarray, with_indices: bool) -> np.ndarray:
+    if not with_indices:
+        return x
+    green, nir, swir = x[:, 1], x[:, 3], x[:, 4]
+    ratios = [(green - nir) / (green + nir + 1e-6), (green - swir) / (green + swir + 1e-6),
+              (nir - swir) / (nir + swir + 1e-6)]
+    return np.concatenate([x, np.stack(ratios, 1)], 1)
+
+
+def fit_and_predict(x_train, y_train, x_test, with_indices: bool, seed: int = 0) -> np.ndarray:
+    torch.manual_seed(seed)
+    train = features(x_train, with_indices)
+    mean, std = train.mean(0), train.std(0) + 1e-6
+    inputs, targets = torch.tensor((train - mean) / std), torch.tensor(y_train, dtype=torch.float32)
+    net = torch.nn.Sequential(torch.nn.Linear(inputs.shape[1], 32), torch.nn.ReLU(), torch.nn.Linear(32, 32),
+                              torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    optimiser = torch.optim.Adam(net.parameters(), 1e-2)
+    for _ in range(300):
+        optimiser.zero_grad()
+        torch.nn.functional.binary_cross_entropy_with_logits(net(inputs)[:, 0], targets).backward()
+        optimiser.step()
+    with torch.no_grad():
+        logits = net(torch.tensor((features(x_test, with_indices) - mean) / std))[:, 0]
+    return (logits > 0).numpy()
+
+
+def counts(predicted: np.ndarray, label: np.ndarray) -> np.ndarray:
+    water = label == 1
+    return np.array([(predicted & water).sum(), (predicted & ~water).sum(), (~predicted & water).sum()])
+
+
+def f1(c: np.ndarray) -> float:
+    return 2 * c[0] / (2 * c[0] + c[1] + c[2])
+
+
+def main(work: Path) -> None:
+    torch.set_num_threads(1)
+    totals = {"pixels alone": 0, "pixels + indices": 0, "ndwi": 0}
+    for k in range(3):
+        x_train, y_train = labelled_pixels(work / f"fold{k}_train.csv")
+        x_test, y_test = labelled_pixels(work / f"fold{k}_test.csv")
+        drawn = np.random.default_rng(0).choice(len(x_train), min(300_000, len(x_train)), replace=False)
+        row = {}
+        for name, with_indices in (("pixels alone", False), ("pixels + indices", True)):
+            row[name] = counts(fit_and_predict(x_train[drawn], y_train[drawn], x_test, with_indices), y_test)
+        green, nir = x_test[:, 1], x_test[:, 3]
+        row["ndwi"] = counts((green - nir) / (green + nir + 1e-9) > 0, y_test)
+        for name, c in row.items():
+            totals[name] = totals[name] + c
+        print(f"fold {k}: " + ", ".join(f"{name} {f1(c):.4f}" for name, c in row.items()), flush=True)
+    print("pooled: " + ", ".join(f"{name} {f1(c):.4f}" for name, c in totals.items()))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
