@@ -65,8 +65,8 @@ FUSED_MISH_MIN_PIXELS = 2048 * 2048
 def inference_network(model: torch.nn.Module, mish: FusedMish | None = None) -> torch.nn.Module:
     """The trained network (in eval mode) as it runs here: its decoder folded and its head as
     sub-pixel convolutions (Mish from ``mish``), channels-last. The same numbers up to float
-    rounding; in bf16 on this project's CPU 2.0x faster than the trained network (3.5x with the
-    fused Mish; predict_bench.py)."""
+    rounding; in bf16 on this project's CPU about 2x faster than the trained network (3.4x with
+    the fused Mish; predict_bench.py)."""
     model.decoder = FoldedDecoder(model.decoder)
     model.head = SubpixelHead(model.head, mish=mish)
     return model.to(memory_format=torch.channels_last)  # 1.4x faster convolutions on CPUs and GPUs
