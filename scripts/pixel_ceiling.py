@@ -13,7 +13,6 @@ NDWI > 0, on the same pixels (nodata and zero-reflectance pixels left out, as co
 
 from __future__ import annotations
 
-import csv
 import sys
 from pathlib import Path
 
@@ -21,19 +20,22 @@ import numpy as np
 import rasterio
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from s2s2net_cli.manifest import read_manifest  # noqa: E402
+from s2s2net_cli.metrics import Counts, count  # noqa: E402
+
 
 def labelled_pixels(manifest: Path) -> tuple[np.ndarray, np.ndarray]:
     """Every labelled pixel of a manifest's chips: reflectances (N, 6) and labels (N,)."""
     xs, ys = [], []
-    with open(manifest, newline="") as fh:
-        for row in csv.DictReader(fh):
-            with rasterio.open(row["image"]) as src:
-                image = src.read().astype(np.float32) / 10000
-            with rasterio.open(row["mask"]) as src:
-                label = src.read(1)
-            valid = (label != 255) & (image[0] > 0)
-            xs.append(image[:, valid].T)
-            ys.append(label[valid])
+    for pair in read_manifest(manifest):
+        with rasterio.open(pair.image) as src:
+            image = src.read().astype(np.float32) / 10000
+        with rasterio.open(pair.mask) as src:
+            label = src.read(1)
+        valid = (label != 255) & (image[0] > 0)
+        xs.append(image[:, valid].T)
+        ys.append(label[valid])
     return np.concatenate(xs), np.concatenate(ys)
 
 
@@ -63,31 +65,23 @@ def fit_and_predict(x_train, y_train, x_test, with_indices: bool, seed: int = 0)
     return (logits > 0).numpy()
 
 
-def counts(predicted: np.ndarray, label: np.ndarray) -> np.ndarray:
-    water = label == 1
-    return np.array([(predicted & water).sum(), (predicted & ~water).sum(), (~predicted & water).sum()])
-
-
-def f1(c: np.ndarray) -> float:
-    return 2 * c[0] / (2 * c[0] + c[1] + c[2])
-
-
 def main(work: Path) -> None:
     torch.set_num_threads(1)
-    totals = {"pixels alone": 0, "pixels + indices": 0, "ndwi": 0}
+    totals = {name: Counts() for name in ("pixels alone", "pixels + indices", "ndwi")}
     for k in range(3):
         x_train, y_train = labelled_pixels(work / f"fold{k}_train.csv")
         x_test, y_test = labelled_pixels(work / f"fold{k}_test.csv")
         drawn = np.random.default_rng(0).choice(len(x_train), min(300_000, len(x_train)), replace=False)
+        water, everywhere = y_test == 1, np.ones(len(y_test), dtype=bool)
         row = {}
         for name, with_indices in (("pixels alone", False), ("pixels + indices", True)):
-            row[name] = counts(fit_and_predict(x_train[drawn], y_train[drawn], x_test, with_indices), y_test)
+            row[name] = count(fit_and_predict(x_train[drawn], y_train[drawn], x_test, with_indices), water, everywhere)
         green, nir = x_test[:, 1], x_test[:, 3]
-        row["ndwi"] = counts((green - nir) / (green + nir + 1e-9) > 0, y_test)
+        row["ndwi"] = count((green - nir) / (green + nir + 1e-9) > 0, water, everywhere)
         for name, c in row.items():
-            totals[name] = totals[name] + c
-        print(f"fold {k}: " + ", ".join(f"{name} {f1(c):.4f}" for name, c in row.items()), flush=True)
-    print("pooled: " + ", ".join(f"{name} {f1(c):.4f}" for name, c in totals.items()))
+            totals[name] += c
+        print(f"fold {k}: " + ", ".join(f"{name} {c.scores()['f1']:.4f}" for name, c in row.items()), flush=True)
+    print("pooled: " + ", ".join(f"{name} {c.scores()['f1']:.4f}" for name, c in totals.items()))
 
 
 if __name__ == "__main__":
