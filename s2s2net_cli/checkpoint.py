@@ -16,7 +16,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from . import __version__
-from .bands import BandSpec
+from .bands import BAND_NAMES, BandSpec
 from .errors import InputError, describe
 from .io import atomic_path, check_output
 from .model import ModelConfig, S2S2Net
@@ -60,6 +60,8 @@ class WeightsCard:
         )
         if len(card.bands.names) != card.model.in_channels:
             raise ValueError(f"{len(card.bands.names)} bands named for a model of {card.model.in_channels} input channels")
+        if card.model.water_indices and tuple(card.bands.names) != BAND_NAMES:
+            raise ValueError(f"a model with water index inputs needs the bands {', '.join(BAND_NAMES)} in that order")
         return card
 
 
@@ -93,7 +95,7 @@ def load_weights(path) -> tuple[dict[str, torch.Tensor], WeightsCard]:
 def load_model(path, device: str | torch.device = "cpu") -> tuple[S2S2Net, WeightsCard]:
     """Rebuild the network from a weights file, in eval mode on ``device``."""
     state, card = load_weights(path)
-    model = S2S2Net(config=card.model)
+    model = S2S2Net(config=card.model, spec=card.bands)
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))

@@ -16,7 +16,9 @@ from segmentation_models_pytorch.decoders.segformer.decoder import SegformerDeco
 from segmentation_models_pytorch.encoders import get_encoder
 from torch import nn
 
+from .bands import BAND_NAMES, BandSpec
 from .grid import PAD_MULTIPLE, SCALE_FACTOR, padded_size
+from .indices import GREEN, NIR, SWIR1
 
 ARCHITECTURE = "s2s2net"
 # The decoder works at 1/4 of the input; these steps take it to 5x the input (x20 in all).
@@ -28,6 +30,11 @@ HEAD_MARGIN = 2
 # Rows of its input the head's last step takes at a time (an even number, so each piece
 # starts on a whole output row): its 5x maps never exist whole, and pieces stay in cache.
 LAST_STEP_ROWS = 32
+# The water indices a network may take as inputs beside its bands (ModelConfig.water_indices),
+# as (band, other band) positions of their normalised difference, in the order appended.
+WATER_INDEX_INPUTS = {"ndwi": (GREEN, NIR), "mndwi": (GREEN, SWIR1)}
+# Indices span -1..1 with a spread of about 0.5; doubled they are on the bands' scale (sd ~1).
+WATER_INDEX_GAIN = 2.0
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,12 @@ class ModelConfig:
     encoder: str = "mit_b0"
     decoder_channels: int = 256
     head_channels: tuple[int, ...] = (128, 64, 32, 16)
+    water_indices: bool = False  # NDWI and MNDWI, computed from the bands, as two more inputs
+
+    @property
+    def encoder_channels(self) -> int:
+        """Channels the encoder reads: the bands, and the water indices when the network takes them."""
+        return self.in_channels + (len(WATER_INDEX_INPUTS) if self.water_indices else 0)
 
     def to_dict(self) -> dict:
         return {"architecture": ARCHITECTURE, **asdict(self), "head_channels": list(self.head_channels)}
@@ -51,6 +64,7 @@ class ModelConfig:
             encoder=str(data["encoder"]),
             decoder_channels=int(data["decoder_channels"]),
             head_channels=tuple(int(c) for c in data["head_channels"]),
+            water_indices=bool(data.get("water_indices", False)),  # absent from weights before it existed
         )
         if config.encoder != "mit_b0":
             raise ValueError(f"unknown encoder {config.encoder!r}")
@@ -115,14 +129,39 @@ def _upsample(x: torch.Tensor, factor: float) -> torch.Tensor:
     return F.interpolate(x, size=(round(h * factor), round(w * factor)), mode="bilinear", align_corners=False)
 
 
-class S2S2Net(nn.Module):
-    """6 x H x W Sentinel-2 reflectance (normalised) -> 1 x 5H x 5W water logits."""
+class WaterIndexInputs(nn.Module):
+    """Appends NDWI and MNDWI to the normalised bands: the reflectance is recovered with the
+    band spec's mean and spread, and each index (a ratio: a scene's brightness and a band's
+    gain leave it unchanged) is computed in float32 and scaled by WATER_INDEX_GAIN."""
 
-    def __init__(self, in_channels: int = 6, config: ModelConfig | None = None):
+    def __init__(self, spec: BandSpec):
+        super().__init__()
+        if tuple(spec.names) != BAND_NAMES:
+            raise ValueError(f"water index inputs need the bands {', '.join(BAND_NAMES)} in that order")
+        self.mean, self.std = tuple(spec.mean), tuple(spec.std)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        def band(i: int) -> torch.Tensor:
+            return x[:, i: i + 1].float() * self.std[i] + self.mean[i]
+
+        channels = [x]
+        for a, b in WATER_INDEX_INPUTS.values():
+            ra, rb = band(a), band(b)
+            index = ((ra - rb) / (ra + rb).abs().clamp_min(1e-3)).clamp(-1, 1)
+            channels.append((index * WATER_INDEX_GAIN).to(x.dtype))
+        return torch.cat(channels, dim=1)
+
+
+class S2S2Net(nn.Module):
+    """6 x H x W Sentinel-2 reflectance (normalised) -> 1 x 5H x 5W water logits. ``spec`` (the
+    bands' normalisation) is needed only by a network that takes the water indices as inputs."""
+
+    def __init__(self, in_channels: int = 6, config: ModelConfig | None = None, spec: BandSpec | None = None):
         super().__init__()
         self.config = config or ModelConfig(in_channels=in_channels)
         cfg = self.config
-        self.encoder = get_encoder(cfg.encoder, in_channels=cfg.in_channels, depth=5, weights=None)
+        self.inputs = WaterIndexInputs(spec or BandSpec()) if cfg.water_indices else nn.Identity()
+        self.encoder = get_encoder(cfg.encoder, in_channels=cfg.encoder_channels, depth=5, weights=None)
         replace_activations(self.encoder, nn.GELU, nn.SiLU)
         self.decoder = SegformerDecoder(self.encoder.out_channels, encoder_depth=5, segmentation_channels=cfg.decoder_channels)
         replace_activations(self.decoder, nn.ReLU, nn.SiLU)
@@ -131,7 +170,7 @@ class S2S2Net(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h, w = x.shape[-2:]
         x = pad_to_multiple(x, PAD_MULTIPLE)
-        logits = self.head(self.decoder(self.encoder(x)))
+        logits = self.head(self.decoder(self.encoder(self.inputs(x))))
         return logits[..., : h * SCALE_FACTOR, : w * SCALE_FACTOR]
 
     def forward_window(self, x: torch.Tensor, top: int, left: int, height: int, width: int,
@@ -143,7 +182,7 @@ class S2S2Net(nn.Module):
         h, w = x.shape[-2:]
         if top < 0 or left < 0 or height < 1 or width < 1 or top + height > h or left + width > w:
             raise ValueError(f"window ({top}, {left}, {height}, {width}) does not lie inside {h} x {w}")
-        features = self.decoder(self.encoder(pad_to_multiple(x, PAD_MULTIPLE)))
+        features = self.decoder(self.encoder(self.inputs(pad_to_multiple(x, PAD_MULTIPLE))))
         fh, fw = features.shape[-2:]
         r0, c0 = max(top // DECODER_STRIDE - HEAD_MARGIN, 0), max(left // DECODER_STRIDE - HEAD_MARGIN, 0)
         r1 = min(-(-(top + height) // DECODER_STRIDE) + HEAD_MARGIN, fh)
@@ -152,6 +191,21 @@ class S2S2Net(nn.Module):
         up = DECODER_STRIDE * SCALE_FACTOR  # head output pixels per decoder pixel
         y, x0 = SCALE_FACTOR * top - up * r0, SCALE_FACTOR * left - up * c0
         return logits[..., y: y + SCALE_FACTOR * height, x0: x0 + SCALE_FACTOR * width]
+
+
+def widen_inputs(state: dict[str, torch.Tensor], model: nn.Module) -> dict[str, torch.Tensor]:
+    """``state`` of a network that read fewer input channels than ``model`` (the water indices
+    added) made to fit it: the first layer's weights for the new channels are zero, so the
+    widened network computes exactly what the narrower one did until training moves them."""
+    expected = model.state_dict()
+    widened = dict(state)
+    for name, tensor in state.items():
+        target = expected.get(name)
+        if (target is not None and tensor.dim() == 4 and target.dim() == 4 and tensor.shape[1] < target.shape[1]
+                and tensor.shape[:1] + tensor.shape[2:] == target.shape[:1] + target.shape[2:]):
+            extra = tensor.new_zeros((tensor.shape[0], target.shape[1] - tensor.shape[1], *tensor.shape[2:]))
+            widened[name] = torch.cat([tensor, extra], dim=1)
+    return widened
 
 
 def pad_to_multiple(x: torch.Tensor, multiple: int) -> torch.Tensor:

@@ -82,3 +82,31 @@ def test_missing_and_garbage_files(tmp_path):
     junk.write_bytes(b"hello world, not weights at all")
     with pytest.raises(InputError, match="junk.safetensors: not a safetensors"):
         load_model(junk)
+
+
+def test_a_network_with_water_index_inputs_round_trips_and_old_cards_read_as_without(tmp_path):
+    from s2s2net_cli.bands import BandSpec
+    from s2s2net_cli.model import ModelConfig
+
+    torch.manual_seed(2)
+    config = ModelConfig(water_indices=True)
+    model = S2S2Net(config=config).eval()
+    path = save_weights(tmp_path / "wi.safetensors", model.state_dict(), WeightsCard(model=config))
+    loaded, card = load_model(path)
+    assert card.model.water_indices and card.model.encoder_channels == 8
+    x = torch.randn(1, 6, 33, 40)
+    with torch.no_grad():
+        assert torch.equal(model(x), loaded(x))
+    old = ModelConfig().to_dict()
+    old.pop("water_indices")  # weights written before the option existed
+    assert ModelConfig.from_dict(old) == ModelConfig()
+    # bands the indices cannot be computed from are refused as one line naming the file
+    bad = WeightsCard(model=ModelConfig(in_channels=4), bands=BandSpec(("B02", "B03", "B04", "B08"), 10000, (0.1,) * 4, (0.1,) * 4))
+    data = bad.to_dict()
+    data["model"]["water_indices"] = True
+    from safetensors.torch import save_file
+
+    other = tmp_path / "rgbn_wi.safetensors"
+    save_file({"a": torch.zeros(1)}, str(other), metadata={"s2s2net": json.dumps(data)})
+    with pytest.raises(InputError, match="rgbn_wi.safetensors.*water index inputs needs the bands"):
+        read_card(other)

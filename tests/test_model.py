@@ -71,3 +71,61 @@ def test_a_window_without_the_heads_margin_differs(model, monkeypatch):
 def test_windows_outside_the_input_are_refused(model):
     with pytest.raises(ValueError, match="does not lie inside"):
         model.forward_window(torch.randn(1, 6, 32, 32), 0, 0, 33, 32)
+
+
+def test_water_index_inputs_are_ndwi_and_mndwi_of_the_reflectance():
+    import numpy as np
+
+    from s2s2net_cli.bands import BandSpec, normalise
+    from s2s2net_cli.indices import water_index
+    from s2s2net_cli.model import WATER_INDEX_GAIN, WaterIndexInputs
+
+    spec = BandSpec()
+    rng = np.random.default_rng(0)
+    refl = rng.uniform(0.01, 0.4, (6, 12, 10)).astype(np.float32)
+    x = torch.from_numpy(normalise(refl, np.ones((12, 10), bool), spec))[None]
+    out = WaterIndexInputs(spec)(x)
+    assert out.shape == (1, 8, 12, 10)
+    assert torch.equal(out[:, :6], x)  # the bands pass unchanged
+    for k, name in enumerate(("ndwi", "mndwi")):
+        expected = torch.from_numpy(water_index(refl, name)) * WATER_INDEX_GAIN
+        torch.testing.assert_close(out[0, 6 + k], expected, atol=1e-5, rtol=1e-5)
+    # bands summing to nothing (nodata offsets, dark water) give bounded indices, never inf or NaN
+    dark = torch.full((1, 6, 2, 2), 0.0)
+    dark[:, 1] = -spec.mean[1] / spec.std[1]  # green reflectance 0
+    dark[:, 3] = -spec.mean[3] / spec.std[3]  # NIR reflectance 0
+    out = WaterIndexInputs(spec)(dark)
+    assert torch.isfinite(out).all() and out[:, 6:].abs().max() <= WATER_INDEX_GAIN
+
+
+def test_water_index_inputs_refuse_other_bands():
+    from s2s2net_cli.bands import BandSpec
+    from s2s2net_cli.model import ModelConfig
+
+    spec = BandSpec(("B02", "B03", "B04", "B08"), 10000, (0.1,) * 4, (0.1,) * 4)
+    with pytest.raises(ValueError, match="B02, B03, B04, B08, B11, B12"):
+        S2S2Net(config=ModelConfig(in_channels=4, water_indices=True), spec=spec)
+
+
+def test_widened_weights_compute_what_the_narrower_network_did():
+    from dataclasses import replace
+
+    from s2s2net_cli.model import widen_inputs
+
+    torch.manual_seed(3)
+    narrow = S2S2Net().eval()
+    wide = S2S2Net(config=replace(narrow.config, water_indices=True)).eval()
+    state = widen_inputs(narrow.state_dict(), wide)
+    wide.load_state_dict(state)
+    first = state["encoder.patch_embed1.proj.weight"]
+    assert first.shape[1] == 8 and torch.count_nonzero(first[:, 6:]) == 0
+    x = torch.randn(2, 6, 40, 36)
+    with torch.no_grad():
+        torch.testing.assert_close(wide(x), narrow(x), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(wide.forward_window(x, 4, 8, 20, 16), narrow.forward_window(x, 4, 8, 20, 16),
+                                   atol=1e-5, rtol=1e-5)
+    # and once its index weights are not zero, the indices change what it says
+    with torch.no_grad():
+        wide.encoder.patch_embed1.proj.weight[:, 6:] = torch.randn_like(wide.encoder.patch_embed1.proj.weight[:, 6:])
+        first_stage = [net.encoder(net.inputs(x))[2] for net in (wide, narrow)]  # 1/4 resolution
+        assert (first_stage[0] - first_stage[1]).abs().mean() > 0.1

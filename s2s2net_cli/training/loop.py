@@ -23,12 +23,12 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, default_collate
 
-from ..bands import BandSpec
+from ..bands import BAND_NAMES, BandSpec
 from ..checkpoint import WeightsCard, load_weights
 from ..errors import InputError, describe
 from ..formats import NODATA
 from ..metrics import scores_from_counts
-from ..model import ModelConfig, S2S2Net
+from ..model import ModelConfig, S2S2Net, widen_inputs
 from ..world import World
 from .checkpoints import export_weights, save_checkpoint, weights_only_loading
 from .config import TrainOptions, build_ds_config, lr_factor
@@ -66,6 +66,9 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
     if options.max_steps is None and options.epochs is None:
         options.max_steps = 1000
     init_state, init_card = (load_weights(options.init_weights) if options.init_weights else (None, None))
+    if options.water_indices and init_card and tuple(init_card.bands.names) != BAND_NAMES:
+        raise InputError(describe(options.init_weights, f"reads bands {', '.join(init_card.bands.names)}; --water-indices "
+                                                         f"needs {', '.join(BAND_NAMES)} in that order"))
     splits = source_splits(chips_dirs, options.seed)
     check_source_weights(options.source_weights, splits[0])
     check_run_dir(run_dir, options)
@@ -83,6 +86,8 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
     try:
         spec = init_card.bands if init_card else BandSpec()
         model_config = init_card.model if init_card else ModelConfig(in_channels=len(spec.names))
+        if options.water_indices and not model_config.water_indices:
+            model_config = replace(model_config, water_indices=True)
         trainer = Trainer(chips_dirs, run_dir, options, world, spec, splits, on_record)
         trainer.start(deepspeed, ds_config, model_config, init_state)
         return trainer.fit(start_time)
@@ -122,7 +127,7 @@ class Trainer:
         self.micro = ds_config["train_micro_batch_size_per_gpu"]
         epoch_chips = len(weighted_order(self.train_ds.records, options.source_weights, options.seed, 0))
         self.steps_per_epoch, self.max_steps = plan_steps(epoch_chips, world, self.micro, options, self.chips_dirs[0])
-        self.engine, self.scheduler, self.dtype = build_engine(deepspeed, ds_config, model_config, init_state, options,
+        self.engine, self.scheduler, self.dtype = build_engine(deepspeed, ds_config, model_config, self.spec, init_state, options,
                                                                self.max_steps)
         self.card = WeightsCard(model=model_config, bands=self.spec, training={  # of the exported weights
             "global_batch": options.batch_size, "lr": options.lr, "world_size": world.size, "chips": self.chips,
@@ -222,14 +227,14 @@ def resume(engine, ckpt_dir: Path, dtype: torch.dtype) -> tuple[int, float | Non
     return int(client["step"]), client.get("best_f1")
 
 
-def build_engine(deepspeed, ds_config: dict, config: ModelConfig, init_state: dict | None, options: TrainOptions,
-                 max_steps: int):
+def build_engine(deepspeed, ds_config: dict, config: ModelConfig, spec: BandSpec, init_state: dict | None,
+                 options: TrainOptions, max_steps: int):
     """The DeepSpeed engine of a seeded network (or ``init_state``), its learning-rate schedule and compute dtype."""
     torch.manual_seed(options.seed)
     np.random.seed(options.seed)
-    model = S2S2Net(config=config)
+    model = S2S2Net(config=config, spec=spec)
     if init_state is not None:
-        model.load_state_dict(init_state)
+        model.load_state_dict(widen_inputs(init_state, model))
     optimizer = None
     if "optimizer" not in ds_config:
         optimizer = torch.optim.AdamW(model.parameters(), lr=options.lr, weight_decay=options.weight_decay)

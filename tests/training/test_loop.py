@@ -219,6 +219,39 @@ def test_2m_and_10m_chips_train_together_each_source_validated_on_its_own(chips,
     assert "Traceback" not in r.stderr
 
 
+def test_water_indices_widen_init_weights_and_the_exported_model_predicts(chips, tmp_path, random_weights):
+    import rasterio
+
+    from s2s2net_cli.bands import BandSpec
+    from s2s2net_cli.checkpoint import WeightsCard, save_weights
+    from s2s2net_cli.model import ModelConfig, S2S2Net
+
+    run = tmp_path / "run"
+    r = run_cli_process("train", chips, "-o", run, "--init-weights", random_weights, "--water-indices", "--max-steps", 3,
+                        "--batch-size", 4, "--val-every", 3, "--precision", "bf16")
+    assert r.returncode == 0, r.stderr
+    state, card = load_weights(run / "best.safetensors")
+    assert card.model.water_indices and card.bands == BandSpec()
+    init, _ = load_weights(random_weights)
+    first = state["encoder.patch_embed1.proj.weight"]
+    assert first.shape[1] == 8 and init["encoder.patch_embed1.proj.weight"].shape[1] == 6
+    assert torch.count_nonzero(first[:, 6:]) > 0  # the index inputs were trained from zero
+    out = tmp_path / "pred.tif"
+    r = run_cli("predict", chips.parent / "s31.tif", "-o", out, "--weights", run / "best.safetensors", "--tile-size", 32,
+                "--overlap", 8)
+    assert r.returncode == 0, r.stderr
+    with rasterio.open(out) as dst, rasterio.open(chips.parent / "s31.tif") as src:
+        assert (dst.width, dst.height) == (5 * src.width, 5 * src.height)
+    # weights of other bands cannot be given the indices: one line naming them, nothing written
+    card = WeightsCard(model=ModelConfig(in_channels=4), bands=BandSpec(("B02", "B03", "B04", "B08"), 10000, (0.1,) * 4, (0.1,) * 4))
+    rgbn = save_weights(tmp_path / "rgbn.safetensors", S2S2Net(config=card.model).state_dict(), card)
+    r = run_cli_process("train", chips, "-o", tmp_path / "other", "--init-weights", rgbn, "--water-indices", "--max-steps", 2)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
+    assert len(lines) == 1 and "rgbn.safetensors" in lines[0] and "--water-indices needs B02" in lines[0], r.stderr
+    assert not (tmp_path / "other").exists()
+
+
 @pytest.mark.parametrize("case", ["no_index", "empty_train", "exists", "nothing_to_resume", "contradiction", "both_limits",
                                   "resume_other_batch"])
 def test_bad_input_gets_one_line(chips, tmp_path, case):
