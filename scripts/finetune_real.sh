@@ -14,8 +14,10 @@
 #   scripts/finetune_real.sh INIT_WEIGHTS REAL_MANIFEST WORK_DIR
 #
 # STEPS (1200), REAL_WEIGHT (8: the real chips' source weight, how many times as often each is
-# drawn as a synthetic chip), LR (2e-4) and AUGMENT (full: train's --augment) set the fine-tune;
-# the defaults are the bundled model's (v5).
+# drawn as a synthetic chip), LR (2e-4), AUGMENT (full: train's --augment) and SEED (1: train's
+# --seed, which draws the chips, their order and augmentation) set the fine-tune;
+# the defaults are the bundled model's (v5). WATER_INDICES=1 gives the network NDWI and MNDWI as
+# inputs (train's --water-indices; INIT_WEIGHTS without them are widened).
 #
 # Needs WORK_DIR/../synthetic (made here when absent: the stage-1 synthetic and painted scenes).
 set -euo pipefail
@@ -26,6 +28,9 @@ STEPS=${STEPS:-1200}
 REAL_WEIGHT=${REAL_WEIGHT:-8}
 LR=${LR:-2e-4}
 AUGMENT=${AUGMENT:-full}
+SEED=${SEED:-1}
+extra=()
+if [ "${WATER_INDICES:-0}" = 1 ]; then extra+=(--water-indices); fi
 REAL=${REALDATA:-$(dirname "$0")/../../shared/realdata}
 SYN=$(dirname "$WORK")/synthetic
 mkdir -p "$WORK"
@@ -50,8 +55,8 @@ if [ -f "$REAL/shanghai_esw_water_10m.tif" ]; then
     sources+=("$WORK/shanghai")
 fi
 s2s2net -q train "${sources[@]}" -o "$WORK/run" --init-weights "$INIT" --max-steps "$STEPS" --batch-size 8 --lr "$LR" \
-    --warmup-steps 50 --val-every 200 --augment "$AUGMENT" --precision bf16 --seed 1 --source-weight "bolivia=$REAL_WEIGHT" \
-    --overwrite
+    --warmup-steps 50 --val-every 200 --augment "$AUGMENT" --precision bf16 --seed "$SEED" --source-weight "bolivia=$REAL_WEIGHT" \
+    "${extra[@]}" --overwrite
 threshold=$(python scripts/calibrate_threshold.py "$WORK/run/best.safetensors" "$WORK/calibration" --manifest "$MANIFEST" \
     2> "$WORK/calibration.txt")
 s2s2net -q weights annotate "$WORK/run/best.safetensors" "$WORK/model.safetensors" --threshold "$threshold" --overwrite
