@@ -9,7 +9,8 @@
 #
 #   scripts/crossval_bolivia.sh STAGE1_WEIGHTS [WORK_DIR]
 #
-# STEPS, REAL_WEIGHT and LR reach scripts/finetune_real.sh. PRECISION (default 32) is compare's.
+# STEPS, REAL_WEIGHT, LR, AUGMENT, SEED and WATER_INDICES reach scripts/finetune_real.sh. PRECISION
+# (default 32) is compare's.
 set -euo pipefail
 INIT=$1
 WORK=${2:-work/crossval}
