@@ -31,6 +31,13 @@ def write_raster(path, data, transform=Affine(10, 0, 500000, 0, -10, 4000000), c
     return path
 
 
+def default_sigint() -> None:
+    """preexec_fn for a child that a test interrupts with SIGINT: a shell that starts the test
+    run in the background leaves SIGINT ignored, Python then never raises KeyboardInterrupt, and
+    the child would run on to the end whatever the code does. As from a terminal, it is not ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture
 def scene_factory(tmp_path):
     """Make a random 6-band uint16 scene file of a given size."""

@@ -15,6 +15,8 @@ from shapely.geometry import LineString
 
 from s2s2net_cli.io import geotiff_profile
 
+from ..conftest import default_sigint
+
 
 def river_mask(path, size=3000, shift=0):
     """A 2 m mask with meandering rivers across it, big enough to take seconds."""
@@ -30,7 +32,7 @@ def river_mask(path, size=3000, shift=0):
 
 def interrupt(args, tmp_path, sig, started):
     proc = subprocess.Popen([sys.executable, "-m", "s2s2net_cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None and not started():
         time.sleep(0.05)

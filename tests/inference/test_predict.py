@@ -16,7 +16,7 @@ from s2s2net_cli.inference.predictor import PredictOptions, Predictor
 from s2s2net_cli.inference.stream import Forward
 from s2s2net_cli.tiling import blend_weights
 
-from ..conftest import run_cli, write_raster
+from ..conftest import default_sigint, run_cli, write_raster
 
 
 def read(path):
@@ -205,7 +205,7 @@ def test_interrupted_predict_leaves_no_file_at_output(tmp_path, random_weights, 
     out = tmp_path / "out.tif"
     proc = subprocess.Popen([sys.executable, "-m", "s2s2net_cli", "predict", str(scene), "-o", str(out), "--weights",
                              str(random_weights), "--tile-size", "32", "--overlap", "8"],
-                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     deadline = time.time() + 120
     while time.time() < deadline and not any(".tmp" in p.name for p in tmp_path.iterdir()):
         time.sleep(0.1)
