@@ -40,8 +40,9 @@ def prepare_run_dir(run_dir: Path, options: TrainOptions) -> None:
 
 
 def check_resume_matches(run_dir: Path, options: TrainOptions, world: int) -> None:
-    """A run resumes with the world size and global batch it was started with: its ZeRO
-    partitions, data order and random draws depend on both."""
+    """A run resumes with the world size and global batch it was started with (its ZeRO
+    partitions, data order and random draws depend on both), and with or without the water
+    index inputs as it was started (the network's shape)."""
     try:
         config = json.loads((run_dir / "config.json").read_text())
         was = int(config["world_size"]), int(config["options"]["batch_size"])
@@ -50,6 +51,10 @@ def check_resume_matches(run_dir: Path, options: TrainOptions, world: int) -> No
     if was != (world, options.batch_size):
         raise InputError(describe(run_dir, f"was started with {ranks_text(was[0])} and --batch-size {was[1]}; resume it with "
                                            f"the same (this run: {ranks_text(world)}, --batch-size {options.batch_size})"))
+    started_with_indices = bool(config["options"].get("water_indices", False))
+    if started_with_indices != options.water_indices:  # the network's first layer differs: its checkpoints would not load
+        raise InputError(describe(run_dir, f"was started {'with' if started_with_indices else 'without'} --water-indices; "
+                                           "resume it the same way"))
 
 
 def ranks_text(n: int) -> str:

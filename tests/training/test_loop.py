@@ -253,7 +253,7 @@ def test_water_indices_widen_init_weights_and_the_exported_model_predicts(chips,
 
 
 @pytest.mark.parametrize("case", ["no_index", "empty_train", "exists", "nothing_to_resume", "contradiction", "both_limits",
-                                  "resume_other_batch"])
+                                  "resume_other_batch", "resume_other_inputs"])
 def test_bad_input_gets_one_line(chips, tmp_path, case):
     target, run = chips, tmp_path / "run"
     extra = []
@@ -283,6 +283,11 @@ def test_bad_input_gets_one_line(chips, tmp_path, case):
         (run / "checkpoints" / "latest").write_text("step4")
         (run / "config.json").write_text(json.dumps({"world_size": 2, "options": {"batch_size": 8}}))
         extra = ["--resume", "--batch-size", 4]
+    elif case == "resume_other_inputs":  # a run started with the water indices as inputs
+        (run / "checkpoints").mkdir(parents=True)
+        (run / "checkpoints" / "latest").write_text("step4")
+        (run / "config.json").write_text(json.dumps({"world_size": 1, "options": {"batch_size": 8, "water_indices": True}}))
+        extra = ["--resume"]
     r = run_cli_process("train", target, "-o", run, *extra)
     assert r.returncode in (1, 2)
     lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
@@ -291,11 +296,12 @@ def test_bad_input_gets_one_line(chips, tmp_path, case):
                 "nothing_to_resume": "nothing to resume", "contradiction": "contradicts --zero-stage",
                 "both_limits": "--max-steps or --epochs",
                 "resume_other_batch": "was started with 2 ranks and --batch-size 8; resume it with the same (this run: 1 rank, "
-                                      "--batch-size 4)"}[case]
+                                      "--batch-size 4)",
+                "resume_other_inputs": "was started with --water-indices; resume it the same way"}[case]
     assert expected in r.stderr
     if case != "both_limits":
         assert len(lines) == 1 and lines[0].startswith("Error:"), r.stderr
-    if case == "resume_other_batch":
+    if case in ("resume_other_batch", "resume_other_inputs"):
         assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.json"]  # untouched
     elif case != "exists":
         assert not run.exists() or case == "nothing_to_resume" and not any(run.iterdir())
