@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from s2s2net_cli.bands import normalise  # noqa: E402
 from s2s2net_cli.checkpoint import load_model  # noqa: E402
 from s2s2net_cli.grid import SCALE_FACTOR  # noqa: E402
+from s2s2net_cli.indices import water_index  # noqa: E402
 from s2s2net_cli.manifest import read_manifest  # noqa: E402
 from s2s2net_cli.metrics import Counts, count  # noqa: E402
 
@@ -41,9 +42,7 @@ def masks_at_10m(model, card, image: np.ndarray) -> tuple[dict[str, np.ndarray],
         probability = torch.sigmoid(model(x))[0, 0].numpy()
     h, w = valid.shape
     fine = (probability >= card.threshold).reshape(h, SCALE_FACTOR, w, SCALE_FACTOR)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ndwi = (reflectance[1] - reflectance[3]) / (reflectance[1] + reflectance[3])
-    return {"model": fine.mean((1, 3)) >= 0.5, "ndwi": ndwi > 0}, valid
+    return {"model": fine.mean((1, 3)) >= 0.5, "ndwi": water_index(reflectance, "ndwi") > 0}, valid
 
 
 def main(work: Path, model_name: str) -> None:
