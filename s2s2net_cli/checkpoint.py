@@ -16,10 +16,10 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from . import __version__
-from .bands import BAND_NAMES, BandSpec
+from .bands import BandSpec
 from .errors import InputError, describe
 from .io import atomic_path, check_output
-from .model import ModelConfig, S2S2Net
+from .model import MAX_NDWI_PRIOR, ModelConfig, S2S2Net, check_index_bands
 
 METADATA_KEY = "s2s2net"
 FORMAT_VERSION = 1
@@ -34,10 +34,13 @@ class WeightsCard:
     training: dict = field(default_factory=dict)
     version: str = __version__
     threshold: float = 0.5  # the water probability threshold the model was calibrated for
+    ndwi_prior: float = 0.0  # the gain of the NDWI prior added to its logits (model.NdwiPrior), calibrated with it
 
     def __post_init__(self):
         if not 0 <= self.threshold <= 1:
             raise ValueError(f"threshold {self.threshold} is not in 0-1")
+        if not 0 <= self.ndwi_prior <= MAX_NDWI_PRIOR:
+            raise ValueError(f"ndwi_prior {self.ndwi_prior} is not in 0-{MAX_NDWI_PRIOR:g}")
 
     def to_dict(self) -> dict:
         return {
@@ -47,6 +50,7 @@ class WeightsCard:
             "training": self.training,
             "version": self.version,
             "threshold": self.threshold,
+            "ndwi_prior": self.ndwi_prior,
         }
 
     @classmethod
@@ -57,11 +61,14 @@ class WeightsCard:
             training=dict(data.get("training") or {}),
             version=str(data.get("version", "unknown")),
             threshold=float(data.get("threshold", 0.5)),
+            ndwi_prior=float(data.get("ndwi_prior", 0.0)),  # absent from weights before it existed
         )
         if len(card.bands.names) != card.model.in_channels:
             raise ValueError(f"{len(card.bands.names)} bands named for a model of {card.model.in_channels} input channels")
-        if card.model.water_indices and tuple(card.bands.names) != BAND_NAMES:
-            raise ValueError(f"a model with water index inputs needs the bands {', '.join(BAND_NAMES)} in that order")
+        if card.model.water_indices:
+            check_index_bands(card.bands, "a model with water index inputs")
+        if card.ndwi_prior:
+            check_index_bands(card.bands, "a model with an NDWI prior")
         return card
 
 
@@ -95,7 +102,7 @@ def load_weights(path) -> tuple[dict[str, torch.Tensor], WeightsCard]:
 def load_model(path, device: str | torch.device = "cpu") -> tuple[S2S2Net, WeightsCard]:
     """Rebuild the network from a weights file, in eval mode on ``device``."""
     state, card = load_weights(path)
-    model = S2S2Net(config=card.model, spec=card.bands)
+    model = S2S2Net(config=card.model, spec=card.bands, ndwi_prior=card.ndwi_prior)
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
@@ -146,13 +153,22 @@ def _kind_hint(head: bytes) -> str:
     return ""
 
 
-def annotate_weights(src, dst, training_notes: dict, threshold: float | None = None, overwrite: bool = False) -> Path:
+def annotate_weights(src, dst, training_notes: dict, threshold: float | None = None, overwrite: bool = False,
+                     ndwi_prior: float | None = None) -> Path:
     """Copy weights from ``src`` to ``dst`` with ``training_notes`` added to the card (and its
-    calibrated ``threshold`` set); an existing ``dst`` is replaced only with ``overwrite``."""
+    calibrated ``threshold`` and ``ndwi_prior`` set); an existing ``dst`` is replaced only with
+    ``overwrite``."""
     check_output(dst, overwrite)
     state, card = load_weights(src)
     card.training = {**card.training, **training_notes}
     if threshold is not None:
         card.threshold = float(threshold)
-        card.__post_init__()
+    if ndwi_prior is not None:
+        card.ndwi_prior = float(ndwi_prior)
+        if card.ndwi_prior:
+            try:
+                check_index_bands(card.bands, "an NDWI prior")
+            except ValueError as exc:
+                raise InputError(describe(src, f"weights of bands {', '.join(card.bands.names)}: {exc}")) from exc
+    card.__post_init__()
     return save_weights(dst, state, card)

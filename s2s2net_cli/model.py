@@ -35,6 +35,8 @@ LAST_STEP_ROWS = 32
 WATER_INDEX_INPUTS = {"ndwi": (GREEN, NIR), "mndwi": (GREEN, SWIR1)}
 # Indices span -1..1 with a spread of about 0.5; doubled they are on the bands' scale (sd ~1).
 WATER_INDEX_GAIN = 2.0
+# The largest gain of an NDWI prior (NdwiPrior): at 100 no logit of the network outvotes it.
+MAX_NDWI_PRIOR = 100.0
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,21 @@ def _upsample(x: torch.Tensor, factor: float) -> torch.Tensor:
     return F.interpolate(x, size=(round(h * factor), round(w * factor)), mode="bilinear", align_corners=False)
 
 
+def normalised_difference(x: torch.Tensor, spec: BandSpec, a: int, b: int) -> torch.Tensor:
+    """(band a - band b) / (band a + band b) of normalised bands ``x`` (n, c, h, w), the
+    reflectance recovered with ``spec``'s mean and spread; float32, bounded to -1..1 (bands
+    that sum to nothing, nodata or dark water, give a bounded value, never inf or NaN)."""
+    ra, rb = (x[:, i: i + 1].float() * spec.std[i] + spec.mean[i] for i in (a, b))
+    return ((ra - rb) / (ra + rb).abs().clamp_min(1e-3)).clamp(-1, 1)
+
+
+def check_index_bands(spec: BandSpec, what: str) -> None:
+    """Water indices are computed at fixed band positions: ``what`` (a network using them)
+    needs these bands in this order."""
+    if tuple(spec.names) != BAND_NAMES:
+        raise ValueError(f"{what} needs the bands {', '.join(BAND_NAMES)} in that order")
+
+
 class WaterIndexInputs(nn.Module):
     """Appends NDWI and MNDWI to the normalised bands: the reflectance is recovered with the
     band spec's mean and spread, and each index (a ratio: a scene's brightness and a band's
@@ -136,27 +153,42 @@ class WaterIndexInputs(nn.Module):
 
     def __init__(self, spec: BandSpec):
         super().__init__()
-        if tuple(spec.names) != BAND_NAMES:
-            raise ValueError(f"water index inputs need the bands {', '.join(BAND_NAMES)} in that order")
-        self.mean, self.std = tuple(spec.mean), tuple(spec.std)
+        check_index_bands(spec, "a network with water index inputs")
+        self.spec = spec
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        def band(i: int) -> torch.Tensor:
-            return x[:, i: i + 1].float() * self.std[i] + self.mean[i]
+        indices = [normalised_difference(x, self.spec, a, b) * WATER_INDEX_GAIN for a, b in WATER_INDEX_INPUTS.values()]
+        return torch.cat([x, *(index.to(x.dtype) for index in indices)], dim=1)
 
-        channels = [x]
-        for a, b in WATER_INDEX_INPUTS.values():
-            ra, rb = band(a), band(b)
-            index = ((ra - rb) / (ra + rb).abs().clamp_min(1e-3)).clamp(-1, 1)
-            channels.append((index * WATER_INDEX_GAIN).to(x.dtype))
-        return torch.cat(channels, dim=1)
+
+class NdwiPrior(nn.Module):
+    """What a pixel's own NDWI says for water, as a logit on the 2 m grid: ``gain`` x max(NDWI,
+    0), each 10 m pixel's NDWI brought to 2 m bilinearly first (align_corners=False: the 2 m
+    cells' centres on the 10 m grid). Only where NDWI is positive: it can make water of what the
+    network doubted, never land of what the network found (water NDWI cannot see: muddy flood
+    water, flooded vegetation). No weights: the gain is chosen after training, as the threshold is."""
+
+    def __init__(self, spec: BandSpec, gain: float):
+        super().__init__()
+        check_index_bands(spec, "an NDWI prior")
+        if not 0 <= gain <= MAX_NDWI_PRIOR:
+            raise ValueError(f"NDWI prior {gain} is not in 0-{MAX_NDWI_PRIOR:g}")
+        self.spec, self.gain = spec, float(gain)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ndwi = normalised_difference(x, self.spec, *WATER_INDEX_INPUTS["ndwi"])
+        fine = F.interpolate(ndwi, scale_factor=SCALE_FACTOR, mode="bilinear", align_corners=False)
+        return fine.clamp_min(0) * self.gain
 
 
 class S2S2Net(nn.Module):
     """6 x H x W Sentinel-2 reflectance (normalised) -> 1 x 5H x 5W water logits. ``spec`` (the
-    bands' normalisation) is needed only by a network that takes the water indices as inputs."""
+    bands' normalisation) is needed only by a network that takes the water indices as inputs or
+    is given an NDWI prior (``ndwi_prior``, its gain: added to the logits, see NdwiPrior; a
+    setting of the trained network, like its threshold, not a part that trains)."""
 
-    def __init__(self, in_channels: int = 6, config: ModelConfig | None = None, spec: BandSpec | None = None):
+    def __init__(self, in_channels: int = 6, config: ModelConfig | None = None, spec: BandSpec | None = None,
+                 ndwi_prior: float = 0.0):
         super().__init__()
         self.config = config or ModelConfig(in_channels=in_channels)
         cfg = self.config
@@ -166,12 +198,13 @@ class S2S2Net(nn.Module):
         self.decoder = SegformerDecoder(self.encoder.out_channels, encoder_depth=5, segmentation_channels=cfg.decoder_channels)
         replace_activations(self.decoder, nn.ReLU, nn.SiLU)
         self.head = ProgressiveUpsamplingHead(cfg.decoder_channels, cfg.head_channels)
+        self.prior = NdwiPrior(spec or BandSpec(), ndwi_prior) if ndwi_prior else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h, w = x.shape[-2:]
-        x = pad_to_multiple(x, PAD_MULTIPLE)
-        logits = self.head(self.decoder(self.encoder(self.inputs(x))))
-        return logits[..., : h * SCALE_FACTOR, : w * SCALE_FACTOR]
+        logits = self.head(self.decoder(self.encoder(self.inputs(pad_to_multiple(x, PAD_MULTIPLE)))))
+        logits = logits[..., : h * SCALE_FACTOR, : w * SCALE_FACTOR]
+        return logits if self.prior is None else logits + self.prior(x).to(logits.dtype)
 
     def forward_window(self, x: torch.Tensor, top: int, left: int, height: int, width: int,
                        last_step_rows: int | None = LAST_STEP_ROWS) -> torch.Tensor:
@@ -190,7 +223,14 @@ class S2S2Net(nn.Module):
         logits = self.head(features[..., r0:r1, c0:c1], last_step_rows)
         up = DECODER_STRIDE * SCALE_FACTOR  # head output pixels per decoder pixel
         y, x0 = SCALE_FACTOR * top - up * r0, SCALE_FACTOR * left - up * c0
-        return logits[..., y: y + SCALE_FACTOR * height, x0: x0 + SCALE_FACTOR * width]
+        logits = logits[..., y: y + SCALE_FACTOR * height, x0: x0 + SCALE_FACTOR * width]
+        if self.prior is None:
+            return logits
+        # the prior of the window and one pixel around it: as far as its bilinear step reaches
+        t0, l0 = max(top - 1, 0), max(left - 1, 0)
+        prior = self.prior(x[..., t0: min(top + height + 1, h), l0: min(left + width + 1, w)])
+        y, x0 = SCALE_FACTOR * (top - t0), SCALE_FACTOR * (left - l0)
+        return logits + prior[..., y: y + SCALE_FACTOR * height, x0: x0 + SCALE_FACTOR * width].to(logits.dtype)
 
 
 def widen_inputs(state: dict[str, torch.Tensor], model: nn.Module) -> dict[str, torch.Tensor]:

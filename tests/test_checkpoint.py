@@ -110,3 +110,34 @@ def test_a_network_with_water_index_inputs_round_trips_and_old_cards_read_as_wit
     save_file({"a": torch.zeros(1)}, str(other), metadata={"s2s2net": json.dumps(data)})
     with pytest.raises(InputError, match="rgbn_wi.safetensors.*water index inputs needs the bands"):
         read_card(other)
+
+
+def test_the_ndwi_prior_travels_in_the_card_and_old_cards_read_as_without(tmp_path):
+    from safetensors.torch import save_file
+
+    from s2s2net_cli.bands import BandSpec
+    from s2s2net_cli.model import ModelConfig
+
+    torch.manual_seed(5)
+    model = S2S2Net().eval()
+    path = save_weights(tmp_path / "prior.safetensors", model.state_dict(), WeightsCard(ndwi_prior=16.0))
+    loaded, card = load_model(path)
+    assert card.ndwi_prior == 16.0 and loaded.prior is not None and loaded.prior.gain == 16.0
+    x = torch.randn(1, 6, 33, 40)
+    with torch.no_grad():
+        assert (loaded(x) - model(x)).abs().max() > 1  # the card, not the tensors, carries it
+    old = WeightsCard().to_dict()
+    old.pop("ndwi_prior")  # weights written before it existed
+    assert WeightsCard.from_dict(old).ndwi_prior == 0.0
+    for name, change, message in (("rgbn_prior", "bands", "NDWI prior needs the bands"),
+                                  ("huge_prior", "gain", "ndwi_prior 500.0 is not in 0-100")):
+        data = WeightsCard(ndwi_prior=8.0).to_dict()
+        if change == "bands":
+            data["model"] = ModelConfig(in_channels=4).to_dict()
+            data["bands"] = BandSpec(("B02", "B03", "B04", "B08"), 10000, (0.1,) * 4, (0.1,) * 4).to_dict()
+        else:
+            data["ndwi_prior"] = 500
+        bad = tmp_path / f"{name}.safetensors"
+        save_file({"a": torch.zeros(1)}, str(bad), metadata={"s2s2net": json.dumps(data)})
+        with pytest.raises(InputError, match=f"{name}.safetensors.*{message}"):
+            read_card(bad)

@@ -129,3 +129,56 @@ def test_widened_weights_compute_what_the_narrower_network_did():
         wide.encoder.patch_embed1.proj.weight[:, 6:] = torch.randn_like(wide.encoder.patch_embed1.proj.weight[:, 6:])
         first_stage = [net.encoder(net.inputs(x))[2] for net in (wide, narrow)]  # 1/4 resolution
         assert (first_stage[0] - first_stage[1]).abs().mean() > 0.1
+
+
+def test_an_ndwi_prior_adds_gain_times_the_positive_bilinear_ndwi_to_the_logits():
+    import numpy as np
+    import torch.nn.functional as F
+
+    from s2s2net_cli.bands import BandSpec, normalise
+    from s2s2net_cli.indices import water_index
+
+    torch.manual_seed(3)
+    plain = S2S2Net().eval()
+    prior = S2S2Net(spec=BandSpec(), ndwi_prior=12.0).eval()
+    prior.load_state_dict(plain.state_dict())  # the prior has no weights: the same network
+    rng = np.random.default_rng(0)
+    reflectance = rng.uniform(0.01, 0.4, (6, 21, 34)).astype(np.float32)
+    x = torch.from_numpy(normalise(reflectance, np.ones((21, 34), bool), BandSpec()))[None]
+    ndwi = torch.from_numpy(water_index(reflectance, "ndwi").astype(np.float32))[None, None]
+    fine = F.interpolate(ndwi, scale_factor=5, mode="bilinear", align_corners=False)
+    with torch.no_grad():
+        added = prior(x) - plain(x)
+    assert added.shape == (1, 1, 105, 170)
+    assert (added - 12.0 * fine.clamp_min(0)).abs().max() < 1e-4
+    # where NDWI is negative nothing is added (water NDWI cannot see stays the network's to find);
+    # at a pixel's centre a positive NDWI adds its own value times the gain
+    assert (fine < 0).any() and (added[fine < 0] == 0).all()
+    i, j = map(int, np.argwhere(water_index(reflectance, "ndwi")[1:-1, 1:-1] > 0.2)[0] + 1)
+    assert float(added[0, 0, 5 * i + 2, 5 * j + 2]) == pytest.approx(12.0 * float(ndwi[0, 0, i, j]), abs=1e-4)
+
+
+@pytest.mark.parametrize("box", [(37, 21, 51, 47), (0, 0, 96, 80), (95, 79, 1, 1)])
+def test_a_window_of_a_network_with_an_ndwi_prior_equals_the_whole_forward_there(box):
+    from s2s2net_cli.bands import BandSpec
+
+    torch.manual_seed(4)
+    model = S2S2Net(spec=BandSpec(), ndwi_prior=20.0).eval()
+    x = torch.randn(1, 6, 96, 80)
+    top, left, h, w = box
+    with torch.no_grad():
+        whole = model(x)[..., 5 * top: 5 * (top + h), 5 * left: 5 * (left + w)]
+        window = model.forward_window(x, *box)
+    # bilinear coordinates are rounded in float32 by where the window starts: 1e-5 of an NDWI at most
+    torch.testing.assert_close(window, whole, rtol=0, atol=1e-3)
+
+
+def test_an_ndwi_prior_refuses_other_bands_and_gains_out_of_range():
+    from s2s2net_cli.bands import BandSpec
+    from s2s2net_cli.model import ModelConfig
+
+    spec = BandSpec(("B02", "B03", "B04", "B08"), 10000, (0.1,) * 4, (0.1,) * 4)
+    with pytest.raises(ValueError, match="NDWI prior needs the bands B02, B03, B04, B08, B11, B12"):
+        S2S2Net(config=ModelConfig(in_channels=4), spec=spec, ndwi_prior=8.0)
+    with pytest.raises(ValueError, match="NDWI prior -1 is not in 0-100"):
+        S2S2Net(ndwi_prior=-1)

@@ -35,12 +35,17 @@ def show(path):
               help="A note added to the card's training record (repeatable).")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="The water probability threshold the model was calibrated for.")
+@click.option("--ndwi-prior", type=click.FloatRange(0, 100), default=None, metavar="GAIN",
+              help="Add GAIN x max(NDWI, 0) (each 10 m pixel's, brought to 2 m bilinearly) to the network's "
+                   "logits wherever the weights are used; 0 takes it off.")
 @overwrite_option
-def annotate(src, dst, notes, threshold, overwrite):
-    """Copy weights from SRC to DST with notes added to their card (and its threshold set).
+def annotate(src, dst, notes, threshold, ndwi_prior, overwrite):
+    """Copy weights from SRC to DST with notes added to their card (and its threshold and NDWI
+    prior set, as calibrated for them).
 
     \b
-    Example:
+    Examples:
       s2s2net weights annotate run/best.safetensors model.safetensors --set recipe=train.sh --threshold 0.6
+      s2s2net weights annotate model.safetensors without_prior.safetensors --ndwi-prior 0
     """
-    annotate_weights(src, dst, notes, threshold, overwrite=overwrite)
+    annotate_weights(src, dst, notes, threshold, overwrite=overwrite, ndwi_prior=ndwi_prior)

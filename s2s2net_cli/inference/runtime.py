@@ -116,7 +116,7 @@ class ModelRuntime(Forward):
 
     def tags(self) -> dict:
         return {"model": self.name, "model_version": self.card.version, "threshold": str(self.threshold),
-                "precision": self.precision}
+                "ndwi_prior": f"{self.card.ndwi_prior:g}", "precision": self.precision}
 
     def gpu_peak_mb(self) -> float | None:
         """The most GPU memory torch held at once (GPUs only)."""

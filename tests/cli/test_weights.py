@@ -16,6 +16,30 @@ def test_show_and_annotate(tmp_path, random_weights):
     assert noted["threshold"] == 0.6 and noted["training"] == {"note": "random init for tests", "recipe": "x.sh"}
 
 
+def test_an_ndwi_prior_annotated_is_what_predict_runs(tmp_path, random_weights, scene_factory):
+    import numpy as np
+    import rasterio
+
+    scene = scene_factory(24, 28, seed=3)
+    with_prior, without = tmp_path / "with.safetensors", tmp_path / "without.safetensors"
+    assert run_cli("weights", "annotate", random_weights, with_prior, "--ndwi-prior", 20).returncode == 0
+    assert json.loads(run_cli("weights", "show", with_prior).stdout)["ndwi_prior"] == 20.0
+    assert run_cli("weights", "annotate", with_prior, without, "--ndwi-prior", 0).returncode == 0  # taken off again
+    probabilities = {}
+    for weights in (random_weights, with_prior, without):
+        out = tmp_path / f"{weights.stem}.tif"
+        r = run_cli("predict", scene, "-o", out, "--weights", weights, "--probability", "--precision", "32")
+        assert r.returncode == 0, r.stderr
+        with rasterio.open(out) as src:
+            probabilities[weights.stem] = src.read(1).astype(int)
+            assert src.tags()["ndwi_prior"] == ("20" if weights == with_prior else "0")
+    assert np.array_equal(probabilities["without"], probabilities["random"])
+    changed = probabilities["with"] != probabilities["random"]
+    assert changed.any()
+    # only towards water: the prior never lowers a probability
+    assert (probabilities["with"][changed] > probabilities["random"][changed]).all()
+
+
 def test_bad_input_gets_one_line(tmp_path, random_weights):
     missing = tmp_path / "missing.safetensors"
     r = run_cli("weights", "show", missing)
@@ -32,5 +56,17 @@ def test_bad_input_gets_one_line(tmp_path, random_weights):
     assert existing.read_bytes() == b"keep me"
     r = run_cli("weights", "annotate", random_weights, existing, "--set", "no-equals-sign")
     assert r.returncode == 2 and "'no-equals-sign' is not NAME=VALUE" in r.stderr
+    from s2s2net_cli.bands import BandSpec
+    from s2s2net_cli.checkpoint import WeightsCard, save_weights
+    from s2s2net_cli.model import ModelConfig, S2S2Net
+
+    card = WeightsCard(model=ModelConfig(in_channels=4), bands=BandSpec(("B02", "B03", "B04", "B08"), 10000, (0.1,) * 4, (0.1,) * 4))
+    rgbn = save_weights(tmp_path / "rgbn.safetensors", S2S2Net(config=card.model).state_dict(), card)
+    r = run_cli("weights", "annotate", rgbn, tmp_path / "rgbn_prior.safetensors", "--ndwi-prior", 8)
+    assert r.returncode == 1 and not (tmp_path / "rgbn_prior.safetensors").exists()
+    assert r.stderr.strip().splitlines() == [f"Error: {rgbn}: weights of bands B02, B03, B04, B08: an NDWI prior needs the "
+                                             "bands B02, B03, B04, B08, B11, B12 in that order"]
+    r = run_cli("weights", "annotate", random_weights, tmp_path / "huge.safetensors", "--ndwi-prior", 500)
+    assert r.returncode == 2 and "--ndwi-prior" in r.stderr and not (tmp_path / "huge.safetensors").exists()
     assert run_cli("weights", "annotate", random_weights, existing, "--overwrite").returncode == 0
     assert json.loads(run_cli("weights", "show", existing).stdout)["model"]["architecture"] == "s2s2net"

@@ -252,6 +252,20 @@ def test_water_indices_widen_init_weights_and_the_exported_model_predicts(chips,
     assert not (tmp_path / "other").exists()
 
 
+def test_weights_with_an_ndwi_prior_train_without_it(chips, tmp_path, random_weights):
+    # the prior is chosen after training, for the weights it was chosen for: a network trained
+    # on from them learns plain, and what it writes carries none until calibrated again
+    from s2s2net_cli.checkpoint import annotate_weights
+
+    with_prior = annotate_weights(random_weights, tmp_path / "prior.safetensors", {}, ndwi_prior=32)
+    run = tmp_path / "run"
+    r = run_cli_process("train", chips, "-o", run, "--init-weights", with_prior, "--max-steps", 1, "--batch-size", 4,
+                        "--val-every", 1)
+    assert r.returncode == 0, r.stderr
+    for name in ("best.safetensors", "last.safetensors"):
+        assert load_weights(run / name)[1].ndwi_prior == 0.0
+
+
 @pytest.mark.parametrize("case", ["no_index", "empty_train", "exists", "nothing_to_resume", "contradiction", "both_limits",
                                   "resume_other_batch", "resume_other_inputs"])
 def test_bad_input_gets_one_line(chips, tmp_path, case):
