@@ -9,7 +9,7 @@
 #
 #   scripts/crossval_bolivia.sh STAGE1_WEIGHTS [WORK_DIR]
 #
-# STEPS, REAL_WEIGHT, LR, AUGMENT, SEED and WATER_INDICES reach scripts/finetune_real.sh. PRECISION
+# STEPS, REAL_WEIGHT, LR, AUGMENT, SEED, WATER_INDICES and GAINS reach scripts/finetune_real.sh. PRECISION
 # (default 32) is compare's.
 set -euo pipefail
 INIT=$1

@@ -7,17 +7,19 @@
 # blocks. The weights are chosen on three sources at once, each scored on its own: synthetic
 # validation chips (2 m), validation blocks of the real training scenes (10 m) and, when
 # ../shared/realdata/ holds it, the Shanghai scene (10 m; validation only, never trained on).
-# The water threshold is then calibrated on the same kinds of data (scripts/calibrate_threshold.py:
-# synthetic validation scenes, Shanghai, and the real training pairs of REAL_MANIFEST) and
-# written into WORK_DIR/model.safetensors with the weights.
+# The water threshold and the gain of the NDWI prior (gain x max(NDWI, 0) added to the logits,
+# GAINS tried: 0,4,8,16,32) are then calibrated on the same kinds of data
+# (scripts/calibrate_threshold.py: synthetic validation scenes, Shanghai, and the real training
+# pairs of REAL_MANIFEST) and written into WORK_DIR/model.safetensors with the weights.
 #
 #   scripts/finetune_real.sh INIT_WEIGHTS REAL_MANIFEST WORK_DIR
 #
 # STEPS (1200), REAL_WEIGHT (8: the real chips' source weight, how many times as often each is
 # drawn as a synthetic chip), LR (2e-4), AUGMENT (full: train's --augment) and SEED (1: train's
-# --seed, which draws the chips, their order and augmentation) set the fine-tune;
-# the defaults are the bundled model's (v5). WATER_INDICES=1 gives the network NDWI and MNDWI as
-# inputs (train's --water-indices; INIT_WEIGHTS without them are widened).
+# --seed, which draws the chips, their order and augmentation) set the fine-tune, GAINS
+# (0,4,8,16,32) the NDWI prior gains the calibration tries (0 alone: none); the defaults are the
+# bundled model's (v6). WATER_INDICES=1 gives the network NDWI and MNDWI as inputs (train's
+# --water-indices; INIT_WEIGHTS without them are widened).
 #
 # Needs WORK_DIR/../synthetic (made here when absent: the stage-1 synthetic and painted scenes).
 set -euo pipefail
@@ -29,6 +31,7 @@ REAL_WEIGHT=${REAL_WEIGHT:-8}
 LR=${LR:-2e-4}
 AUGMENT=${AUGMENT:-full}
 SEED=${SEED:-1}
+GAINS=${GAINS:-0,4,8,16,32}
 extra=()
 if [ "${WATER_INDICES:-0}" = 1 ]; then extra+=(--water-indices); fi
 REAL=${REALDATA:-$(dirname "$0")/../../shared/realdata}
@@ -57,6 +60,8 @@ fi
 s2s2net -q train "${sources[@]}" -o "$WORK/run" --init-weights "$INIT" --max-steps "$STEPS" --batch-size 8 --lr "$LR" \
     --warmup-steps 50 --val-every 200 --augment "$AUGMENT" --precision bf16 --seed "$SEED" --source-weight "bolivia=$REAL_WEIGHT" \
     "${extra[@]}" --overwrite
-threshold=$(python scripts/calibrate_threshold.py "$WORK/run/best.safetensors" "$WORK/calibration" --manifest "$MANIFEST" \
-    2> "$WORK/calibration.txt")
-s2s2net -q weights annotate "$WORK/run/best.safetensors" "$WORK/model.safetensors" --threshold "$threshold" --overwrite
+calibration=$(python scripts/calibrate_threshold.py "$WORK/run/best.safetensors" "$WORK/calibration" \
+    --manifest "$MANIFEST" --gains "$GAINS" 2> "$WORK/calibration.txt")
+read -r threshold gain <<< "$calibration"
+s2s2net -q weights annotate "$WORK/run/best.safetensors" "$WORK/model.safetensors" --threshold "$threshold" \
+    --ndwi-prior "$gain" --overwrite
