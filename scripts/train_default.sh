@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The recipe of the bundled default model (s2s2net_cli/weights/default.safetensors), v5.
+# The recipe of the bundled default model (s2s2net_cli/weights/default.safetensors), v6.
 #
 #   scripts/train_default.sh [WORK_DIR]            STAGE1=FILE to start stage 2 from weights stage 1 made
 #
@@ -11,10 +11,12 @@
 # Stage 2 (real 10 m labels): scripts/finetune_real.sh fine-tunes stage 1 on the same
 # synthetic chips mixed with all 15 Sen1Floods11 Bolivia chips (Bonafilia et al. 2020; 10 m
 # hand labels, scored on their 10 m cells), chooses the weights on synthetic, Bolivia and
-# Shanghai validation at once, and calibrates the threshold on them; its settings are those
+# Shanghai validation at once, and calibrates the threshold and the NDWI prior (gain x max(NDWI, 0)
+# added to the logits) on them; its settings are those
 # scripts/crossval_bolivia.sh cross-validated (finetune_real.sh's defaults: 1200 steps, the
-# Bolivia chips drawn 8 times as often as each synthetic chip). The model is bundled with the recipe and
-# the threshold in its metadata.
+# Bolivia chips drawn 8 times as often as each synthetic chip). The model is bundled with the recipe,
+# the threshold and the NDWI prior in its metadata. (v6 is v5's weights with the NDWI prior
+# calibrated: the network was not trained again.)
 set -euo pipefail
 WORK=${1:-work/default}
 STEPS1=${STEPS1:-8000}
@@ -39,10 +41,9 @@ fi
 python scripts/bolivia_folds.py manifests "$REAL" "$WORK"
 scripts/finetune_real.sh "$STAGE1" "$WORK/all.csv" "$WORK/stage2"
 end=$(date +%s)
-threshold=$(python -c "import sys; from s2s2net_cli.checkpoint import load_weights; print(load_weights(sys.argv[1])[1].threshold)" \
-    "$WORK/stage2/model.safetensors")
 s2s2net weights annotate "$WORK/stage2/model.safetensors" s2s2net_cli/weights/default.safetensors --overwrite \
-    --threshold "$threshold" --set default_model=v5 \
+    --set default_model=v6 \
+    --set "calibration=threshold and NDWI prior by scripts/calibrate_threshold.py (synthetic validation scenes, Shanghai, the 15 Bolivia chips)" \
     --set recipe=scripts/train_default.sh --set "data=stage 1: 300 synthetic scenes (seeds 1000-1299, 192 px) and 140 with water painted into real unlabelled scenes (seeds 3000-3139), 64 px chips; stage 2: the same with the 15 Sen1Floods11 Bolivia chips (Bonafilia et al. 2020), 10 m labels scored on their 10 m cells" \
     --set precision=bf16 --set "stage2_seconds=$((end - start))" --set "machine=$(nproc) CPU cores"
 echo "bundled s2s2net_cli/weights/default.safetensors (stage 2 in $((end - start)) s)"
