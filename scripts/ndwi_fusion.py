@@ -79,7 +79,7 @@ def main(crossval: Path, realdata: Path, holdout: Path, weights: Path) -> None:
     torch.set_num_threads(2)
     folds = [load_without_prior(crossval / f"fold{k}" / "model.safetensors") for k in range(3)]
     model, card = load_without_prior(weights)
-    print(f"{'gain':>40} " + " ".join(f"{g:>7}" for g in GAINS))
+    print(f"{'gain':>46} " + " ".join(f"{g:>7}" for g in GAINS))
     for positive in (False, True):
         rows = {}
         bolivia = {gain: Counts() for gain in GAINS}
@@ -107,7 +107,7 @@ def main(crossval: Path, realdata: Path, holdout: Path, weights: Path) -> None:
         rows["synthetic hold-out, boundary F1"] = {g: boundary_f1(e) for g, e in edges.items()}
         for name, row in rows.items():
             name = f"{'max(NDWI, 0): ' if positive else 'NDWI: '}{name}"
-            print(f"{name:>40} " + " ".join(f"{row[g]:7.4f}" for g in GAINS))
+            print(f"{name:>46} " + " ".join(f"{row[g]:7.4f}" for g in GAINS))
 
 
 if __name__ == "__main__":

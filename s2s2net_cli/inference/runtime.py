@@ -65,7 +65,7 @@ FUSED_MISH_MIN_PIXELS = 2048 * 2048
 def inference_network(model: torch.nn.Module, mish: FusedMish | None = None) -> torch.nn.Module:
     """The trained network (in eval mode) as it runs here: its decoder folded and its head as
     sub-pixel convolutions (Mish from ``mish``), channels-last. The same numbers up to float
-    rounding; in bf16 on this project's CPU about 2x faster than the trained network (3.3x with
+    rounding; in bf16 on this project's CPU about 1.9x faster than the trained network (3x with
     the fused Mish; predict_bench.py)."""
     model.decoder = FoldedDecoder(model.decoder)
     model.head = SubpixelHead(model.head, mish=mish)
