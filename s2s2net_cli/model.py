@@ -176,9 +176,12 @@ class NdwiPrior(nn.Module):
         self.spec, self.gain = spec, float(gain)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fine_ndwi(x).clamp_min(0) * self.gain
+
+    def fine_ndwi(self, x: torch.Tensor) -> torch.Tensor:
+        """NDWI of normalised bands ``x`` (n, c, h, w), brought to the 2 m grid bilinearly, float32."""
         ndwi = normalised_difference(x, self.spec, *WATER_INDEX_INPUTS["ndwi"])
-        fine = F.interpolate(ndwi, scale_factor=SCALE_FACTOR, mode="bilinear", align_corners=False)
-        return fine.clamp_min(0) * self.gain
+        return F.interpolate(ndwi, scale_factor=SCALE_FACTOR, mode="bilinear", align_corners=False)
 
 
 class S2S2Net(nn.Module):

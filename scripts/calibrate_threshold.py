@@ -58,14 +58,21 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from s2s2net_cli.checkpoint import annotate_weights
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
 
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
+    synthetic = []  # (scene file, its 2 m truth): made once, scored for every gain
+    for seed in range(8000, 8012):
+        pair = make_pair(192, seed=seed)
+        scene = work / f"val_{seed}_scene.tif"
+        write_pair(pair, scene, work / f"val_{seed}_mask.tif")
+        synthetic.append((scene, pair.mask))
     gains = [float(g) for g in args.gains.split(",")]
     means, tables = [], []
     for gain in gains:
         weights = annotate_weights(args.weights, work / f"gain_{gain:g}.safetensors", {}, ndwi_prior=gain, overwrite=True)
-        scores = score(weights, work, Path(args.realdata), args.manifest)
+        scores = score(weights, work, synthetic, Path(args.realdata), args.manifest)
         mean = np.mean([scores[k] for k in scores], axis=0)
         means.append(mean)
         tables.append(scores)
@@ -80,24 +87,20 @@ def main() -> None:
     print(f"{THRESHOLDS[best]:.2f} {gains[g]:g}")
 
 
-def score(weights: Path, work: Path, realdata: Path, manifest: str | None) -> dict[str, list[float]]:
-    """F1 at every threshold of ``weights`` on each kind of data: synthetic validation scenes,
-    Shanghai (when there) and the pairs of ``manifest`` (when given)."""
+def score(weights: Path, work: Path, synthetic: list, realdata: Path, manifest: str | None) -> dict[str, list[float]]:
+    """F1 at every threshold of ``weights`` on each kind of data: the ``synthetic`` validation
+    scenes ((file, 2 m truth) pairs), Shanghai (when there) and the pairs of ``manifest`` (when given)."""
     from s2s2net_cli.inference.predictor import PredictOptions, Predictor
-    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
 
     predictor = Predictor(weights, PredictOptions(tile_size=192, overlap=48, probability=True, overwrite=True, precision="32"))
-    synthetic = np.zeros((len(THRESHOLDS), 3), dtype=np.int64)
-    for seed in range(8000, 8012):
-        pair = make_pair(192, seed=seed)
-        scene, mask = work / f"val_{seed}_scene.tif", work / f"val_{seed}_mask.tif"
-        if not scene.exists():
-            write_pair(pair, scene, mask)
-        predictor.predict_scene(scene, work / f"val_{seed}_prob.tif")
-        with rasterio.open(work / f"val_{seed}_prob.tif") as src:
+    pooled = np.zeros((len(THRESHOLDS), 3), dtype=np.int64)
+    for scene, truth in synthetic:
+        out = work / scene.name.replace("_scene.tif", "_prob.tif")
+        predictor.predict_scene(scene, out)
+        with rasterio.open(out) as src:
             prob = src.read(1)
-        synthetic += counts_at(prob, np.nan_to_num(pair.mask, nan=0), ~np.isnan(pair.mask) & (prob != 255))
-    scores = {"synthetic": [f1(*c) for c in synthetic]}
+        pooled += counts_at(prob, np.nan_to_num(truth, nan=0), ~np.isnan(truth) & (prob != 255))
+    scores = {"synthetic": [f1(*c) for c in pooled]}
     image, label = (realdata / name for name in SHANGHAI)
     if image.exists() and label.exists():
         real = Predictor(weights, PredictOptions(probability=True, overwrite=True, precision="32"))

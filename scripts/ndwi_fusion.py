@@ -22,34 +22,32 @@ from pathlib import Path
 import numpy as np
 import rasterio
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from s2s2net_cli.bands import normalise  # noqa: E402
 from s2s2net_cli.checkpoint import load_model  # noqa: E402
 from s2s2net_cli.grid import SCALE_FACTOR  # noqa: E402
-from s2s2net_cli.indices import water_index  # noqa: E402
 from s2s2net_cli.inference.runtime import DEFAULT_WEIGHTS  # noqa: E402
 from s2s2net_cli.manifest import read_manifest  # noqa: E402
 from s2s2net_cli.metrics import Counts, boundary_counts, boundary_f1, count  # noqa: E402
+from s2s2net_cli.model import NdwiPrior  # noqa: E402
 
 GAINS = (0, 4, 8, 16, 24, 32)
+KINDS = ("NDWI", "max(NDWI, 0)")
 
 
-def fused_logits(model, card, image: np.ndarray, positive: bool) -> tuple[dict[int, np.ndarray], np.ndarray]:
-    """The 2 m water masks of one (6, h, w) DN image for every gain (of max(NDWI, 0) when
-    ``positive``), and its valid 10 m pixels."""
+def fused_masks(model, card, image: np.ndarray) -> tuple[dict[tuple[str, int], np.ndarray], np.ndarray]:
+    """The 2 m water masks of one (6, h, w) DN image for every gain of NDWI and of max(NDWI, 0)
+    (keyed (kind, gain)), the network run once, and the image's valid 10 m pixels. NDWI is the
+    model's own NdwiPrior's, before its clamp and gain."""
     valid = (image != 0).all(0)
-    reflectance = image / card.bands.scale
-    x = torch.from_numpy(normalise(reflectance, valid, card.bands))[None]
+    x = torch.from_numpy(normalise(image / card.bands.scale, valid, card.bands))[None]
     with torch.no_grad():
         logits = model(x)[0, 0].numpy()
-    ndwi = torch.from_numpy(np.nan_to_num(water_index(reflectance, "ndwi")).astype(np.float32))[None, None]
-    prior = F.interpolate(ndwi, scale_factor=SCALE_FACTOR, mode="bilinear", align_corners=False)[0, 0].numpy()
-    if positive:
-        prior = np.maximum(prior, 0)
+        ndwi = NdwiPrior(card.bands, 1.0).fine_ndwi(x)[0, 0].numpy()
     cut = float(np.log(card.threshold / (1 - card.threshold)))
-    return {gain: logits + gain * prior >= cut for gain in GAINS}, valid
+    priors = {KINDS[0]: ndwi, KINDS[1]: np.maximum(ndwi, 0)}
+    return {(kind, gain): logits + gain * prior >= cut for kind, prior in priors.items() for gain in GAINS}, valid
 
 
 def at_10m(mask: np.ndarray) -> np.ndarray:
@@ -57,16 +55,16 @@ def at_10m(mask: np.ndarray) -> np.ndarray:
     return mask.reshape(h, SCALE_FACTOR, w, SCALE_FACTOR).mean((1, 3)) >= 0.5
 
 
-def score_10m(model, card, pairs, counts: dict[int, Counts], positive: bool) -> None:
+def score_10m(model, card, pairs, counts: dict[tuple[str, int], Counts]) -> None:
     for image_path, label_path in pairs:
         with rasterio.open(image_path) as src:
             image = src.read().astype(np.float32)
         with rasterio.open(label_path) as src:
             label = src.read(1)
-        masks, valid = fused_logits(model, card, image, positive)
+        masks, valid = fused_masks(model, card, image)
         ok = valid & (label != 255)
-        for gain, mask in masks.items():
-            counts[gain] += count(at_10m(mask), label == 1, ok)
+        for key, mask in masks.items():
+            counts[key] += count(at_10m(mask), label == 1, ok)
 
 
 def load_without_prior(path: Path):
@@ -77,37 +75,34 @@ def load_without_prior(path: Path):
 
 def main(crossval: Path, realdata: Path, holdout: Path, weights: Path) -> None:
     torch.set_num_threads(2)
-    folds = [load_without_prior(crossval / f"fold{k}" / "model.safetensors") for k in range(3)]
+    keys = [(kind, gain) for kind in KINDS for gain in GAINS]
+    bolivia, shanghai, synthetic = ({key: Counts() for key in keys} for _ in range(3))
+    edges = {key: np.zeros(4, np.int64) for key in keys}
+    for k in range(3):
+        fold_model, fold_card = load_without_prior(crossval / f"fold{k}" / "model.safetensors")
+        score_10m(fold_model, fold_card, [(p.image, p.mask) for p in read_manifest(crossval / f"fold{k}_test.csv")],
+                  bolivia)
     model, card = load_without_prior(weights)
+    score_10m(model, card, [(realdata / "shanghai_esw_s2_l2a_6band_10m.tif", realdata / "shanghai_esw_water_10m.tif")],
+              shanghai)
+    for pair in read_manifest(holdout / "manifest.csv"):
+        with rasterio.open(pair.image) as src:
+            image = src.read().astype(np.float32)
+        with rasterio.open(pair.mask) as src:
+            truth = src.read(1)
+        masks, valid = fused_masks(model, card, image)
+        ok = ~np.isnan(truth) & np.repeat(np.repeat(valid, SCALE_FACTOR, 0), SCALE_FACTOR, 1)
+        for key, mask in masks.items():
+            synthetic[key] += count(mask, truth == 1, ok)
+            edges[key] += boundary_counts(mask, truth == 1, ok, tolerance=2)
+    rows = {"Bolivia, cross-validated (10 m)": {key: c.scores()["f1"] for key, c in bolivia.items()},
+            "Shanghai (10 m)": {key: c.scores()["f1"] for key, c in shanghai.items()},
+            "synthetic hold-out (2 m)": {key: c.scores()["f1"] for key, c in synthetic.items()},
+            "synthetic hold-out, boundary F1": {key: boundary_f1(e) for key, e in edges.items()}}
     print(f"{'gain':>46} " + " ".join(f"{g:>7}" for g in GAINS))
-    for positive in (False, True):
-        rows = {}
-        bolivia = {gain: Counts() for gain in GAINS}
-        for k, (fold_model, fold_card) in enumerate(folds):
-            score_10m(fold_model, fold_card, [(p.image, p.mask) for p in read_manifest(crossval / f"fold{k}_test.csv")],
-                      bolivia, positive)
-        rows["Bolivia, cross-validated (10 m)"] = {g: c.scores()["f1"] for g, c in bolivia.items()}
-        shanghai = {gain: Counts() for gain in GAINS}
-        score_10m(model, card, [(realdata / "shanghai_esw_s2_l2a_6band_10m.tif", realdata / "shanghai_esw_water_10m.tif")],
-                  shanghai, positive)
-        rows["Shanghai (10 m)"] = {g: c.scores()["f1"] for g, c in shanghai.items()}
-        synthetic = {gain: Counts() for gain in GAINS}
-        edges = {gain: np.zeros(4, np.int64) for gain in GAINS}
-        for pair in read_manifest(holdout / "manifest.csv"):
-            with rasterio.open(pair.image) as src:
-                image = src.read().astype(np.float32)
-            with rasterio.open(pair.mask) as src:
-                truth = src.read(1)
-            masks, valid = fused_logits(model, card, image, positive)
-            ok = ~np.isnan(truth) & np.repeat(np.repeat(valid, SCALE_FACTOR, 0), SCALE_FACTOR, 1)
-            for gain, mask in masks.items():
-                synthetic[gain] += count(mask, truth == 1, ok)
-                edges[gain] += boundary_counts(mask, truth == 1, ok, tolerance=2)
-        rows["synthetic hold-out (2 m)"] = {g: c.scores()["f1"] for g, c in synthetic.items()}
-        rows["synthetic hold-out, boundary F1"] = {g: boundary_f1(e) for g, e in edges.items()}
+    for kind in KINDS:
         for name, row in rows.items():
-            name = f"{'max(NDWI, 0): ' if positive else 'NDWI: '}{name}"
-            print(f"{name:>46} " + " ".join(f"{row[g]:7.4f}" for g in GAINS))
+            print(f"{kind + ': ' + name:>46} " + " ".join(f"{row[(kind, g)]:7.4f}" for g in GAINS))
 
 
 if __name__ == "__main__":
