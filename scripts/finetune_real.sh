@@ -19,7 +19,8 @@
 # --seed, which draws the chips, their order and augmentation) set the fine-tune, GAINS
 # (0,4,8,16,32) the NDWI prior gains the calibration tries (0 alone: none); the defaults are the
 # bundled model's (v6). WATER_INDICES=1 gives the network NDWI and MNDWI as inputs (train's
-# --water-indices; INIT_WEIGHTS without them are widened).
+# --water-indices; INIT_WEIGHTS without them are widened). LABEL_EDGES (whole) is train's
+# --label-edges: what the 10 m labels ask of their shore cells.
 #
 # Needs WORK_DIR/../synthetic (made here when absent: the stage-1 synthetic and painted scenes).
 set -euo pipefail
@@ -32,6 +33,7 @@ LR=${LR:-2e-4}
 AUGMENT=${AUGMENT:-full}
 SEED=${SEED:-1}
 GAINS=${GAINS:-0,4,8,16,32}
+LABEL_EDGES=${LABEL_EDGES:-whole}
 extra=()
 if [ "${WATER_INDICES:-0}" = 1 ]; then extra+=(--water-indices); fi
 REAL=${REALDATA:-$(dirname "$0")/../../shared/realdata}
@@ -59,7 +61,7 @@ if [ -f "$REAL/shanghai_esw_water_10m.tif" ]; then
 fi
 s2s2net -q train "${sources[@]}" -o "$WORK/run" --init-weights "$INIT" --max-steps "$STEPS" --batch-size 8 --lr "$LR" \
     --warmup-steps 50 --val-every 200 --augment "$AUGMENT" --precision bf16 --seed "$SEED" --source-weight "bolivia=$REAL_WEIGHT" \
-    "${extra[@]}" --overwrite
+    --label-edges "$LABEL_EDGES" "${extra[@]}" --overwrite
 calibration=$(python scripts/calibrate_threshold.py "$WORK/run/best.safetensors" "$WORK/calibration" \
     --manifest "$MANIFEST" --gains "$GAINS" 2> "$WORK/calibration.txt")
 read -r threshold gain <<< "$calibration"

@@ -33,6 +33,7 @@ class TrainOptions:
     source_weights: dict = field(default_factory=dict)  # chips folder name -> how often its chips are drawn an epoch
     warmup_steps: int = 0
     grad_clip: float = 1.0
+    label_edges: str = "whole"  # what a coarse label asks of its edge cells (losses.LABEL_EDGES)
     water_indices: bool = False  # give the network NDWI and MNDWI as inputs (widening --init-weights that lack them)
 
 

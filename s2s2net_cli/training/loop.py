@@ -116,7 +116,7 @@ class Trainer:
         self.on_record, self.step, self.best_f1 = on_record, 0, None
         self.train_ds = ChipDataset(splits[0], spec, AUGMENTS[options.augment](), options.seed)
         self.val_ds = ChipDataset(splits[1], spec, Augment.none(), options.seed)
-        self.loss_fn = WaterLoss()
+        self.loss_fn = WaterLoss(label_edges=options.label_edges)
 
     def start(self, deepspeed, ds_config: dict, model_config: ModelConfig, init_state: dict | None) -> None:
         """Prepare the run folder, the engine (from ``init_state`` or seeded) and a resumed checkpoint."""
@@ -132,7 +132,8 @@ class Trainer:
         self.card = WeightsCard(model=model_config, bands=self.spec, training={  # of the exported weights
             "global_batch": options.batch_size, "lr": options.lr, "world_size": world.size, "chips": self.chips,
             "seed": options.seed, "augment": options.augment, "zero_stage": self.engine.zero_optimization_stage(),
-            "max_steps": self.max_steps, "source_weights": dict(options.source_weights)})
+            "max_steps": self.max_steps, "source_weights": dict(options.source_weights),
+            "label_edges": options.label_edges})
         if options.resume:
             self.step, self.best_f1 = resume(self.engine, run_dir / CHECKPOINTS, self.dtype)
         if world.leads:

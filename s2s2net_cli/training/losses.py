@@ -16,6 +16,13 @@ asked for the right amount of water in each cell and stays free to place it at 2
 parts are the soft BCE less the target's own entropy (the KL divergence: zero where the
 cells' averages equal the smoothed targets) and the Dice with squared sums in the denominator
 (``1 - 2 |P T| / (|P|^2 + |T|^2)``: zero where they equal the targets, also fractional ones).
+
+``label_edges`` says what a 0/1 coarse label asks of the cells on its edges (a water cell with a
+land cell among its 8 neighbours, or a land cell with a water one), whose true water share is
+anywhere from none to all: "whole" asks them for all or none, as inside the water and the land;
+"majority" only for the side of half that the label says (a water cell at least half water, a
+land cell at most half), as a 10 m label is read at 10 m, so a mixed shore cell is not made a 2 m
+block. Cells inside the water and the land, and fractional labels, are asked the same by both.
 """
 
 from __future__ import annotations
@@ -29,13 +36,18 @@ from ..formats import NODATA
 
 IGNORE = NODATA  # the targets' nodata value, left out of both parts
 EPS = 1e-6
+LABEL_EDGES = ("whole", "majority")
 
 
 class WaterLoss(nn.Module):
     """``bce_weight * SoftBCE(smooth=0.1) + dice_weight * Dice``, ignoring nodata targets."""
 
-    def __init__(self, smooth_factor: float = 0.1, bce_weight: float = 1.0, dice_weight: float = 1.0):
+    def __init__(self, smooth_factor: float = 0.1, bce_weight: float = 1.0, dice_weight: float = 1.0,
+                 label_edges: str = "whole"):
         super().__init__()
+        if label_edges not in LABEL_EDGES:
+            raise ValueError(f"label_edges is one of {', '.join(LABEL_EDGES)}, not {label_edges!r}")
+        self.label_edges = label_edges
         self.smooth_factor = smooth_factor
         self.bce = SoftBCEWithLogitsLoss(smooth_factor=smooth_factor, reduction="none")
         self.bce_weight = bce_weight
@@ -79,12 +91,26 @@ class WaterLoss(nn.Module):
         t = torch.where(valid, cells.float(), torch.zeros_like(prob))
         s = self.smooth_factor
         ts = t * (1 - s) + (1 - t) * s
+        if self.label_edges == "majority":  # edge cells: held to their side of half, not to all or none
+            wet_edge, dry_edge = label_edge_cells(cells, valid)
+            held = prob.detach()
+            ts = torch.where(wet_edge, held.clamp(0.5, 1 - s), torch.where(dry_edge, held.clamp(s, 0.5), ts))
+            t = torch.where(wet_edge, held.clamp(0.5, 1), torch.where(dry_edge, held.clamp(0, 0.5), t))
         p = prob.clamp(EPS, 1 - EPS)
         kl = (ts * (torch.log(ts.clamp_min(EPS)) - torch.log(p))
               + (1 - ts) * (torch.log((1 - ts).clamp_min(EPS)) - torch.log(1 - p)))
         n = logits.shape[0]
         bce = (kl * valid).reshape(n, -1).sum(1) / valid.reshape(n, -1).sum(1).clamp_min(1)
         return bce, squared_dice(prob, t, valid)
+
+
+def label_edge_cells(cells: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The coarse label's edge cells (n, 1, h, w): water cells with a land cell among their 8
+    neighbours, and land cells with a water cell among theirs (nodata and fractions are neither)."""
+    water, land = (cells == 1) & valid, (cells == 0) & valid
+    near_land = F.max_pool2d(land.float(), 3, stride=1, padding=1) > 0
+    near_water = F.max_pool2d(water.float(), 3, stride=1, padding=1) > 0
+    return water & near_land, land & near_water
 
 
 def soft_dice(prob: torch.Tensor, target: torch.Tensor, valid: torch.Tensor, eps: float = 1e-7) -> torch.Tensor:

@@ -187,7 +187,7 @@ def test_2m_and_10m_chips_train_together_each_source_validated_on_its_own(chips,
     run = tmp_path / "run"
     validates_only = coarse_chips.parent / "shanghai_like"
     r = run_cli_process("train", chips, coarse_chips, validates_only, "-o", run, "--max-steps", 6, "--batch-size", 4,
-                        "--val-every", 3, "--source-weight", "bolivia_like=2")
+                        "--val-every", 3, "--source-weight", "bolivia_like=2", "--label-edges", "majority")
     assert r.returncode == 0, r.stderr
     config = json.loads((run / "config.json").read_text())
     sources = config["sources"]
@@ -197,6 +197,7 @@ def test_2m_and_10m_chips_train_together_each_source_validated_on_its_own(chips,
     assert sources["bolivia_like"]["train"] > 0 and sources["bolivia_like"]["val"] > 0
     _, card = load_model(run / "best.safetensors")  # the weights say how they were drawn
     assert card.training["source_weights"] == {"bolivia_like": 2.0} and card.training["max_steps"] == 6
+    assert card.training["label_edges"] == "majority"
     val = [m for m in metrics(run) if m["kind"] == "val"]
     assert len(val) == 2
     for m in val:
@@ -208,6 +209,9 @@ def test_2m_and_10m_chips_train_together_each_source_validated_on_its_own(chips,
         assert per["bolivia_like"]["pixels"] == sources["bolivia_like"]["val"] * 32 * 32
         assert per["chips"]["pixels"] == sources["chips"]["val"] * 160 * 160
     assert (run / "best.safetensors").exists()
+    # what a 10 m label asks of its shores is one of two readings
+    r = run_cli_process("train", chips, coarse_chips, "-o", tmp_path / "edges", "--label-edges", "blocks")
+    assert r.returncode == 2 and "'blocks' is not one of 'whole', 'majority'" in r.stderr
     # a weight naming no folder is one line
     r = run_cli_process("train", chips, coarse_chips, "-o", tmp_path / "other", "--max-steps", 2,
                         "--source-weight", "bolivia=2")

@@ -1,6 +1,7 @@
+import pytest
 import torch
 
-from s2s2net_cli.training.losses import IGNORE, WaterLoss
+from s2s2net_cli.training.losses import IGNORE, WaterLoss, label_edge_cells
 
 
 def test_nodata_pixels_change_nothing():
@@ -134,3 +135,61 @@ def test_the_2m_path_keeps_its_numbers_and_a_mixed_batch_is_the_mean_of_its_samp
     # and they are not scored as 2 m blocks
     as_blocks = loss.parts(logits, mixed)
     assert not torch.allclose(as_blocks["bce"], parts["bce"])
+
+
+def _shore(water_share_left: float, water_share_right: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """A 4 x 4 cell label, water in its two left columns, and 2 m logits that fill the cells
+    exactly, except the two shore columns: the water one holds ``water_share_left`` of water,
+    the land one ``water_share_right`` (in fifths)."""
+    cells = torch.zeros(1, 1, 4, 4)
+    cells[..., :2] = 1
+    prob = torch.zeros(1, 1, 20, 20)
+    prob[..., :5] = 1
+    prob[..., 5:5 + round(5 * water_share_left)] = 1
+    prob[..., 10:10 + round(5 * water_share_right)] = 1
+    return torch.logit(prob.clamp(1e-4, 1 - 1e-4)), cells
+
+
+def test_majority_label_edges_ask_a_shore_cell_only_for_its_side_of_half():
+    whole, majority = WaterLoss(smooth_factor=0.0), WaterLoss(smooth_factor=0.0, label_edges="majority")
+    mixed_shore = _shore(0.6, 0.4)  # each shore cell on its label's side of half
+    bce, dice = whole.coarse_terms(*mixed_shore, 5)
+    assert bce > 0.2 and dice > 0.05  # "whole" asks them for all water and no water
+    bce, dice = majority.coarse_terms(*mixed_shore, 5)
+    assert bce < 1e-3 and dice < 1e-6
+    # a shore cell on the wrong side of half still costs, the more the further from half
+    costs = [majority.coarse_terms(*_shore(share, 0.0), 5)[0].item() for share in (0.6, 0.4, 0.2, 0.0)]
+    assert costs[0] < 1e-3 < costs[1] < costs[2] < costs[3]
+    logits, cells = _shore(0.4, 0.0)
+    logits.requires_grad_(True)
+    majority(logits, torch.nn.functional.interpolate(cells, scale_factor=5), torch.tensor([5])).backward()
+    assert logits.grad[..., 5:10].sum() < 0  # pulls the water shore cell towards water
+    assert logits.grad[..., 15:].abs().max() < 1e-6  # the land inside is already right
+
+
+def test_majority_label_edges_leave_labels_without_shores_and_the_2m_path_as_they_were():
+    torch.manual_seed(5)
+    logits = torch.randn(3, 1, 20, 20)
+    uniform = torch.zeros(3, 1, 4, 4)
+    uniform[1] = 1
+    uniform[2, :, 0] = IGNORE  # nodata beside water is no shore
+    uniform[2, :, 1:] = 1
+    whole, majority = WaterLoss(), WaterLoss(label_edges="majority")
+    for a, b in zip(whole.coarse_terms(logits, uniform, 5), majority.coarse_terms(logits, uniform, 5)):
+        assert torch.equal(a, b)
+    fractions = torch.rand(3, 1, 4, 4)  # fractional labels are asked for their fraction by both
+    for a, b in zip(whole.coarse_terms(logits, fractions, 5), majority.coarse_terms(logits, fractions, 5)):
+        assert torch.equal(a, b)
+    target = (torch.rand(3, 1, 20, 20) > 0.5).float()
+    assert torch.equal(whole(logits, target), majority(logits, target))
+
+
+def test_label_edge_cells_are_the_cells_beside_the_other_class():
+    cells = torch.tensor([[0, 0, 0, 0], [0, 1, 1, 0], [0, 1, 1, 0], [0, 0, 0, IGNORE]], dtype=torch.float32)[None, None]
+    cells[..., 0, 0] = IGNORE
+    wet, dry = label_edge_cells(cells, cells != IGNORE)
+    assert wet.sum() == 4  # every water cell touches land
+    assert not dry[..., 0, 0] and not dry[..., 3, 3]  # nodata is neither
+    assert dry.sum() == 10  # the other land cells: all touch water, diagonals included
+    with pytest.raises(ValueError, match="whole, majority"):
+        WaterLoss(label_edges="blocks")
