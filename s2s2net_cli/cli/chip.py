@@ -28,7 +28,7 @@ log = logging.getLogger("s2s2net")
 @click.option("--test-regions", type=click.Path(dir_okay=False), default=None,
               help="Vector file: chips intersecting its polygons are the test split.")
 @click.option("--val-fraction", type=click.FloatRange(0, 1), default=0.2, show_default=True,
-              help="Share of chips drawn for validation, in blocks (1: every chip validates, none trains).")
+              help="Share of chips drawn for validation, in blocks (1: every chip validates, none trains; 0: none validates).")
 @click.option("--seed", type=int, default=42, show_default=True)
 @scene_options
 @nodata_option

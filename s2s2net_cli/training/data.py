@@ -153,8 +153,8 @@ def _read_chip(path: Path):
 
 
 def chip_splits(chips_dir, seed: int = 42, val_fraction: float = 0.1) -> tuple[list[ChipRecord], list[ChipRecord]]:
-    """Train and val records of one chips folder; val is a seeded split of train when the
-    index has none (and the folder has train chips)."""
+    """Train and val records of one chips folder; where the index has no val chips, a seeded
+    ``val_fraction`` of the train chips (at least one, where there are two; none for 0)."""
     chips_dir = Path(chips_dir)
     gdf = read_chip_index(chips_dir)
     source = chips_dir.name or str(chips_dir)
@@ -162,7 +162,7 @@ def chip_splits(chips_dir, seed: int = 42, val_fraction: float = 0.1) -> tuple[l
     val = [ChipRecord(chips_dir / r.image, chips_dir / r.mask, source) for r in gdf.itertuples() if r.split == "val"]
     if not train and not val:
         raise InputError(describe(chips_dir / "index.gpkg", "has no chips in the train or val split"))
-    if not val:
+    if not val and val_fraction > 0:
         rng = np.random.default_rng(seed)
         order = rng.permutation(len(train))
         n_val = max(1, int(round(len(train) * val_fraction))) if len(train) > 1 else 0
@@ -177,12 +177,16 @@ def chip_splits(chips_dir, seed: int = 42, val_fraction: float = 0.1) -> tuple[l
 
 def source_splits(chips_dirs: list, seed: int = 42) -> tuple[list[ChipRecord], list[ChipRecord]]:
     """Train and val records of every chips folder, each folder a source named by its name
-    (its path where two share a name). A folder with val chips only validates."""
+    (its path where two share a name). A folder with val chips only validates; one without
+    any (``chip --val-fraction 0``) trains on all its chips, validating nothing, unless no
+    folder has val chips: then a seeded tenth of each one's train chips validates."""
     dirs = [Path(d) for d in chips_dirs]
     names = [d.name for d in dirs]
+    splits = [chip_splits(d, seed, val_fraction=0) for d in dirs]
+    if not any(v for _, v in splits):
+        splits = [chip_splits(d, seed) for d in dirs]
     train, val = [], []
-    for d in dirs:
-        t, v = chip_splits(d, seed)
+    for d, (t, v) in zip(dirs, splits):
         name = d.name if names.count(d.name) == 1 else str(d)
         train += [ChipRecord(r.image, r.mask, name) for r in t]
         val += [ChipRecord(r.image, r.mask, name) for r in v]

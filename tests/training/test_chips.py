@@ -331,3 +331,20 @@ def test_a_manifest_mixing_2m_and_10m_labels_gives_chips_that_batch_together(tmp
     assert batch[1].shape == (len(ds), 1, 160, 160) and sorted(set(batch[2].tolist())) == [1, 5]
     parts = WaterLoss().parts(torch.zeros(len(ds), 1, 160, 160), batch[1], batch[2])
     assert torch.isfinite(parts["loss"])
+
+
+def test_a_folder_chipped_without_validation_trains_on_all_its_chips_beside_one_that_validates(pairs):
+    from s2s2net_cli.training.data import source_splits
+
+    for name, fraction in (("all_train", 0), ("with_val", 0.3)):
+        r = run_cli("chip", "--manifest", pairs / "pairs.csv", "-o", pairs / name, "--size", 24, "--stride", 24,
+                    "--val-fraction", fraction)
+        assert r.returncode == 0, r.stderr
+    index = gpd.read_file(pairs / "all_train" / "index.gpkg")
+    assert set(index.split) == {"train"} and len(index) == 27
+    train, val = source_splits([pairs / "all_train", pairs / "with_val"])
+    assert sum(r.source == "all_train" for r in train) == 27  # not one of them held back
+    assert not any(r.source == "all_train" for r in val) and any(r.source == "with_val" for r in val)
+    # alone, with nothing else to choose the weights on, a seeded tenth of it validates
+    train, val = source_splits([pairs / "all_train"])
+    assert (len(train), len(val)) == (24, 3) and not {r.image for r in train} & {r.image for r in val}
