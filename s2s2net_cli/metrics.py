@@ -7,18 +7,23 @@ from dataclasses import dataclass
 import numpy as np
 
 
+BOUNDARY_TOLERANCE = 2  # pixels: how far a water edge may lie from the reference's and still count
+
+
 @dataclass
 class Counts:
     tp: int = 0
     fp: int = 0
     fn: int = 0
     tn: int = 0
+    edges: tuple = (0, 0, 0, 0)  # boundary_counts, summed (all zero where they were not counted)
 
     def __iadd__(self, other: "Counts") -> "Counts":
         self.tp += other.tp
         self.fp += other.fp
         self.fn += other.fn
         self.tn += other.tn
+        self.edges = tuple(int(a + b) for a, b in zip(self.edges, other.edges))
         return self
 
     @property
@@ -26,8 +31,8 @@ class Counts:
         return self.tp + self.fp + self.fn + self.tn
 
     def scores(self) -> dict:
-        return {**scores_from_counts(self.tp, self.fp, self.fn), "pixels": self.pixels,
-                "tp": self.tp, "fp": self.fp, "fn": self.fn, "tn": self.tn}
+        return {**scores_from_counts(self.tp, self.fp, self.fn), "boundary_f1": boundary_f1(np.array(self.edges)),
+                "pixels": self.pixels, "tp": self.tp, "fp": self.fp, "fn": self.fn, "tn": self.tn}
 
 
 def count(pred: np.ndarray, ref: np.ndarray, valid: np.ndarray) -> Counts:
@@ -50,20 +55,26 @@ def scores_from_counts(tp: int, fp: int, fn: int) -> dict:
     }
 
 
-def boundary_counts(pred: np.ndarray, ref: np.ndarray, valid: np.ndarray, tolerance: int = 2) -> np.ndarray:
+def boundary_counts(pred: np.ndarray, ref: np.ndarray, valid: np.ndarray, tolerance: int = BOUNDARY_TOLERANCE,
+                    core: tuple[slice, slice] | None = None) -> np.ndarray:
     """Boundary F1's counts (Csurka et al. 2013): the predicted water edge pixels within
-    ``tolerance`` pixels of a reference edge pixel, the predicted edge pixels, the reference
-    edge pixels within ``tolerance`` of a predicted one, the reference edge pixels; edges are
-    the water pixels with a land 4-neighbour, counted where ``valid``. Sum them over images,
-    then precision = [0] / [1], recall = [2] / [3]."""
+    ``tolerance`` pixels (Euclidean) of a reference edge pixel, the predicted edge pixels, the
+    reference edge pixels within ``tolerance`` of a predicted one, the reference edge pixels;
+    edges are the water pixels with a land 4-neighbour, counted where ``valid``. Sum them over
+    images, then precision = [0] / [1], recall = [2] / [3]. ``core``: count only the pixels of
+    this part of the arrays, the rest (at least ``tolerance`` + 1 pixels around it) being there
+    so that its edges and distances are those of the whole image."""
     from scipy import ndimage  # only boundary scores need it
 
     def edge(mask):
         return mask & ~ndimage.binary_erosion(mask, border_value=1) & valid
 
+    y, x = np.mgrid[-tolerance:tolerance + 1, -tolerance:tolerance + 1]
+    disk = y * y + x * x <= tolerance * tolerance
     pe, re = edge(pred.astype(bool) & valid), edge(ref.astype(bool) & valid)
-    near_ref = ndimage.distance_transform_edt(~re) <= tolerance if re.any() else np.zeros_like(re)
-    near_pred = ndimage.distance_transform_edt(~pe) <= tolerance if pe.any() else np.zeros_like(pe)
+    near_ref, near_pred = ndimage.binary_dilation(re, disk), ndimage.binary_dilation(pe, disk)
+    if core is not None:
+        pe, re, near_ref, near_pred = pe[core], re[core], near_ref[core], near_pred[core]
     return np.array([np.count_nonzero(pe & near_ref), np.count_nonzero(pe), np.count_nonzero(re & near_pred),
                      np.count_nonzero(re)], dtype=np.int64)
 

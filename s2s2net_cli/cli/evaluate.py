@@ -20,7 +20,7 @@ from .render import stderr, summary_table
 
 log = logging.getLogger("s2s2net")
 
-SCORE_COLUMNS = ("f1", "iou", "precision", "recall")
+SCORE_COLUMNS = ("f1", "iou", "precision", "recall", "boundary_f1")
 
 
 def _fmt(value) -> str:

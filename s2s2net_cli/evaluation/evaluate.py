@@ -4,7 +4,9 @@ Each model's 2 m prediction is made by the same streaming code as ``predict`` an
 a GeoTIFF; it is then brought to the reference's grid window by window: compared directly on
 the same grid, by nearest when the reference is finer or in another CRS, and averaged to a
 water fraction then thresholded at 0.5 when the reference is coarser (a 10 m label). Pixels
-that are nodata in the reference or in the image are left out of every count.
+that are nodata in the reference or in the image are left out of every count. Beside F1, IoU,
+precision and recall, the boundary F1: how many of the water edges lie within 2 pixels of the
+reference's, on its grid (4 m for a 2 m reference, 20 m for a 10 m label), and back.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from ..inference.predictor import PredictOptions, Predictor
 from ..inference.runtime import default_weights
 from ..labels import binarise, check_transformable, label_resolution_in, open_label, warp_label
 from ..manifest import Pair
-from ..metrics import Counts, count
+from ..metrics import BOUNDARY_TOLERANCE, Counts, boundary_counts, count
 from ..sources.open import open_pair
 
 
@@ -93,7 +95,7 @@ def score_predictions(prediction_paths: list, pair: Pair, nodata: float | None =
     finer = [label_resolution_in(pred, ref.crs) < abs(ref.transform.a) * 0.999 for pred in preds]
     counts = [Counts() for _ in preds]
     with rasterio.open(pair.mask) as src:
-        for window in _blocks(src.width, src.height, block):
+        for window, core in _blocks(src.width, src.height, block, margin=BOUNDARY_TOLERANCE + 1):
             reference = binarise(src.read(1, window=window), ref.nodata)
             predicted = [warp_label(pred, src.window_transform(window), ref.crs, reference.shape, f)
                          for pred, f in zip(preds, finer)]
@@ -101,14 +103,22 @@ def score_predictions(prediction_paths: list, pair: Pair, nodata: float | None =
             for p in predicted:
                 valid &= ~np.isnan(p)
             for c, p in zip(counts, predicted):
-                c += count(p == 1, reference == 1, valid)
+                block_counts = count(p[core] == 1, reference[core] == 1, valid[core])
+                block_counts.edges = tuple(int(n) for n in boundary_counts(p == 1, reference == 1, valid, core=core))
+                c += block_counts
     return counts
 
 
-def _blocks(width: int, height: int, block: int):
+def _blocks(width: int, height: int, block: int, margin: int = 0):
+    """Windows of at most ``block`` px square, each grown by ``margin`` px where the image goes on,
+    with the slices of the window that are the block itself."""
     for row0 in range(0, height, block):
         for col0 in range(0, width, block):
-            yield rasterio.windows.Window(col0, row0, min(block, width - col0), min(block, height - row0))
+            h, w = min(block, height - row0), min(block, width - col0)
+            r0, c0 = max(row0 - margin, 0), max(col0 - margin, 0)
+            r1, c1 = min(row0 + h + margin, height), min(col0 + w + margin, width)
+            yield (rasterio.windows.Window(c0, r0, c1 - c0, r1 - r0),
+                   (slice(row0 - r0, row0 - r0 + h), slice(col0 - c0, col0 - c0 + w)))
 
 
 def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | None = None,
@@ -145,5 +155,5 @@ def prediction_path(out_dir: Path, pair: Pair, model_name: str) -> Path:
 
 
 def _public(scores: dict) -> dict:
-    return {k: scores[k] for k in ("f1", "iou", "precision", "recall", "pixels")} | {
+    return {k: scores[k] for k in ("f1", "iou", "precision", "recall", "boundary_f1", "pixels")} | {
         k: scores[k] for k in ("tp", "fp", "fn", "tn") if k in scores}

@@ -17,7 +17,7 @@ from ..sources.open import open_scene
 from ..sources.options import SceneOptions
 from .evaluate import ModelScores, prediction_path
 
-COLUMNS = ("model", "image", "f1", "iou", "precision", "recall", "pixels")
+COLUMNS = ("model", "image", "f1", "iou", "precision", "recall", "boundary_f1", "pixels")
 
 
 def table_rows(results: list[ModelScores]) -> list[dict]:

@@ -255,3 +255,52 @@ def test_boundary_f1_counts_edges_within_the_tolerance():
     far = np.roll(ref, 6, axis=1)
     assert boundary_f1(boundary_counts(far, ref, valid, 2)) < 0.6
     assert boundary_f1(boundary_counts(np.zeros_like(ref), ref, valid)) is None
+
+
+def test_scores_read_block_by_block_keep_the_whole_images_boundary_f1(tmp_path):
+    # the reference is read in blocks; each is grown by 3 px so that an edge beside a block's
+    # side, and the edge 2 px beyond it in the next block, count as in the whole image
+    from scipy import ndimage
+
+    from s2s2net_cli.evaluation.evaluate import score_predictions
+    from s2s2net_cli.metrics import boundary_counts, boundary_f1
+
+    rng = np.random.default_rng(4)
+    ref = ndimage.gaussian_filter(rng.random((70, 90)), 3) > 0.5
+    pred = np.roll(ref, (1, 2), axis=(0, 1)) ^ (rng.random(ref.shape) > 0.97)
+    ref_u8 = ref.astype("uint8")
+    ref_u8[:4, :10] = 255  # nodata
+    write_raster(tmp_path / "ref.tif", ref_u8, transform=T2, nodata=255)
+    write_raster(tmp_path / "pred.tif", pred.astype("uint8"), transform=T2, nodata=255)
+    pair = Pair(tmp_path / "s.tif", tmp_path / "ref.tif", "a")
+    valid = ref_u8 != 255
+    whole = boundary_counts(pred, ref, valid)
+    expected = count(pred, ref, valid)
+    for block in (1024, 16, 7):
+        c = score_predictions([tmp_path / "pred.tif"], pair, block=block)[0]
+        assert (c.tp, c.fp, c.fn, c.tn) == (expected.tp, expected.fp, expected.fn, expected.tn)
+        assert c.edges == tuple(int(n) for n in whole)
+    assert 0.5 < c.scores()["boundary_f1"] == boundary_f1(whole) < 1
+    # two pixels off is within the tolerance: a copy moved by 2 scores 1, one moved by 3 less
+    assert boundary_f1(boundary_counts(np.roll(ref, 2, axis=1), ref, np.ones_like(ref))) > 0.97
+    assert boundary_f1(boundary_counts(np.roll(ref, 3, axis=1), ref, np.ones_like(ref))) < 0.9
+
+
+def test_compare_reports_each_models_boundary_f1_in_json_csv_and_table(tmp_path):
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+
+    p = make_pair(40, seed=12, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("compare", "--baseline", "mndwi", "--baseline", "ndwi", "--pair", tmp_path / "s.tif", tmp_path / "m.tif",
+                "--json", "--csv", tmp_path / "scores.csv")
+    assert r.returncode == 0, r.stderr
+    rows = {row["model"]: row for row in json.loads(r.stdout)["rows"]}
+    for row in rows.values():
+        assert 0 < row["boundary_f1"] < 1 and 0 < row["images"][0]["boundary_f1"] < 1
+    assert rows["mndwi"]["boundary_f1"] != rows["ndwi"]["boundary_f1"]
+    with open(tmp_path / "scores.csv", newline="") as fh:
+        import csv
+
+        table = list(csv.DictReader(fh))
+    overall = {row["model"]: float(row["boundary_f1"]) for row in table if row["image"] == "overall"}
+    assert overall == pytest.approx({name: row["boundary_f1"] for name, row in rows.items()})
