@@ -80,9 +80,10 @@ def boundary_counts(pred: np.ndarray, ref: np.ndarray, valid: np.ndarray, tolera
 
 
 def boundary_f1(counts: np.ndarray) -> float | None:
-    """Boundary F1 from summed ``boundary_counts``."""
-    precision = counts[0] / counts[1] if counts[1] else None
-    recall = counts[2] / counts[3] if counts[3] else None
-    if not precision or not recall:
+    """Boundary F1 from summed ``boundary_counts``: None where neither mask has an edge (as F1
+    is where neither has water), 0 where only one has, or where none of them lies near the other's."""
+    if not counts[1] and not counts[3]:
         return None
-    return float(2 * precision * recall / (precision + recall))
+    precision = counts[0] / counts[1] if counts[1] else 0.0
+    recall = counts[2] / counts[3] if counts[3] else 0.0
+    return float(2 * precision * recall / (precision + recall)) if precision + recall else 0.0

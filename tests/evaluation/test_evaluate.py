@@ -254,7 +254,14 @@ def test_boundary_f1_counts_edges_within_the_tolerance():
     assert boundary_f1(boundary_counts(shifted, ref, valid, 1)) < 0.7
     far = np.roll(ref, 6, axis=1)
     assert boundary_f1(boundary_counts(far, ref, valid, 2)) < 0.6
-    assert boundary_f1(boundary_counts(np.zeros_like(ref), ref, valid)) is None
+    # no edge found where the reference has them scores 0, as does an edge where it has none;
+    # only two masks without any edge leave it undefined
+    assert boundary_f1(boundary_counts(np.zeros_like(ref), ref, valid)) == 0.0
+    assert boundary_f1(boundary_counts(ref, np.zeros_like(ref), valid)) == 0.0
+    elsewhere = np.zeros_like(ref)
+    elsewhere[33:38, 33:38] = True
+    assert boundary_f1(boundary_counts(elsewhere, ref, valid)) == 0.0
+    assert boundary_f1(boundary_counts(np.zeros_like(ref), np.zeros_like(ref), valid)) is None
 
 
 def test_scores_read_block_by_block_keep_the_whole_images_boundary_f1(tmp_path):
