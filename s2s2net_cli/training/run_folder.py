@@ -41,8 +41,9 @@ def prepare_run_dir(run_dir: Path, options: TrainOptions) -> None:
 
 def check_resume_matches(run_dir: Path, options: TrainOptions, world: int) -> None:
     """A run resumes with the world size and global batch it was started with (its ZeRO
-    partitions, data order and random draws depend on both), and with or without the water
-    index inputs as it was started (the network's shape)."""
+    partitions, data order and random draws depend on both), with or without the water
+    index inputs as it was started (the network's shape), and reading 10 m labels' shores as it
+    was started (its loss: a run resumed with the other would be trained on two)."""
     try:
         config = json.loads((run_dir / "config.json").read_text())
         was = int(config["world_size"]), int(config["options"]["batch_size"])
@@ -55,6 +56,9 @@ def check_resume_matches(run_dir: Path, options: TrainOptions, world: int) -> No
     if started_with_indices != options.water_indices:  # the network's first layer differs: its checkpoints would not load
         raise InputError(describe(run_dir, f"was started {'with' if started_with_indices else 'without'} --water-indices; "
                                            "resume it the same way"))
+    started_edges = config["options"].get("label_edges", "whole")
+    if started_edges != options.label_edges:
+        raise InputError(describe(run_dir, f"was started with --label-edges {started_edges}; resume it the same way"))
 
 
 def ranks_text(n: int) -> str:

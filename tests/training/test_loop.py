@@ -271,7 +271,7 @@ def test_weights_with_an_ndwi_prior_train_without_it(chips, tmp_path, random_wei
 
 
 @pytest.mark.parametrize("case", ["no_index", "empty_train", "exists", "nothing_to_resume", "contradiction", "both_limits",
-                                  "resume_other_batch", "resume_other_inputs"])
+                                  "resume_other_batch", "resume_other_inputs", "resume_other_label_edges"])
 def test_bad_input_gets_one_line(chips, tmp_path, case):
     target, run = chips, tmp_path / "run"
     extra = []
@@ -306,6 +306,12 @@ def test_bad_input_gets_one_line(chips, tmp_path, case):
         (run / "checkpoints" / "latest").write_text("step4")
         (run / "config.json").write_text(json.dumps({"world_size": 1, "options": {"batch_size": 8, "water_indices": True}}))
         extra = ["--resume"]
+    elif case == "resume_other_label_edges":  # a run whose 10 m labels' shores were read by majority
+        (run / "checkpoints").mkdir(parents=True)
+        (run / "checkpoints" / "latest").write_text("step4")
+        (run / "config.json").write_text(json.dumps({"world_size": 1, "options": {"batch_size": 8,
+                                                                                  "label_edges": "majority"}}))
+        extra = ["--resume"]
     r = run_cli_process("train", target, "-o", run, *extra)
     assert r.returncode in (1, 2)
     lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
@@ -315,11 +321,12 @@ def test_bad_input_gets_one_line(chips, tmp_path, case):
                 "both_limits": "--max-steps or --epochs",
                 "resume_other_batch": "was started with 2 ranks and --batch-size 8; resume it with the same (this run: 1 rank, "
                                       "--batch-size 4)",
-                "resume_other_inputs": "was started with --water-indices; resume it the same way"}[case]
+                "resume_other_inputs": "was started with --water-indices; resume it the same way",
+                "resume_other_label_edges": "was started with --label-edges majority; resume it the same way"}[case]
     assert expected in r.stderr
     if case != "both_limits":
         assert len(lines) == 1 and lines[0].startswith("Error:"), r.stderr
-    if case in ("resume_other_batch", "resume_other_inputs"):
+    if case.startswith("resume_other"):
         assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.json"]  # untouched
     elif case != "exists":
         assert not run.exists() or case == "nothing_to_resume" and not any(run.iterdir())
