@@ -162,17 +162,21 @@ def chip_splits(chips_dir, seed: int = 42, val_fraction: float = 0.1) -> tuple[l
     val = [ChipRecord(chips_dir / r.image, chips_dir / r.mask, source) for r in gdf.itertuples() if r.split == "val"]
     if not train and not val:
         raise InputError(describe(chips_dir / "index.gpkg", "has no chips in the train or val split"))
-    if not val and val_fraction > 0:
-        rng = np.random.default_rng(seed)
-        order = rng.permutation(len(train))
-        n_val = max(1, int(round(len(train) * val_fraction))) if len(train) > 1 else 0
-        val = [train[i] for i in order[:n_val]]
-        train = [train[i] for i in order[n_val:]]
     for record in train[:1] + val[:1]:
         for path in (record.image, record.mask):
             if not path.exists():
                 raise InputError(describe(path, "listed in index.gpkg but missing"))
-    return train, val
+    return (train, val) if val else held_out(train, seed, val_fraction)
+
+
+def held_out(train: list[ChipRecord], seed: int, fraction: float) -> tuple[list[ChipRecord], list[ChipRecord]]:
+    """``train`` split in two by a seeded draw: the rest, and ``fraction`` of it for validation
+    (at least one chip where there are two; none for 0)."""
+    if fraction <= 0 or len(train) < 2:
+        return train, []
+    order = np.random.default_rng(seed).permutation(len(train))
+    n_val = max(1, int(round(len(train) * fraction)))
+    return [train[i] for i in order[n_val:]], [train[i] for i in order[:n_val]]
 
 
 def source_splits(chips_dirs: list, seed: int = 42) -> tuple[list[ChipRecord], list[ChipRecord]]:
@@ -184,7 +188,7 @@ def source_splits(chips_dirs: list, seed: int = 42) -> tuple[list[ChipRecord], l
     names = [d.name for d in dirs]
     splits = [chip_splits(d, seed, val_fraction=0) for d in dirs]
     if not any(v for _, v in splits):
-        splits = [chip_splits(d, seed) for d in dirs]
+        splits = [held_out(t, seed, 0.1) for t, _ in splits]
     train, val = [], []
     for d, (t, v) in zip(dirs, splits):
         name = d.name if names.count(d.name) == 1 else str(d)
