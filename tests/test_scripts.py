@@ -211,3 +211,94 @@ def test_score_real_manifest_lists_the_bolivia_chips_apart(tmp_path):
     rows = list(csv.DictReader(open(work / "bolivia.csv")))
     assert [row["id"] for row in rows] == ["Bolivia_1", "Bolivia_2"] and rows[0]["mask"].endswith("Bolivia_1_water_10m.tif")
     assert list(csv.DictReader(open(work / "real.csv"))) == []  # the chips are not among the validation scenes
+
+
+def test_holdout_errors_counts_each_class_and_distance_from_the_truths_edge(tmp_path, capsys):
+    import numpy as np
+
+    from .conftest import write_raster
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from holdout_errors import main
+
+    from s2s2net_cli.synthetic.scenes import CLASS, make_pair
+
+    pairs = [make_pair(32, seed=s) for s in (7, 8)]
+    classes = np.concatenate([p.classes.ravel() for p in pairs])
+    valid = ~np.isnan(np.concatenate([p.mask.ravel() for p in pairs]))
+    kinds = np.bincount(classes[valid], minlength=len(CLASS))
+    water_kind = max(("turbid_water", "clear_water", "flood_water"), key=lambda k: kinds[CLASS[k]])
+    assert kinds[CLASS[water_kind]] > 0 and kinds[CLASS["forest"]] > 0
+    for p in pairs:
+        truth = np.nan_to_num(p.mask, nan=0).astype("uint8")
+        write_raster(tmp_path / f"synth_{p.seed}__right.tif", truth, nodata=255)
+        wrong = truth.copy()
+        wrong[p.classes == CLASS[water_kind]] = 0  # every pixel of one kind of water missed
+        wrong[p.classes == CLASS["forest"]] = 1  # every forest pixel called water
+        write_raster(tmp_path / f"synth_{p.seed}__wrong.tif", wrong, nodata=255)
+    main([str(tmp_path), "right", "wrong", "--seed", "7", "--count", "2", "--size", "32"])
+    right, wrong = capsys.readouterr().out.split("== wrong: ")
+    water = int(sum(((p.mask == 1)).sum() for p in pairs))
+    assert right.startswith(f"== right: F1 1.0000: {water} water pixels found, 0 false, 0 missed")
+    missed, forest = kinds[CLASS[water_kind]], kinds[CLASS["forest"]]
+    assert f"{water - missed} water pixels found, {forest} false, {missed} missed" in wrong
+    assert f"missed {missed:7d} (100.00%)" in wrong and f"called water {forest:7d} (100.00%)" in wrong
+    counts = {line.split()[0]: [int(v) for v in line.split()[1:]] for line in wrong.splitlines()[2:4]}
+    assert sum(counts["missed"]) == missed and sum(counts["false"]) == forest
+
+
+def test_holdout_errors_bands_a_missed_lake_by_its_rings():
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from holdout_errors import Breakdown
+
+    from s2s2net_cli.synthetic.scenes import CLASS
+
+    classes = np.full((20, 20), CLASS["grass"], "uint8")
+    classes[5:15, 5:15] = CLASS["clear_water"]  # a 10 x 10 px lake: rings of 36, 28, 20, 12 and 4 px
+    truth = (classes == CLASS["clear_water"]).astype("float32")
+    truth[0] = np.nan  # nodata, far from the lake
+    b = Breakdown()
+    b.add(classes, truth, np.zeros((20, 20), bool))  # the lake missed
+    assert b.missed_at.tolist() == [36, 28, 20, 16, 0, 0] and b.false_at.sum() == 0
+    b.add(classes, truth, np.ones((20, 20), bool))  # everything called water: the land's nodata row left out
+    assert b.false[CLASS["grass"]] == 400 - 100 - 20 and b.false_at[0] == 40  # the 4 x 10 px beside the lake
+    assert b.pixels[CLASS["grass"]] == 2 * 280 and b.found == 100
+
+
+def test_holdout_errors_refuses_absent_predictions_in_one_line(tmp_path):
+    r = subprocess.run([sys.executable, "scripts/holdout_errors.py", str(tmp_path), "default", "--count", "2"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr == f"{tmp_path}/synth_9000__default.tif: no such prediction (2 of 2 absent)\n"
+
+
+def test_label_spectra_tables_the_water_share_by_ndwi_and_mndwi(tmp_path, capsys):
+    import numpy as np
+
+    from .conftest import write_raster
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from label_spectra import main
+
+    # left half: clear water (NDWI 0.5, MNDWI 0.8), labelled water; right half: grass (NDWI -0.6,
+    # MNDWI -0.5), labelled land but for 10 px; one row of nodata labels, one pixel of nodata image
+    image = np.zeros((6, 40, 40), "uint16")
+    image[:, :, :20] = np.array([500, 450, 300, 150, 50, 40])[:, None, None]
+    image[:, :, 20:] = np.array([350, 700, 450, 2800, 2100, 1100])[:, None, None]
+    label = np.zeros((40, 40), "uint8")
+    label[:, :20] = 1
+    label[0, 20:30] = 1
+    label[39] = 255
+    image[:, 38, 0] = 0
+    write_raster(tmp_path / "a.tif", image)
+    write_raster(tmp_path / "a_water.tif", label, nodata=255)
+    (tmp_path / "m.csv").write_text("image,mask\na.tif,a_water.tif\n")
+    main([str(tmp_path / "m.csv")])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("1559 labelled pixels, 50.6% water")  # 40 x 39 - 1; 779 + 10 water
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
+    assert rows["0.5"] == ["-"] * 13 + ["1.00/0"]  # 779 px in the last MNDWI column (0.7 and above)
+    assert rows["-0.6"] == ["-", "0.01/0"] + ["-"] * 12  # 780 px, 10 of them water
+    assert all(set(cells) == {"-"} for key, cells in rows.items() if key not in ("0.5", "-0.6"))
