@@ -29,7 +29,7 @@ from s2s2net_cli.checkpoint import load_model  # noqa: E402
 from s2s2net_cli.grid import SCALE_FACTOR  # noqa: E402
 from s2s2net_cli.inference.runtime import DEFAULT_WEIGHTS  # noqa: E402
 from s2s2net_cli.manifest import read_manifest  # noqa: E402
-from s2s2net_cli.metrics import Counts, boundary_counts, boundary_f1, count  # noqa: E402
+from s2s2net_cli.metrics import Counts, boundary_counts, count  # noqa: E402
 from s2s2net_cli.model import NdwiPrior  # noqa: E402
 
 GAINS = (0, 4, 8, 16, 24, 32)
@@ -77,7 +77,6 @@ def main(crossval: Path, realdata: Path, holdout: Path, weights: Path) -> None:
     torch.set_num_threads(2)
     keys = [(kind, gain) for kind in KINDS for gain in GAINS]
     bolivia, shanghai, synthetic = ({key: Counts() for key in keys} for _ in range(3))
-    edges = {key: np.zeros(4, np.int64) for key in keys}
     for k in range(3):
         fold_model, fold_card = load_without_prior(crossval / f"fold{k}" / "model.safetensors")
         score_10m(fold_model, fold_card, [(p.image, p.mask) for p in read_manifest(crossval / f"fold{k}_test.csv")],
@@ -93,12 +92,13 @@ def main(crossval: Path, realdata: Path, holdout: Path, weights: Path) -> None:
         masks, valid = fused_masks(model, card, image)
         ok = ~np.isnan(truth) & np.repeat(np.repeat(valid, SCALE_FACTOR, 0), SCALE_FACTOR, 1)
         for key, mask in masks.items():
-            synthetic[key] += count(mask, truth == 1, ok)
-            edges[key] += boundary_counts(mask, truth == 1, ok, tolerance=2)
+            scene = count(mask, truth == 1, ok)
+            scene.edges = tuple(int(n) for n in boundary_counts(mask, truth == 1, ok, tolerance=2))
+            synthetic[key] += scene
     rows = {"Bolivia, cross-validated (10 m)": {key: c.scores()["f1"] for key, c in bolivia.items()},
             "Shanghai (10 m)": {key: c.scores()["f1"] for key, c in shanghai.items()},
             "synthetic hold-out (2 m)": {key: c.scores()["f1"] for key, c in synthetic.items()},
-            "synthetic hold-out, boundary F1": {key: boundary_f1(e) for key, e in edges.items()}}
+            "synthetic hold-out, boundary F1": {key: c.scores()["boundary_f1"] for key, c in synthetic.items()}}
     print(f"{'gain':>46} " + " ".join(f"{g:>7}" for g in GAINS))
     for kind in KINDS:
         for name, row in rows.items():
