@@ -1,13 +1,15 @@
 """What a set of real labels calls water, by NDWI and MNDWI: the share of the labelled 10 m
 pixels in each cell of an NDWI x MNDWI table that the labels call water.
 
-    python scripts/label_spectra.py MANIFEST [MANIFEST ...]
+    python scripts/label_spectra.py MANIFEST [MANIFEST ...] [--window NDWI_FROM NDWI_TO MNDWI_FROM MNDWI_TO]
 
 Each MANIFEST is a CSV of image,mask pairs on one grid (what `scripts/bolivia_folds.py
 manifests` writes; the Bolivia chips' 10 m labels: 1 water, 0 land, 255 nodata). The images
 are read as reflectance x 10000 (the bands B02, B03, B04, B08, B11, B12); nodata labels and
 pixels with a zero band are left out. Rows are NDWI, columns MNDWI, in steps of 0.1; a cell
-shows the water share and the pixels (thousands), or "-" under 500 pixels.
+shows the water share and the pixels (thousands), or "-" under 500 pixels. --window adds a
+last line: the pixels of the cells from NDWI_FROM up to NDWI_TO and MNDWI_FROM up to MNDWI_TO
+(cell edges), pooled, and the share of them labelled water.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ def water_share(ndwi: np.ndarray, mndwi: np.ndarray, water: np.ndarray) -> tuple
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("manifests", type=Path, nargs="+")
+    parser.add_argument("--window", type=float, nargs=4, metavar=("NDWI_FROM", "NDWI_TO", "MNDWI_FROM", "MNDWI_TO"))
     args = parser.parse_args(argv)
     n = len(EDGES) - 1
     pixels, wet = np.zeros((n, n), np.int64), np.zeros((n, n))
@@ -61,6 +64,11 @@ def main(argv: list[str] | None = None) -> None:
         cells = [f"{wet[i, j] / pixels[i, j]:.2f}/{pixels[i, j] // 1000:<4d}" if pixels[i, j] >= 500 else "-"
                  for j in range(n)]
         print(f"{EDGES[i]:>12.1f} " + "".join(f"{c:>10}" for c in cells))
+    if args.window:
+        lo_n, hi_n, lo_m, hi_m = (int(np.searchsorted(np.round(EDGES, 1), round(v, 1))) for v in args.window)
+        p, w = pixels[lo_n:hi_n, lo_m:hi_m].sum(), wet[lo_n:hi_n, lo_m:hi_m].sum()
+        print(f"NDWI {args.window[0]:g} to {args.window[1]:g}, MNDWI {args.window[2]:g} to {args.window[3]:g}: "
+              f"{p} labelled pixels, {w / max(p, 1):.1%} water")
 
 
 if __name__ == "__main__":

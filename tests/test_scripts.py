@@ -298,7 +298,11 @@ def test_label_spectra_tables_the_water_share_by_ndwi_and_mndwi(tmp_path, capsys
     main([str(tmp_path / "m.csv")])
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("1559 labelled pixels, 50.6% water")  # 40 x 39 - 1; 779 + 10 water
-    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}  # no --window: no last line
     assert rows["0.5"] == ["-"] * 13 + ["1.00/0"]  # 779 px in the last MNDWI column (0.7 and above)
     assert rows["-0.6"] == ["-", "0.01/0"] + ["-"] * 12  # 780 px, 10 of them water
     assert all(set(cells) == {"-"} for key, cells in rows.items() if key not in ("0.5", "-0.6"))
+    main([str(tmp_path / "m.csv"), "--window", "-0.6", "-0.5", "-0.5", "-0.4"])  # the grass cell alone
+    assert capsys.readouterr().out.splitlines()[-1] == "NDWI -0.6 to -0.5, MNDWI -0.5 to -0.4: 780 labelled pixels, 1.3% water"
+    main([str(tmp_path / "m.csv"), "--window", "-0.6", "0.8", "-0.6", "0.8"])  # every cell
+    assert capsys.readouterr().out.splitlines()[-1].endswith(": 1559 labelled pixels, 50.6% water")
