@@ -15,6 +15,7 @@ import numpy as np
 
 LAND, WATER, NODATA = 0, 1, 255
 CHIP_SCALE = 10000.0  # chips (and synthetic scenes) store reflectance x 10000 as uint16, 0 nodata
+GEOTIFF_SUFFIXES = (".tif", ".tiff", "")  # names rasters are written under (GDAL's GTiff takes none too)
 
 
 def reflectance_to_dn(reflectance: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:

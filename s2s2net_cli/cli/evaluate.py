@@ -14,8 +14,9 @@ from ..evaluation.report import write_csv
 from ..inference.baselines import BASELINES
 from ..inference.predictor import PredictOptions
 from ..io import check_output
-from .options import (device_option, flips_option, json_option, manifest_option, nodata_option, overlap_option,
-                      overwrite_option, pair_option, precision_option, require_pairs, scene_options, tile_size_option)
+from .options import (CSV_SUFFIXES, PNG_SUFFIXES, device_option, flips_option, json_option, manifest_option, named_as,
+                      nodata_option, overlap_option, overwrite_option, pair_option, precision_option, require_pairs,
+                      scene_options, tile_size_option)
 from .render import stderr, summary_table
 
 log = logging.getLogger("s2s2net")
@@ -113,8 +114,10 @@ def evaluate(ctx, weights, baseline, threshold, scoring, as_json):
 @click.command()
 @click.option("--weights", multiple=True, type=click.Path(dir_okay=False), help="Weights file (repeatable).")
 @click.option("--baseline", "baselines", multiple=True, type=click.Choice(BASELINES), help="Baseline (repeatable).")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Write the table as CSV.")
-@click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write a PNG: scene, reference and each prediction.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
+              callback=named_as(CSV_SUFFIXES, "the table is written as CSV"), help="Write the table as CSV.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None, callback=named_as(PNG_SUFFIXES, "the plot is a PNG"),
+              help="Write a PNG: scene, reference and each prediction.")
 @scoring_options
 @click.pass_context
 def compare(ctx, weights, baselines, csv_path, plot, scoring, as_json):

@@ -11,19 +11,21 @@ from pathlib import Path
 import click
 
 from ..errors import InputError, describe
+from ..formats import GEOTIFF_SUFFIXES
 from ..grid import SCALE_FACTOR, fine_transform
 from ..io import check_output
 from ..hydrology.occurrence import DateMask, Grid, OccurrenceOptions, water_occurrence
 from ..sources import stac
 from ..sources.dates import scene_date
-from .options import (creation_options, device_option, json_option, overlap_option, overwrite_option, precision_option,
-                      scene_options, tile_size_option)
+from .options import (PNG_SUFFIXES, creation_options, device_option, json_option, named_as,
+                      overlap_option, overwrite_option, precision_option, scene_options, tile_size_option)
 from .render import progress_bar
 
 
 @click.command()
 @click.argument("scenes", nargs=-1, required=True, metavar="SCENE...")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              callback=named_as(GEOTIFF_SUFFIXES, "occurrence writes a GeoTIFF"),
               help="Output GeoTIFF: occurrence, water count, valid count (and class with --classes).")
 @click.option("--from-masks", is_flag=True, help="SCENE... are 2 m masks already predicted (0 land, 1 water, 255 nodata).")
 @click.option("--like", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -33,6 +35,7 @@ from .render import progress_bar
 @click.option("--classes", is_flag=True, help="Add band 4: 0 never water, 1 seasonal, 2 permanent (>= 90 %), 255 unseen.")
 @click.option("--strict", is_flag=True, help="Stop at a date that fails (default: name it, skip it, count it).")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              callback=named_as(PNG_SUFFIXES, "the plot is a PNG"),
               help="Write a PNG of water area through time.")
 @click.option("--weights", type=click.Path(dir_okay=False, path_type=Path), help="Weights file (default: the bundled model).")
 @tile_size_option

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import fields
+from pathlib import Path
 
 import click
 
@@ -46,6 +47,24 @@ def parse_name_values(ctx, param, values) -> dict:
             raise click.BadParameter(f"{item!r} is not NAME=VALUE", ctx, param)
         out[name.strip()] = value.strip()
     return out
+
+
+PNG_SUFFIXES = (".png", "")
+CSV_SUFFIXES = (".csv", ".txt", "")
+GEOPACKAGE_SUFFIXES = (".gpkg",)
+
+
+def named_as(suffixes: tuple[str, ...], writes: str):
+    """A callback refusing an output path whose suffix (any case) is not one of ``suffixes`` (""
+    for none): a file written in one format under another's name (a GeoTIFF called .png, a PNG
+    called .tif) opens as neither."""
+    def check(ctx, param, value):
+        if value is not None and Path(value).suffix.lower() not in suffixes:
+            named = [s for s in suffixes if s]
+            named = " or ".join([", ".join(named[:-1]), named[-1]] if len(named) > 1 else named)
+            raise click.BadParameter(f"{Path(value).name}: {writes}: name it {named}", ctx, param)
+        return value
+    return check
 
 
 creation_options = click.option("--co", "creation_options", multiple=True, callback=parse_name_values,

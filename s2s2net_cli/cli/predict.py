@@ -12,12 +12,12 @@ from ..inference.batch import is_folder, output_targets, predict_scenes, rivers_
 from ..inference.predictor import PredictOptions, Predictor
 from ..inference.runtime import default_weights
 from ..io import check_output
-from .options import (creation_options, device_option, flips_option, json_option, overlap_option, overwrite_option,
-                      precision_option, scene_options, tile_size_option)
+from .options import (GEOPACKAGE_SUFFIXES, creation_options, device_option, flips_option, json_option, named_as,
+                      overlap_option, overwrite_option, precision_option, scene_options, tile_size_option)
 from .render import progress_bar, report_error
 
 log = logging.getLogger("s2s2net")
-VECTOR_SUFFIXES = {".gpkg", ".geojson", ".json", ".shp", ".fgb"}
+VECTOR_SUFFIXES = (".gpkg", ".geojson", ".json", ".shp", ".fgb")
 
 
 @click.command()
@@ -38,9 +38,11 @@ VECTOR_SUFFIXES = {".gpkg", ".geojson", ".json", ".shp", ".fgb"}
               help="Probability above which a pixel is water (default: the model's calibrated threshold).")
 @click.option("--cog", is_flag=True, help="Write a Cloud Optimized GeoTIFF with overviews (mode resampling).")
 @click.option("--vector", type=click.Path(dir_okay=False, path_type=Path),
+              callback=named_as(VECTOR_SUFFIXES, "polygons are written in the format of their suffix"),
               help="Also write water polygons, with area (.gpkg, .geojson, .json, .shp, .fgb); into a folder of masks: "
                    "beside each mask, named like it, in this file's format.")
 @click.option("--rivers", type=click.Path(dir_okay=False, path_type=Path),
+              callback=named_as(GEOPACKAGE_SUFFIXES, "rivers are written as a GeoPackage"),
               help="Also write river centrelines and widths (.gpkg), as `s2s2net rivers` does with its defaults; "
                    "into a folder of masks: beside each mask, as <mask>_rivers.gpkg.")
 @creation_options
@@ -77,11 +79,6 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
         raise click.BadParameter(f"overlap {overlap} is larger than the tile size {tile_size}", ctx, param_hint="'--overlap'")
     if overwrite and skip_existing:
         raise click.BadParameter("give --overwrite or --skip-existing, not both", ctx, param_hint="'--skip-existing'")
-    if vector and vector.suffix.lower() not in VECTOR_SUFFIXES:
-        raise click.BadParameter(f"{vector.name}: use one of {', '.join(sorted(VECTOR_SUFFIXES))}", ctx,
-                                 param_hint="'--vector'")
-    if rivers and rivers.suffix.lower() != ".gpkg":
-        raise click.BadParameter(f"{rivers.name}: rivers are written as a GeoPackage (.gpkg)", ctx, param_hint="'--rivers'")
     targets = output_targets(scenes, output)
     one_file = len(scenes) == 1 and not is_folder(output)
     for _, target in targets:

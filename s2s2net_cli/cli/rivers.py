@@ -8,13 +8,14 @@ from pathlib import Path
 import click
 
 from ..hydrology.rivers import RiverOptions, measure_rivers
-from .options import json_option, overwrite_option
+from .options import GEOPACKAGE_SUFFIXES, json_option, named_as, overwrite_option
 from .render import progress_bar, summary_table
 
 
 @click.command()
 @click.argument("mask", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              callback=named_as(GEOPACKAGE_SUFFIXES, "rivers are written as a GeoPackage"),
               help="GeoPackage to write (layers reaches and widths).")
 @click.option("--spacing", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
               help="Metres between width transects along a centreline.")

@@ -4,7 +4,9 @@ shared among the ranks of a launcher.
 Output paths follow rio and GDAL users' habits: an existing folder, or a path ending in a
 separator, is a folder (each scene's mask is ``<name>_water.tif`` in it, ``<name>`` being the
 file's stem or a STAC item's id), whatever the number of scenes; any other path is the one
-scene's file. Under a launcher (deepspeed --module, torchrun: RANK and WORLD_SIZE set)
+scene's file, named .tif (or .tiff, or with no suffix, as GDAL allows: predict writes GeoTIFF).
+With --skip-existing an existing output is skipped only when its tags say it was made from
+the same scene; another scene's mask there is a failure, never a silent skip. Under a launcher (deepspeed --module, torchrun: RANK and WORLD_SIZE set)
 several scenes are dealt out among the ranks, one scene has its rows of tiles shared
 (``shared_scene``), and rank 0 gathers every rank's results into one summary.
 """
@@ -18,11 +20,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
-from ..errors import S2S2NetError, UsageError, describe
-from ..formats import safe_name, source_name, source_stem
+from ..errors import OutputExistsError, S2S2NetError, UsageError, describe
+from ..formats import GEOTIFF_SUFFIXES, safe_name, source_name, source_stem
 from ..sources import stac
 from ..world import World
 from .predictor import Predictor, SceneResult
+from .writer import mask_source
 from .shared_scene import gather_on_rank0, predict_scene_shared
 
 # one rank may wait for another's share of a whole scene
@@ -60,12 +63,19 @@ def output_name(scene) -> str:
 def output_targets(scenes: list, output) -> list[tuple]:
     """(scene, output path) for each scene: ``output`` itself for one scene written to a file;
     ``<name>_water.tif`` in the folder ``output`` otherwise (UsageError when several scenes
-    are given a file, or two would share a name)."""
+    are given a file or a .tif name, one scene a file name of another format, or two would
+    share a name)."""
     folder = Path(output)
+    suffix = folder.suffix.lower()
     if len(scenes) == 1 and not is_folder(output):
+        if suffix not in GEOTIFF_SUFFIXES:
+            raise UsageError(describe(folder, "predict writes a GeoTIFF: name it .tif (or give a folder, ending in /)"))
         return [(scenes[0], folder)]
     if folder.exists() and not folder.is_dir():
         raise UsageError(describe(folder, "is a file; with several scenes -o names a folder"))
+    if not folder.exists() and not is_folder(output) and suffix in (".tif", ".tiff"):
+        raise UsageError(describe(folder, f"names one mask; {len(scenes)} scenes need a folder (one mask a scene in it): "
+                                          f"give one ending in /"))
     names = [f"{output_name(s)}_water.tif" for s in scenes]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -73,6 +83,20 @@ def output_targets(scenes: list, output) -> list[tuple]:
         raise UsageError(f"{same[0]} and {same[1]} would both be written to {folder / twice[0]}; "
                          "predict them into separate folders")
     return [(s, folder / n) for s, n in zip(scenes, names)]
+
+
+def finished_output(scene, target) -> bool:
+    """Whether ``target`` already holds the finished mask of ``scene`` (what --skip-existing
+    skips): False when it does not exist; OutputExistsError when it holds another scene's mask,
+    or a file predict did not write, rather than skipping a scene that was never mapped."""
+    if not Path(target).exists():
+        return False
+    made_from, name = mask_source(target), source_name(scene)
+    if made_from == name:
+        return True
+    held = f"holds the mask of {made_from}, not of {name}" if made_from else "is no mask s2s2net predict wrote"
+    raise OutputExistsError(describe(target, f"{held}: {name} not skipped (--overwrite replaces it; "
+                                             "an -o ending in / writes one mask a scene into a folder)"))
 
 
 def vector_path(mask_path, vector, one_file: bool) -> Path:
@@ -96,7 +120,8 @@ def predict_scenes(predictor: Predictor, targets: list[tuple], world: World = Wo
     ``progress(name, quiet)`` gives a context manager yielding an ``on_tile(done, total)``
     callback (or None); ``after(result)`` runs for each scene written (vectors, say). A scene
     that fails goes to ``on_failure`` and the failures; the others go on. With
-    ``skip_existing`` a scene whose output exists is skipped. Ctrl-C or SIGTERM ends the batch
+    ``skip_existing`` a scene whose output already holds its mask is skipped (one holding another
+    scene's mask is a failure: finished_output). Ctrl-C or SIGTERM ends the batch
     with what finished (``interrupted``).
     """
     if world.is_shared:
@@ -108,10 +133,10 @@ def predict_scenes(predictor: Predictor, targets: list[tuple], world: World = Wo
     summary = BatchSummary()
     try:
         for scene, target in (targets if share_one else targets[world.rank::world.size]):
-            if skip_existing and Path(target).exists():
-                summary.skipped.append({"scene": str(scene), "output": str(target)})
-                continue
             try:
+                if skip_existing and finished_output(scene, target):
+                    summary.skipped.append({"scene": str(scene), "output": str(target)})
+                    continue
                 _predict_one(predictor, scene, target, world, share_one, progress, after, summary)
             except S2S2NetError as exc:
                 if share_one and not world.leads:  # rank 0 reports the shared scene

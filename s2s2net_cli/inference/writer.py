@@ -21,6 +21,7 @@ from ..grid import SCALE_FACTOR, fine_transform, row_pixel_areas
 from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, temporary_sibling
 
 WRITE_ROWS = 512  # 2 m rows converted and written at a time
+SOURCE_TAG = "source_scene"  # the tag naming the scene a mask was made from
 
 
 @dataclass
@@ -38,6 +39,16 @@ class PredictionStats:
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
         return self
+
+
+def mask_source(path) -> str | None:
+    """The name of the scene the mask at ``path`` was made from (its SOURCE_TAG), or None when
+    ``path`` is no raster or carries no such tag."""
+    try:
+        with rasterio.open(path) as src:
+            return src.tags().get(SOURCE_TAG)
+    except RasterioIOError:
+        return None
 
 
 def mask_profile(scene, creation_options: dict | None = None) -> dict:
@@ -90,7 +101,7 @@ class MaskWriter:
         return {
             "s2s2net_version": __version__, **(self.forward_tags or {}),
             "values": "probability percent 0-100, 255 nodata" if self.probability else "0 land, 1 water, 255 nodata",
-            "source_scene": scene.name, "source_kind": scene.kind, "bands": ",".join(map(str, scene.indexes)),
+            SOURCE_TAG: scene.name, "source_kind": scene.kind, "bands": ",".join(map(str, scene.indexes)),
             "scale": f"{scene.scale:g}", "offset": ",".join(f"{v:g}" for v in scene.offset),
             "clouds_left_out": "yes" if scene.cloud_band else "no",
             "left_out": source_name(scene.leave_out) if scene.leave_out else "none",

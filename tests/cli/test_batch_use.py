@@ -62,6 +62,69 @@ def test_a_rerun_with_skip_existing_skips_finished_scenes(tmp_path, random_weigh
     assert r.returncode == 2 and "not both" in r.stderr
 
 
+def test_skip_existing_skips_only_a_mask_of_the_same_scene(tmp_path, random_weights):
+    a, b = scene(tmp_path, "a.tif", 1), scene(tmp_path, "b.tif", 2)
+    out = tmp_path / "masks"  # a loop's -o without a slash: one file, not a folder
+    assert run_cli("predict", a, "-o", out, "--weights", random_weights, *FAST, "--skip-existing").returncode == 0
+    before, tags = out.stat().st_mtime_ns, read(out)[1]
+    r = run_cli("predict", b, "-o", out, "--weights", random_weights, *FAST, "--skip-existing", "--json")
+    assert r.returncode == 1
+    doc = json.loads(r.stdout)
+    assert doc["skipped"] == [] and doc["scenes"] == [] and doc["failures"][0]["scene"] == str(b)
+    assert r.stderr.strip().splitlines() == [f"Error: {out}: holds the mask of a.tif, not of b.tif: b.tif not skipped "
+                                             "(--overwrite replaces it; an -o ending in / writes one mask a scene into a folder)"]
+    assert out.stat().st_mtime_ns == before and read(out)[1] == tags and tags["source_scene"] == "a.tif"
+    r = run_cli("predict", a, "-o", out, "--weights", random_weights, *FAST, "--skip-existing", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["skipped"] == [{"scene": str(a), "output": str(out)}]
+    other = tmp_path / "notes.tif"
+    other.write_text("not a mask")
+    r = run_cli("predict", a, "-o", other, "--weights", random_weights, *FAST, "--skip-existing")
+    assert r.returncode == 1 and "is no mask s2s2net predict wrote: a.tif not skipped" in r.stderr
+    assert other.read_text() == "not a mask"
+
+
+def test_a_file_name_of_another_format_or_one_mask_for_several_scenes_is_refused(tmp_path, random_weights):
+    a, b = scene(tmp_path, "a.tif", 1), scene(tmp_path, "b.tif", 2)
+    r = run_cli("predict", a, "-o", tmp_path / "water.png", "--weights", random_weights, *FAST)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"Error: {tmp_path / 'water.png'}: predict writes a GeoTIFF: name it .tif (or give a folder, ending in /)"]
+    r = run_cli("predict", a, b, "-o", tmp_path / "water.tif", "--weights", random_weights, *FAST)
+    assert r.returncode == 2 and "2 scenes need a folder" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tif", "b.tif"]
+
+
+@pytest.mark.parametrize("command, option, name, writes", [
+    ("compare", "--plot", "scores.jpg", "the plot is a PNG: name it .png"),
+    ("compare", "--csv", "scores.xlsx", "the table is written as CSV: name it .csv or .txt"),
+    ("rivers", "-o", "rivers.shp", "rivers are written as a GeoPackage: name it .gpkg"),
+    ("occurrence", "-o", "occurrence.png", "occurrence writes a GeoTIFF: name it .tif or .tiff"),
+    ("occurrence", "--plot", "area.tif", "the plot is a PNG: name it .png"),
+    ("predict", "--vector", "water.kml", "polygons are written in the format of their suffix: "
+                                         "name it .gpkg, .geojson, .json, .shp or .fgb"),
+])
+def test_an_output_named_for_another_format_is_refused_in_one_line(tmp_path, random_weights, command, option, name,
+                                                                     writes):
+    s = scene(tmp_path)
+    water = np.zeros((200, 200), "uint8")
+    water[:, 90:110] = 1  # a river 40 m wide on the 2 m grid
+    mask = write_raster(tmp_path / "mask.tif", water, transform=Affine(2, 0, 500000, 0, -2, 4000000), nodata=255)
+    label = write_raster(tmp_path / "label.tif", water[::5, ::5], nodata=255)
+    args = {"compare": ["--pair", s, label, "--baseline", "ndwi"], "rivers": [mask, "-o", tmp_path / "r.gpkg"],
+            "occurrence": [mask, "--from-masks", "-o", tmp_path / "o.tif"],
+            "predict": [s, "-o", tmp_path / "w.tif", "--weights", random_weights, *FAST]}[command]
+    if option == "-o":
+        args = args[: args.index("-o")] + args[args.index("-o") + 2:]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    r = run_cli(command, *args, option, tmp_path / name)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1] == f"Error: Invalid value for {_hint(option)}: {name}: {writes}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def _hint(option: str) -> str:
+    return "'-o' / '--output'" if option == "-o" else f"'{option}'"
+
+
 def test_json_is_one_document_when_the_one_scene_fails(tmp_path, random_weights):
     bad = tmp_path / "bad.tif"
     bad.write_text("not a raster")
