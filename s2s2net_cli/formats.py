@@ -18,6 +18,14 @@ CHIP_SCALE = 10000.0  # chips (and synthetic scenes) store reflectance x 10000 a
 GEOTIFF_SUFFIXES = (".tif", ".tiff", "")  # names rasters are written under (GDAL's GTiff takes none too)
 
 
+def probability_cut(tags: dict) -> float | None:
+    """Where a raster of ``predict --probability`` (its ``values`` tag says so) is water: its
+    ``threshold`` tag in percent (0.5 when untagged); None for any other raster (a 0/1 mask)."""
+    if "probability" not in tags.get("values", ""):
+        return None
+    return float(tags.get("threshold", 0.5)) * 100
+
+
 def reflectance_to_dn(reflectance: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
     """Reflectance as uint16 reflectance x 10000 (at least 1, so that 0 stays nodata); 0 where not ``valid``.
     The product is taken in ``reflectance``'s own float type."""

@@ -128,10 +128,15 @@ def binarise(raw: np.ndarray, nodata: float | None) -> np.ndarray:
     return out
 
 
-def check_label(label: Label) -> None:
+NODATA_OPTION = "give the value that means nodata with --nodata"
+NODATA_TAG = "tag the value that means nodata (rio edit-info --nodata)"  # for commands without --nodata
+
+
+def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> None:
     """InputError when the label holds no valid pixel, or values other than water 1, land 0 and
     its nodata (NaN, the file's nodata value or --nodata): a 255 or -1 that no tag declares as
-    nodata would otherwise count as water or land. Read block by block."""
+    nodata would otherwise count as water or land. ``declare_nodata`` says how a command is told
+    which value is nodata. Read block by block."""
     others: set = set()
     any_valid = False
     with rasterio.open(label.path) as src:
@@ -146,12 +151,17 @@ def check_label(label: Label) -> None:
             if not known.all() and len(others) < MAX_VALUES_NAMED:
                 others.update(np.unique(raw[~known])[:MAX_VALUES_NAMED].tolist())
     if others:
-        shown = ", ".join(f"{v:g}" for v in sorted(others)[:MAX_VALUES_NAMED])
-        declared = f" and its nodata {label.nodata:g}" if label.nodata is not None else ""
-        raise InputError(describe(label.path, f"holds values {shown} besides water 1, land 0{declared}: give the value "
-                                              "that means nodata with --nodata, or make water 1 and land 0"))
+        raise unexpected_values(label.path, others, label.nodata, declare_nodata)
     if not any_valid:
         raise InputError(describe(label.path, "mask has no valid pixel (all nodata)"))
+
+
+def unexpected_values(path, values, nodata: float | None, declare_nodata: str = NODATA_OPTION) -> InputError:
+    """The error for a mask holding ``values`` besides water 1, land 0 and its ``nodata``."""
+    shown = ", ".join(f"{v:g}" for v in sorted(values)[:MAX_VALUES_NAMED])
+    declared = f" and its nodata {nodata:g}" if nodata is not None else ""
+    return InputError(describe(path, f"holds values {shown} besides water 1, land 0{declared}: {declare_nodata}, "
+                                     "or make water 1 and land 0"))
 
 
 def _overlaps(window: Window, src) -> bool:

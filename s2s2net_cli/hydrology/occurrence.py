@@ -3,7 +3,8 @@
 For each pixel of one output grid: how many dates saw it valid (not nodata: not cloud, shadow,
 snow, outside the scene or the area of interest), how many of those saw water, and the
 occurrence, water / valid in percent. Each date's 2 m mask (predicted by ``predict``'s code,
-or given) is brought onto the output grid by nearest (the same grid is read as it is) and
+or given: a 0/1 mask with nodata, or a ``predict --probability`` raster, read as water from
+the threshold in its tags) is brought onto the output grid by nearest (the same grid is read as it is) and
 counted window by window, so memory holds one window's counts and one date's window, whatever
 the number of dates and the size of the grid. Under a launcher the dates are shared among the
 ranks and each window's counts summed across them.
@@ -15,6 +16,7 @@ valid dates); 255 never seen.
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -30,12 +32,14 @@ from rasterio.warp import transform_bounds
 from rasterio.windows import Window
 
 from ..errors import InputError, S2S2NetError, describe
-from ..formats import NODATA, WATER
+from ..formats import WATER, probability_cut
 from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, temporary_sibling
+from ..labels import MAX_VALUES_NAMED, NODATA_TAG, unexpected_values
 from ..world import World
 
 PERMANENT_FROM = 90  # percent of valid dates seen as water: permanent water
 WINDOW = 2048
+OUTSIDE = -2 ** 31  # where a warped mask has no pixel, in its working type (int32): no mask value
 PROCESS_GROUP_TIMEOUT = timedelta(minutes=30)
 
 
@@ -179,9 +183,7 @@ def _count_and_write(dates: list[DateMask], out_path: Path, grid: Grid, options:
                 water = np.zeros((int(window.height), int(window.width)), dtype=np.int32)
                 valid = np.zeros_like(water)
                 for d, src in zip(dates, sources):
-                    data = src.read(1, window=window)
-                    seen = data != NODATA
-                    wet = seen & (data == WATER)
+                    wet, seen = src.read_water(window)
                     valid += seen
                     water += wet
                     d.water_km2 += float(wet.sum()) * pixel_km2
@@ -199,29 +201,59 @@ def _count_and_write(dates: list[DateMask], out_path: Path, grid: Grid, options:
     return summary
 
 
-def _open_on_grid(d: DateMask, grid: Grid):
-    """The date's mask as a dataset on the output grid: itself when it is that grid, else a
-    nearest-neighbour warped view of it (255 outside)."""
-    src = rasterio.open(d.mask)
-    if src.crs == grid.crs and src.transform == grid.transform and (src.width, src.height) == (grid.width, grid.height):
-        return src
-    return _Warped(src, grid)
+def _open_on_grid(d: DateMask, grid: Grid) -> "_MaskOnGrid":
+    return _MaskOnGrid(rasterio.open(d.mask), grid)
 
 
-class _Warped:
-    """A WarpedVRT of a mask on the grid, closed with its source."""
+class _MaskOnGrid:
+    """A date's mask read on the output grid, window by window, as water and seen: itself when
+    it is on that grid, else a nearest-neighbour WarpedVRT of it in a wider type, whose
+    OUTSIDE value no mask pixel can hold. Seen: not the file's nodata (only a value its tags
+    declare), not NaN, not outside. A probability raster is water from its threshold. A mask
+    holding other values than 0, 1 and its nodata (a 255 with no nodata tag, a class raster) is
+    an InputError as it is read, rather than counted as land or unseen (checked while counting:
+    a whole pass more would double the time of a full tile). Closed with its source."""
 
     def __init__(self, src, grid: Grid):
-        self.src = src
-        self.vrt = WarpedVRT(src, crs=grid.crs, transform=grid.transform, width=grid.width, height=grid.height,
-                             resampling=Resampling.nearest, nodata=NODATA, src_nodata=src.nodata if src.nodata is not None
-                             else NODATA)
+        self.src, self.cut, self.nodata = src, probability_cut(src.tags()), src.nodata
+        if np.dtype(src.dtypes[0]).kind in "iu":  # compared as integers: a float would make each test a float one
+            self.cut = None if self.cut is None else math.ceil(self.cut)
+            self.nodata = None if self.nodata is None or self.nodata != int(self.nodata) else int(self.nodata)
+        same = src.crs == grid.crs and src.transform == grid.transform and (src.width, src.height) == (grid.width,
+                                                                                                     grid.height)
+        self.floating = np.dtype(src.dtypes[0]).kind == "f"
+        self.vrt = None if same else WarpedVRT(
+            src, crs=grid.crs, transform=grid.transform, width=grid.width, height=grid.height,
+            resampling=Resampling.nearest, src_nodata=src.nodata, nodata=np.nan if self.floating else OUTSIDE,
+            dtype="float32" if self.floating else "int32")
 
-    def read(self, band, window):
-        return self.vrt.read(band, window=window)
+    def read_water(self, window) -> tuple[np.ndarray, np.ndarray]:
+        data = (self.vrt or self.src).read(1, window=window)
+        if self.floating:
+            seen = ~np.isnan(data)
+            if self.vrt is None and self.nodata is not None and not np.isnan(self.nodata):
+                seen &= data != self.nodata
+        else:
+            blank = OUTSIDE if self.vrt is not None else self.nodata  # the file's nodata became OUTSIDE in the VRT
+            seen = data != blank if blank is not None else np.ones(data.shape, dtype=bool)
+        if self.cut is not None:
+            return seen & (data >= self.cut), seen
+        if self._others(data, seen):
+            values = np.unique(data[seen & (data != 0) & (data != WATER)])[:MAX_VALUES_NAMED].tolist()
+            raise unexpected_values(self.src.name, values, self.nodata, NODATA_TAG)
+        return seen & (data == WATER), seen
+
+    def _others(self, data: np.ndarray, seen: np.ndarray) -> bool:
+        """Whether a seen pixel holds another value than 0 and 1 (cheaply where none is above 1)."""
+        if data.dtype.kind == "u":  # unsigned: only values above 1 can be others; a max is one fast pass
+            return int(data.max(initial=0)) > WATER and bool(((data > WATER) & seen).any())
+        if self.vrt is not None and not self.floating:  # unseen pixels hold OUTSIDE, below 0
+            return bool((data > WATER).any()) or bool(((data < 0) & seen).any())
+        return bool((seen & (data != 0) & (data != WATER)).any())
 
     def close(self):
-        self.vrt.close()
+        if self.vrt is not None:
+            self.vrt.close()
         self.src.close()
 
 

@@ -33,9 +33,9 @@ from shapely.geometry import LineString, MultiLineString, Point, box
 from scipy import ndimage
 
 from ..errors import InputError, describe
-from ..formats import NODATA, WATER
+from ..formats import NODATA, WATER, probability_cut
 from ..io import atomic_path, check_output
-from ..labels import check_label, open_label
+from ..labels import NODATA_TAG, check_label, open_label
 from .bridges import bridge_gaps
 from .centrelines import centreline_branches
 from .widths import smooth_path, transects
@@ -118,11 +118,9 @@ class MaskReader:
         if abs(abs(self.transform.a) - abs(self.transform.e)) > 1e-6 * abs(self.transform.a) or self.transform.b or \
                 self.transform.d:
             raise InputError(describe(self.path, "mask pixels are not square and north-up"))
-        self.cut = None
-        if "probability" in tags.get("values", ""):
-            self.cut = float(tags.get("threshold", 0.5)) * 100
-        else:
-            check_label(open_label(self.path))
+        self.cut = probability_cut(tags)
+        if self.cut is None:
+            check_label(open_label(self.path), declare_nodata=NODATA_TAG)
 
     @property
     def pixel_size(self) -> float:

@@ -80,6 +80,46 @@ def test_masks_on_another_grid_are_warped_onto_the_first(tmp_path):
     assert (bands[2] == 3).all()
 
 
+def test_an_untagged_mask_on_part_of_the_grid_is_seen_where_it_lies_and_unseen_outside(tmp_path):
+    paths, _, _ = series(tmp_path, 1)
+    part = np.zeros((N, N // 2), "uint8")
+    part[:, :10] = 1  # no nodata tag: every pixel of it says water or land
+    write_raster(tmp_path / "part.tif", part, transform=T2 * Affine.translation(N // 2, 0))
+    r = run_cli("occurrence", paths[0], tmp_path / "part.tif", "--from-masks", "-o", tmp_path / "o.tif")
+    assert r.returncode == 0, r.stderr
+    bands, _, _ = read(tmp_path / "o.tif")
+    assert (bands[2][:, : N // 2] == 1).all() and (bands[2][:, N // 2:] == 2).all()
+    first = rasterio.open(paths[0]).read(1) == 1
+    assert np.array_equal(bands[1][:, N // 2:], first[:, N // 2:] + part)
+    assert np.array_equal(bands[1][:, : N // 2], first[:, : N // 2].astype(int))
+
+
+def test_a_probability_raster_counts_from_its_threshold_and_a_mask_of_other_values_is_refused(tmp_path):
+    paths, water, valid = series(tmp_path, n_dates=2)
+    with rasterio.open(paths[1]) as src:
+        mask = src.read(1)
+    percent = np.where(mask == 1, 64, 30).astype("uint8")  # water at 64 %, land at 30 %: wet at 0.6, dry at 0.7
+    percent[:4] = 59  # just under the threshold: land
+    percent[mask == 255] = 255
+    prob = write_raster(tmp_path / "prob.tif", percent, transform=T2, nodata=255)
+    with rasterio.open(prob, "r+") as dst:
+        dst.update_tags(values="probability percent 0-100, 255 nodata", threshold="0.6")
+    r = run_cli("occurrence", paths[0], prob, "--from-masks", "-o", tmp_path / "occ.tif", "--json")
+    assert r.returncode == 0, r.stderr
+    wet_then = mask == 1
+    wet_then[:4] = False
+    bands, _, _ = read(tmp_path / "occ.tif")
+    with rasterio.open(paths[0]) as src:
+        assert np.array_equal(bands[1], (src.read(1) == 1).astype(int) + wet_then)
+    assert {d["source"]: d["water_km2"] for d in json.loads(r.stdout)["dates"]}[str(prob)] == pytest.approx(wet_then.sum() * 4e-6, abs=1e-6)
+    classes = write_raster(tmp_path / "classes.tif", mask * 255, transform=T2)  # water 255, no nodata tag
+    r = run_cli("occurrence", paths[0], classes, "--from-masks", "-o", tmp_path / "occ2.tif")  # not a date to skip
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f"Error: {classes}: holds values 255 besides water 1, land 0: tag the value that means nodata "
+        "(rio edit-info --nodata), or make water 1 and land 0"]
+    assert not (tmp_path / "occ2.tif").exists()
+
+
 def test_a_date_that_fails_is_named_skipped_and_counted_or_stops_with_strict(tmp_path):
     paths, water, valid = series(tmp_path, 3)
     broken = tmp_path / "broken_water.tif"
