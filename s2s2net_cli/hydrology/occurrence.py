@@ -182,12 +182,18 @@ def _count_and_write(dates: list[DateMask], out_path: Path, grid: Grid, options:
             for k, window in enumerate(windows, start=1):
                 water = np.zeros((int(window.height), int(window.width)), dtype=np.int32)
                 valid = np.zeros_like(water)
+                stop = None
                 for d, src in zip(dates, sources):
-                    wet, seen = src.read_water(window)
+                    try:
+                        wet, seen = src.read_water(window)
+                    except InputError as exc:
+                        stop = exc
+                        break
                     valid += seen
                     water += wet
                     d.water_km2 += float(wet.sum()) * pixel_km2
                     d.valid_share += float(seen.sum()) / (grid.width * grid.height)
+                _stop_together(stop, world)
                 if world.is_shared:
                     counts = torch_sum(np.stack([water, valid]), world)
                     water, valid = counts[0], counts[1]
@@ -199,6 +205,15 @@ def _count_and_write(dates: list[DateMask], out_path: Path, grid: Grid, options:
         for src in sources:
             src.close()
     return summary
+
+
+def _stop_together(error: InputError | None, world: World) -> None:
+    """Raise ``error`` on this rank, and on every rank when one of them has one (each rank reads
+    its own dates: one that stopped alone would leave the others waiting in the next sum)."""
+    if world.is_shared and torch_sum([error is not None], world)[0] and error is None:
+        error = InputError("occurrence stopped: a date of another rank cannot be counted (that rank's error names it)")
+    if error is not None:
+        raise error
 
 
 def _open_on_grid(d: DateMask, grid: Grid) -> "_MaskOnGrid":

@@ -171,24 +171,43 @@ def test_occurrence_from_scenes_counts_what_predict_writes(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
-@pytest.mark.slow
-def test_two_torchrun_nodes_share_the_dates_and_sum_the_counts(tmp_path):
-    paths, water, valid = series(tmp_path, 5)
+def torchrun_nodes(tmp_path, paths, output):
+    """Two torchrun nodes on this machine running occurrence over ``paths``: their (stdout, stderr)
+    and exit codes."""
     port = free_port()
     torchrun = Path(sys.executable).parent / "torchrun"
     procs = []
     for node in (0, 1):
         cmd = [str(torchrun), "--nnodes", "2", "--nproc_per_node", "1", "--node_rank", str(node), "--rdzv_backend",
                "c10d", "--rdzv_endpoint", f"localhost:{port}", "--rdzv_id", "occ", "-m", "s2s2net_cli", "occurrence",
-               *map(str, paths), "--from-masks", "-o", str(tmp_path / "occ.tif"), "--json"]
+               *map(str, paths), "--from-masks", "-o", str(output), "--json"]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       env={**os.environ, "OMP_NUM_THREADS": "1"}))
     outs = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
+    return outs, [p.returncode for p in procs]
+
+
+@pytest.mark.slow
+def test_two_torchrun_nodes_share_the_dates_and_sum_the_counts(tmp_path):
+    paths, water, valid = series(tmp_path, 5)
+    outs, codes = torchrun_nodes(tmp_path, paths, tmp_path / "occ.tif")
+    assert codes == [0, 0], outs
     documents = [json.loads(o) for o, _ in outs if o.strip()]
     assert len(documents) == 1 and documents[0]["counted"] == 5  # one summary, from rank 0
     bands, _, _ = read(tmp_path / "occ.tif")
     assert np.array_equal(bands[1], water) and np.array_equal(bands[2], valid)
+
+
+@pytest.mark.slow
+def test_a_mask_one_node_cannot_count_stops_both_nodes_not_one(tmp_path):
+    paths, _, _ = series(tmp_path, 3)
+    with rasterio.open(paths[0]) as src:
+        classes = write_raster(tmp_path / "classes.tif", src.read(1) * 2, transform=T2)  # 0 and 2: no 0/1 mask
+    outs, codes = torchrun_nodes(tmp_path, [*paths, classes], tmp_path / "occ.tif")  # would wait forever in a sum
+    assert all(code != 0 for code in codes), outs
+    errors = "".join(err for _, err in outs)
+    assert f"{classes}: holds values 2 besides water 1, land 0" in errors
+    assert not (tmp_path / "occ.tif").exists()
 
 
 @pytest.mark.parametrize("case", ["missing_mask", "missing_like", "not_a_raster_like"])
