@@ -1,8 +1,10 @@
-"""What a scene's own values and descriptions say about how it was read: warnings when its
-bands are described as other bands than the model reads, or its reflectance looks like
-another scale or a missing offset."""
+"""What a scene's own values, descriptions and grid say about how it was read: warnings when
+its bands are described as other bands than the model reads, its reflectance looks like
+another scale or a missing offset, or its pixels are not Sentinel-2's 10 m."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -18,7 +20,8 @@ def scene_warnings(scene: Scene, spec: BandSpec) -> list[str]:
     warnings = band_order_warnings(scene, spec)
     sample = check_has_valid_pixels(scene)
     valid = valid_mask(sample, scene.nodata)
-    return warnings + [w for w in (scale_warning(scene, sample, valid), offset_warning(scene, sample, valid)) if w]
+    found = (resolution_warning(scene), scale_warning(scene, sample, valid), offset_warning(scene, sample, valid))
+    return warnings + [w for w in found if w]
 
 
 def band_order_warnings(scene: Scene, spec: BandSpec) -> list[str]:
@@ -65,3 +68,30 @@ def offset_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> str |
             "reflectance + 1000: pass --offset -1000",
         )
     return None
+
+
+# The network reads 10 m pixels; a grid reprojected from them (to degrees, say) stays near that.
+TEN_METRE_PIXELS = (8.0, 12.5)
+METRES_PER_DEGREE = 111_320.0  # of latitude, and of longitude at the equator
+
+
+def pixel_metres(scene: Scene) -> float:
+    """The side of the square of a scene's pixel's area on the ground, in metres (degrees of a
+    geographic CRS taken at the scene's middle latitude)."""
+    width, height = abs(scene.transform.a), abs(scene.transform.e)
+    if scene.crs.is_geographic:
+        left, bottom, right, top = scene.bounds
+        middle = math.radians((bottom + top) / 2)
+        return math.sqrt(width * math.cos(middle) * height) * METRES_PER_DEGREE
+    return math.sqrt(width * height) * scene.crs.linear_units_factor[1]
+
+
+def resolution_warning(scene: Scene) -> str | None:
+    """A warning when the scene's pixels are not about 10 m: the network reads Sentinel-2's 10 m
+    bands, and on 20 m or 60 m pixels (a stack resampled to them) it sees every shape at the
+    wrong size, and the output's pixels are a fifth of the input's, not 2 m."""
+    metres = pixel_metres(scene)
+    if TEN_METRE_PIXELS[0] <= metres <= TEN_METRE_PIXELS[1]:
+        return None
+    return describe(scene.path, f"pixels are about {metres:.3g} m, not Sentinel-2's 10 m that the network reads: "
+                                f"resample the scene to 10 m first (the output's pixels are {metres / 5:.3g} m)")

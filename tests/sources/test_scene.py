@@ -102,3 +102,21 @@ def test_a_stack_whose_bands_cannot_be_told_apart_is_refused(tmp_path, count, de
         open_scene(path)
     assert str(exc.value).startswith(f"{path}: has {count} bands") and said in str(exc.value)
     assert open_scene(path, SceneOptions(bands=(1, 2, 3, 4, 6, 7 if count > 6 else 5))).count == count
+
+
+@pytest.mark.parametrize("crs, transform, warned", [
+    ("EPSG:32633", Affine(10, 0, 500000, 0, -10, 4000000), None),
+    ("EPSG:32633", Affine(20, 0, 500000, 0, -20, 4000000), "pixels are about 20 m"),
+    ("EPSG:32633", Affine(60, 0, 500000, 0, -60, 4000000), "pixels are about 60 m"),
+    ("EPSG:2263", Affine(32.8, 0, 900000, 0, -32.8, 200000), None),  # 10 m in US survey feet
+    ("EPSG:2263", Affine(10, 0, 900000, 0, -10, 200000), "pixels are about 3.05 m"),  # 10 feet
+    ("EPSG:4326", Affine(8.983e-5, 0, -65.0, 0, -8.983e-5, -14.0), None),  # a Sen1Floods11 chip's ~10 m
+    ("EPSG:4326", Affine(5.4e-4, 0, -65.0, 0, -5.4e-4, -14.0), "pixels are about 59"),
+])
+def test_pixels_other_than_10m_are_warned_of(tmp_path, crs, transform, warned):
+    from s2s2net_cli.sources.checks import resolution_warning
+
+    data = np.random.default_rng(0).integers(200, 4000, size=(6, 16, 16)).astype("uint16")
+    scene = open_scene(write_raster(tmp_path / "s.tif", data, transform=transform, crs=crs, nodata=0))
+    said = resolution_warning(scene)
+    assert (said is None) if warned is None else (warned in said and "resample the scene to 10 m first" in said)
