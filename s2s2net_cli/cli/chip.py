@@ -60,6 +60,8 @@ def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, tes
     with progress_bar("chips", quiet=ctx.obj.get("quiet")) as on_step:
         summary = chip_pairs(pair_list, out_dir, options,
                              on_progress=(lambda scene_id, done, total: on_step(done, total)) if on_step else None)
+    for warning in summary.warnings:
+        log.warning(warning)
     if as_json:
         click.echo(json.dumps(summary.to_dict(), indent=2))
     elif not ctx.obj.get("quiet"):

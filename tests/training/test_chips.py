@@ -113,6 +113,24 @@ def test_a_2m_label_keeps_its_2m_masks(tmp_path):
     assert list(gpd.read_file(tmp_path / "chips" / "index.gpkg").label_scale) == [1] * 4
 
 
+def test_a_scene_of_20m_pixels_is_chipped_with_a_warning(tmp_path):
+    p = make_pair(64, seed=3, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 32, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["warnings"] == []
+    with rasterio.open(tmp_path / "s.tif") as src, rasterio.open(tmp_path / "m.tif") as msk:
+        t = src.transform  # the same pixels said to be twice as large: a stack resampled to 20 m
+        write_raster(tmp_path / "s20.tif", src.read(), transform=t * Affine.scale(2), crs=src.crs, nodata=0)
+        write_raster(tmp_path / "m20.tif", msk.read(), transform=msk.transform * Affine.scale(2), crs=msk.crs,
+                     nodata=msk.nodata)
+    r = run_cli("chip", "--pair", tmp_path / "s20.tif", tmp_path / "m20.tif", "-o", tmp_path / "chips20", "--size", 32,
+                "--json")
+    assert r.returncode == 0, r.stderr
+    said = json.loads(r.stdout)["warnings"]
+    assert len(said) == 1 and said[0].startswith(f"{tmp_path / 's20.tif'}: pixels are about 20 m")
+    assert said[0] in r.stderr
+
+
 def test_mask_in_web_mercator_at_1_3_m_lands_on_the_sub_grid(tmp_path):
     p = make_pair(64, seed=8, nodata_margin=False)
     write_pair(p, tmp_path / "s.tif", tmp_path / "truth.tif")
