@@ -4,8 +4,8 @@ For each pixel of one output grid: how many dates saw it valid (not nodata: not 
 snow, outside the scene or the area of interest), how many of those saw water, and the
 occurrence, water / valid in percent. Each date's 2 m mask (predicted by ``predict``'s code,
 or given: a 0/1 mask with nodata, or a ``predict --probability`` raster, read as water from
-the threshold in its tags) is brought onto the output grid by nearest (the same grid is read as it is) and
-counted window by window, so memory holds one window's counts and one date's window, whatever
+the threshold in its tags) is brought onto the output grid by nearest (the same grid is read
+as it is) and counted window by window, so memory holds one window's counts and one date's window, whatever
 the number of dates and the size of the grid. Under a launcher the dates are shared among the
 ranks and each window's counts summed across them.
 

@@ -4,10 +4,10 @@ shared among the ranks of a launcher.
 Output paths follow rio and GDAL users' habits: an existing folder, or a path ending in a
 separator, is a folder (each scene's mask is ``<name>_water.tif`` in it, ``<name>`` being the
 file's stem or a STAC item's id), whatever the number of scenes; any other path is the one
-scene's file, named .tif (or .tiff, or with no suffix, as GDAL allows: predict writes GeoTIFF).
-With --skip-existing an existing output is skipped only when its tags say it was made from
-the same scene; another scene's mask there is a failure, never a silent skip. Under a launcher (deepspeed --module, torchrun: RANK and WORLD_SIZE set)
-several scenes are dealt out among the ranks, one scene has its rows of tiles shared
+scene's file, named .tif (or .tiff, or with no suffix, as GDAL allows: predict writes
+GeoTIFF). With --skip-existing an existing output is skipped only when its tags say it was
+made from the same scene; another scene's mask there is a failure, never a silent skip.
+Under a launcher (deepspeed --module, torchrun: RANK and WORLD_SIZE set) several scenes are dealt out among the ranks, one scene has its rows of tiles shared
 (``shared_scene``), and rank 0 gathers every rank's results into one summary.
 """
 
