@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..checkpoint import annotate_weights, read_card
-from .options import overwrite_option, parse_name_values
+from .options import named_as, overwrite_option, parse_name_values
 
 
 @click.group()
@@ -30,7 +30,8 @@ def show(path):
 
 @weights.command()
 @click.argument("src", type=click.Path(dir_okay=False, path_type=Path))
-@click.argument("dst", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("dst", type=click.Path(dir_okay=False, path_type=Path),
+                callback=named_as((".safetensors",), "weights are written as safetensors"))
 @click.option("--set", "notes", multiple=True, callback=parse_name_values, metavar="KEY=VALUE",
               help="A note added to the card's training record (repeatable).")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,

@@ -14,6 +14,10 @@ def test_show_and_annotate(tmp_path, random_weights):
     assert r.returncode == 0, r.stderr
     noted = json.loads(run_cli("weights", "show", out).stdout)
     assert noted["threshold"] == 0.6 and noted["training"] == {"note": "random init for tests", "recipe": "x.sh"}
+    r = run_cli("weights", "annotate", random_weights, tmp_path / "noted.pt")  # the name of a pickle, never loaded
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1] == (
+        "Error: Invalid value for 'DST': noted.pt: weights are written as safetensors: name it .safetensors")
+    assert not (tmp_path / "noted.pt").exists()
 
 
 def test_an_ndwi_prior_annotated_is_what_predict_runs(tmp_path, random_weights, scene_factory):
