@@ -115,6 +115,10 @@ class MaskReader:
         if self.crs is None or self.crs.is_geographic:
             raise InputError(describe(self.path, "mask has no projected CRS (widths are measured in metres: "
                                                  "reproject it to UTM first)"))
+        units, metres = self.crs.linear_units_factor
+        if metres != 1.0:
+            raise InputError(describe(self.path, f"mask's CRS unit is the {units}, not the metre (widths and "
+                                                 "lengths are measured in metres: reproject it to UTM first)"))
         if abs(abs(self.transform.a) - abs(self.transform.e)) > 1e-6 * abs(self.transform.a) or self.transform.b or \
                 self.transform.d:
             raise InputError(describe(self.path, "mask pixels are not square and north-up"))
