@@ -33,6 +33,7 @@ from rasterio.windows import Window
 
 from ..errors import InputError, S2S2NetError, describe
 from ..formats import WATER, probability_cut
+from ..grid import row_pixel_areas
 from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, temporary_sibling
 from ..labels import MAX_VALUES_NAMED, NODATA_TAG, unexpected_values
 from ..world import World
@@ -171,7 +172,6 @@ def _count_and_write(dates: list[DateMask], out_path: Path, grid: Grid, options:
     total = torch_sum([n_dates], world)[0] if world.is_shared else n_dates
     dtype, nodata = ("uint8", 255) if total < 255 else ("uint16", 65535)
     bands = 4 if options.classes else 3
-    pixel_km2 = abs(grid.transform.a * grid.transform.e) / 1e6
     summary = OccurrenceSummary(output=str(out_path), width=grid.width, height=grid.height,
                                 permanent_water_km2=0.0 if options.classes else None)
     windows = [Window(c, r, min(options.window, grid.width - c), min(options.window, grid.height - r))
@@ -182,6 +182,7 @@ def _count_and_write(dates: list[DateMask], out_path: Path, grid: Grid, options:
             for k, window in enumerate(windows, start=1):
                 water = np.zeros((int(window.height), int(window.width)), dtype=np.int32)
                 valid = np.zeros_like(water)
+                row_km2 = row_pixel_areas(grid.crs, grid.transform, int(window.row_off), int(window.height)) / 1e6
                 stop = None
                 for d, src in zip(dates, sources):
                     try:
@@ -191,14 +192,14 @@ def _count_and_write(dates: list[DateMask], out_path: Path, grid: Grid, options:
                         break
                     valid += seen
                     water += wet
-                    d.water_km2 += float(wet.sum()) * pixel_km2
+                    d.water_km2 += float(wet.sum(axis=1) @ row_km2)
                     d.valid_share += float(seen.sum()) / (grid.width * grid.height)
                 _stop_together(stop, world)
                 if world.is_shared:
                     counts = torch_sum(np.stack([water, valid]), world)
                     water, valid = counts[0], counts[1]
                 if dst is not None:
-                    _write_window(dst, window, water, valid, options.classes, nodata, summary, pixel_km2)
+                    _write_window(dst, window, water, valid, options.classes, nodata, summary, row_km2)
                 if on_progress:
                     on_progress(k, len(windows))
     finally:
@@ -332,16 +333,18 @@ class _OutputFile:
 
 
 def _write_window(dst, window: Window, water: np.ndarray, valid: np.ndarray, classes: bool, nodata: int,
-                  summary: OccurrenceSummary, pixel_km2: float) -> None:
+                  summary: OccurrenceSummary, row_km2: np.ndarray) -> None:
+    """Write one window's bands; add its areas (``row_km2``: a pixel's area in each of its rows)
+    to the summary."""
     seen = valid > 0
     occurrence = np.full(water.shape, nodata, dtype=np.int64)
     occurrence[seen] = np.round(100.0 * water[seen] / valid[seen])
     dst.write(occurrence.astype(dst.dtypes[0]), 1, window=window)
     dst.write(water.astype(dst.dtypes[0]), 2, window=window)
     dst.write(valid.astype(dst.dtypes[0]), 3, window=window)
-    summary.ever_water_km2 += float((water > 0).sum()) * pixel_km2
+    summary.ever_water_km2 += float((water > 0).sum(axis=1) @ row_km2)
     if classes:
         cls = np.full(water.shape, nodata, dtype=np.int64)
         cls[seen] = np.where(occurrence[seen] >= PERMANENT_FROM, 2, np.where(water[seen] > 0, 1, 0))
         dst.write(cls.astype(dst.dtypes[0]), 4, window=window)
-        summary.permanent_water_km2 += float((cls == 2).sum()) * pixel_km2
+        summary.permanent_water_km2 += float((cls == 2).sum(axis=1) @ row_km2)

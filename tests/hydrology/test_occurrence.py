@@ -94,6 +94,19 @@ def test_an_untagged_mask_on_part_of_the_grid_is_seen_where_it_lies_and_unseen_o
     assert np.array_equal(bands[1][:, : N // 2], first[:, : N // 2].astype(int))
 
 
+def test_areas_are_in_km2_on_a_grid_in_degrees(tmp_path):
+    mask = np.zeros((100, 100), "uint8")
+    mask[:, :30] = 1  # 3000 pixels of about 2 x 2 m at the equator
+    path = write_raster(tmp_path / "m.tif", mask, crs="EPSG:4326", transform=Affine(1.8e-5, 0, 10, 0, -1.8e-5, 0.001),
+                        nodata=255)
+    r = run_cli("occurrence", path, "--from-masks", "-o", tmp_path / "o.tif", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    expected = 3000 * (1.8e-5 * 111_320) ** 2 / 1e6  # a degree of the equator is 111.32 km
+    assert doc["dates"][0]["water_km2"] == pytest.approx(expected, rel=0.01)
+    assert doc["ever_water_km2"] == pytest.approx(expected, rel=0.01)
+
+
 def test_a_probability_raster_counts_from_its_threshold_and_a_mask_of_other_values_is_refused(tmp_path):
     paths, water, valid = series(tmp_path, n_dates=2)
     with rasterio.open(paths[1]) as src:
