@@ -54,8 +54,9 @@ def water_polygons(mask_path, strip_rows: int = STRIP_ROWS) -> gpd.GeoDataFrame:
     if crs is not None and crs.is_geographic:  # degrees: geodesic areas on the WGS 84 ellipsoid
         geod = Geod(ellps="WGS84")
         gdf["area_m2"] = [abs(geod.geometry_area_perimeter(g)[0]) for g in gdf.geometry]
-    else:
-        gdf["area_m2"] = gdf.geometry.area
+    else:  # the CRS's unit squared (a foot's, say) in square metres
+        metres = crs.linear_units_factor[1] if crs is not None and crs.is_projected else 1.0
+        gdf["area_m2"] = gdf.geometry.area * metres ** 2
     return gdf
 
 

@@ -141,6 +141,9 @@ def test_strips_of_vectorizing_merge(tmp_path):
     path = write_raster(tmp_path / "m.tif", mask, transform=Affine(2, 0, 0, 0, -2, 100), nodata=255)
     polys = water_polygons(path, strip_rows=7)
     assert len(polys) == 2 and sorted(polys.area_m2) == [6 * 4, 400 * 4]
+    feet = write_raster(tmp_path / "ft.tif", mask, crs="EPSG:2263", transform=Affine(2, 0, 900000, 0, -2, 200000),
+                        nodata=255)  # pixels of 2 x 2 US survey feet
+    assert sorted(water_polygons(feet).area_m2) == pytest.approx([6 * 4 * 0.3048006 ** 2, 400 * 4 * 0.3048006 ** 2])
 
 
 def test_several_scenes_go_to_a_folder_and_a_bad_one_does_not_stop_the_rest(tmp_path, scene_factory, random_weights):
