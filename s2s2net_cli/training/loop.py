@@ -74,7 +74,7 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
     check_run_dir(run_dir, options)
     world = world or World.from_environment()
     if options.resume:
-        check_resume_matches(run_dir, options, world.size)
+        check_resume_matches(run_dir, options, world.size, chips_dirs)
     deepspeed = import_deepspeed()
     cuda = torch.cuda.is_available()
     ds_config = build_ds_config(options, world.size, "cuda" if cuda else "cpu", cuda and torch.cuda.is_bf16_supported())

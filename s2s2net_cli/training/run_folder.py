@@ -19,6 +19,10 @@ from ..io import atomic_path
 from .config import TrainOptions
 
 CHECKPOINTS = "checkpoints"  # the DeepSpeed checkpoints' folder inside the run folder
+# What a run's steps, data order and random draws depend on: a resumed run keeps them (only its
+# length, --val-every and --num-workers may change), or it would be two runs recorded as one.
+KEPT_ON_RESUME = ("lr", "weight_decay", "warmup_steps", "grad_clip", "seed", "augment", "source_weights", "precision",
+                  "zero_stage", "offload_optimizer")
 
 
 def check_run_dir(run_dir: Path, options: TrainOptions) -> None:
@@ -39,11 +43,13 @@ def prepare_run_dir(run_dir: Path, options: TrainOptions) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
 
 
-def check_resume_matches(run_dir: Path, options: TrainOptions, world: int) -> None:
+def check_resume_matches(run_dir: Path, options: TrainOptions, world: int, chips_dirs: list[Path]) -> None:
     """A run resumes with the world size and global batch it was started with (its ZeRO
     partitions, data order and random draws depend on both), with or without the water
-    index inputs as it was started (the network's shape), and reading 10 m labels' shores as it
-    was started (its loss: a run resumed with the other would be trained on two)."""
+    index inputs as it was started (the network's shape), reading 10 m labels' shores as it
+    was started (its loss: a run resumed with the other would be trained on two), on the same
+    chips folders (by name) and with the KEPT_ON_RESUME options it was started with. What the
+    started run's config.json does not record is not compared."""
     try:
         config = json.loads((run_dir / "config.json").read_text())
         was = int(config["world_size"]), int(config["options"]["batch_size"])
@@ -59,6 +65,26 @@ def check_resume_matches(run_dir: Path, options: TrainOptions, world: int) -> No
     started_edges = config["options"].get("label_edges", "whole")
     if started_edges != options.label_edges:
         raise InputError(describe(run_dir, f"was started with --label-edges {started_edges}; resume it the same way"))
+    if "chips" in config and _folder_names(config["chips"].split(", ")) != _folder_names(chips_dirs):
+        raise InputError(describe(run_dir, f"was started on the chips of {config['chips']}; resume it on the same (this "
+                                           f"run: {', '.join(map(str, chips_dirs))})"))
+    now = asdict(options)
+    for name in KEPT_ON_RESUME:
+        if name in config["options"] and config["options"][name] != now[name]:
+            flag = "--source-weight" if name == "source_weights" else "--" + name.replace("_", "-")
+            raise InputError(describe(run_dir, f"was started with {flag} {_shown(config['options'][name])}; resume it with "
+                                               f"the same (this run: {_shown(now[name])}), or start a new run from its "
+                                               f"weights (--init-weights {run_dir / 'last.safetensors'})"))
+
+
+def _folder_names(paths) -> list[str]:
+    return [Path(str(p).rstrip("/")).name for p in paths]
+
+
+def _shown(value) -> str:
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v:g}" for k, v in sorted(value.items())) or "none"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def ranks_text(n: int) -> str:

@@ -271,7 +271,8 @@ def test_weights_with_an_ndwi_prior_train_without_it(chips, tmp_path, random_wei
 
 
 @pytest.mark.parametrize("case", ["no_index", "empty_train", "exists", "nothing_to_resume", "contradiction", "both_limits",
-                                  "resume_other_batch", "resume_other_inputs", "resume_other_label_edges"])
+                                  "resume_other_batch", "resume_other_inputs", "resume_other_label_edges",
+                                  "resume_other_lr", "resume_other_chips"])
 def test_bad_input_gets_one_line(chips, tmp_path, case):
     target, run = chips, tmp_path / "run"
     extra = []
@@ -312,6 +313,13 @@ def test_bad_input_gets_one_line(chips, tmp_path, case):
         (run / "config.json").write_text(json.dumps({"world_size": 1, "options": {"batch_size": 8,
                                                                                   "label_edges": "majority"}}))
         extra = ["--resume"]
+    elif case in ("resume_other_lr", "resume_other_chips"):  # a run started at lr 2e-4 on a folder called synthetic
+        (run / "checkpoints").mkdir(parents=True)
+        (run / "checkpoints" / "latest").write_text("step4")
+        started_on = chips if case == "resume_other_lr" else tmp_path / "synthetic"
+        (run / "config.json").write_text(json.dumps({"world_size": 1, "chips": str(started_on),
+                                                     "options": {"batch_size": 8, "lr": 2e-4}}))
+        extra = ["--resume", "--lr", 2e-4 if case == "resume_other_chips" else 1e-4]
     r = run_cli_process("train", target, "-o", run, *extra)
     assert r.returncode in (1, 2)
     lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
@@ -322,7 +330,11 @@ def test_bad_input_gets_one_line(chips, tmp_path, case):
                 "resume_other_batch": "was started with 2 ranks and --batch-size 8; resume it with the same (this run: 1 rank, "
                                       "--batch-size 4)",
                 "resume_other_inputs": "was started with --water-indices; resume it the same way",
-                "resume_other_label_edges": "was started with --label-edges majority; resume it the same way"}[case]
+                "resume_other_label_edges": "was started with --label-edges majority; resume it the same way",
+                "resume_other_lr": f"was started with --lr 0.0002; resume it with the same (this run: 0.0001), or start a "
+                                   f"new run from its weights (--init-weights {run / 'last.safetensors'})",
+                "resume_other_chips": f"was started on the chips of {tmp_path / 'synthetic'}; resume it on the same "
+                                      f"(this run: {chips})"}[case]
     assert expected in r.stderr
     if case != "both_limits":
         assert len(lines) == 1 and lines[0].startswith("Error:"), r.stderr
