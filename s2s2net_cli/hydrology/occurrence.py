@@ -233,12 +233,13 @@ class _MaskOnGrid:
 
     def __init__(self, src, grid: Grid):
         self.src, self.cut, self.nodata = src, probability_cut(src.tags()), src.nodata
-        if np.dtype(src.dtypes[0]).kind in "iu":  # compared as integers: a float would make each test a float one
+        kind = np.dtype(src.dtypes[0]).kind
+        if kind in "iu":  # compared as integers: a float would make each test a float one
             self.cut = None if self.cut is None else math.ceil(self.cut)
             self.nodata = None if self.nodata is None or self.nodata != int(self.nodata) else int(self.nodata)
         same = src.crs == grid.crs and src.transform == grid.transform and (src.width, src.height) == (grid.width,
                                                                                                      grid.height)
-        self.floating = np.dtype(src.dtypes[0]).kind == "f"
+        self.floating = kind == "f"
         self.vrt = None if same else WarpedVRT(
             src, crs=grid.crs, transform=grid.transform, width=grid.width, height=grid.height,
             resampling=Resampling.nearest, src_nodata=src.nodata, nodata=np.nan if self.floating else OUTSIDE,

@@ -7,8 +7,9 @@ file's stem or a STAC item's id), whatever the number of scenes; any other path 
 scene's file, named .tif (or .tiff, or with no suffix, as GDAL allows: predict writes
 GeoTIFF). With --skip-existing an existing output is skipped only when its tags say it was
 made from the same scene; another scene's mask there is a failure, never a silent skip.
-Under a launcher (deepspeed --module, torchrun: RANK and WORLD_SIZE set) several scenes are dealt out among the ranks, one scene has its rows of tiles shared
-(``shared_scene``), and rank 0 gathers every rank's results into one summary.
+Under a launcher (deepspeed --module, torchrun: RANK and WORLD_SIZE set) several scenes are
+dealt out among the ranks, one scene has its rows of tiles shared (``shared_scene``), and
+rank 0 gathers every rank's results into one summary.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def output_targets(scenes: list, output) -> list[tuple]:
         return [(scenes[0], folder)]
     if folder.exists() and not folder.is_dir():
         raise UsageError(describe(folder, "is a file; with several scenes -o names a folder"))
-    if not folder.exists() and not is_folder(output) and suffix in (".tif", ".tiff"):
+    if not folder.exists() and not is_folder(output) and suffix and suffix in GEOTIFF_SUFFIXES:
         raise UsageError(describe(folder, f"names one mask; {len(scenes)} scenes need a folder (one mask a scene in it): "
                                           f"give one ending in /"))
     names = [f"{output_name(s)}_water.tif" for s in scenes]

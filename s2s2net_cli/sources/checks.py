@@ -11,6 +11,7 @@ import numpy as np
 from ..bands import BandSpec, band_token
 from ..errors import describe
 from ..formats import valid_mask
+from ..grid import row_pixel_areas
 from .scene import Scene, check_has_valid_pixels
 
 
@@ -72,18 +73,12 @@ def offset_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> str |
 
 # The network reads 10 m pixels; a grid reprojected from them (to degrees, say) stays near that.
 TEN_METRE_PIXELS = (8.0, 12.5)
-METRES_PER_DEGREE = 111_320.0  # of latitude, and of longitude at the equator
 
 
 def pixel_metres(scene: Scene) -> float:
-    """The side of the square of a scene's pixel's area on the ground, in metres (degrees of a
-    geographic CRS taken at the scene's middle latitude)."""
-    width, height = abs(scene.transform.a), abs(scene.transform.e)
-    if scene.crs.is_geographic:
-        left, bottom, right, top = scene.bounds
-        middle = math.radians((bottom + top) / 2)
-        return math.sqrt(width * math.cos(middle) * height) * METRES_PER_DEGREE
-    return math.sqrt(width * height) * scene.crs.linear_units_factor[1]
+    """The side of the square of a scene's pixel's area on the ground, in metres: the area as
+    predict counts it (geodesic in degrees, the CRS's unit in metres) in its middle row."""
+    return math.sqrt(row_pixel_areas(scene.crs, scene.transform, scene.height // 2, 1)[0])
 
 
 def resolution_warning(scene: Scene) -> str | None:
