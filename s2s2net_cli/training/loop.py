@@ -138,7 +138,8 @@ class Trainer:
             self.step, self.best_f1 = resume(self.engine, run_dir / CHECKPOINTS, self.dtype)
         if world.leads:
             write_config(run_dir, options, ds_config, {
-                "chips": self.chips, "train_chips": len(self.train_ds), "val_chips": len(self.val_ds),
+                "chips": self.chips, "chips_folders": [str(d) for d in self.chips_dirs],
+                "train_chips": len(self.train_ds), "val_chips": len(self.val_ds),
                 "sources": _source_counts(self.train_ds.records, self.val_ds.records, options.source_weights),
                 "max_steps": self.max_steps, "world_size": world.size, "resumed_at_step": self.step})
             truncate_metrics(run_dir / "metrics.jsonl", self.step)

@@ -65,7 +65,8 @@ def check_resume_matches(run_dir: Path, options: TrainOptions, world: int, chips
     started_edges = config["options"].get("label_edges", "whole")
     if started_edges != options.label_edges:
         raise InputError(describe(run_dir, f"was started with --label-edges {started_edges}; resume it the same way"))
-    if "chips" in config and _folder_names(config["chips"].split(", ")) != _folder_names(chips_dirs):
+    started_on = config.get("chips_folders") or config.get("chips", "").split(", ")  # the joined names: before the list
+    if any(started_on) and _folder_names(started_on) != _folder_names(chips_dirs):
         raise InputError(describe(run_dir, f"was started on the chips of {config['chips']}; resume it on the same (this "
                                            f"run: {', '.join(map(str, chips_dirs))})"))
     now = asdict(options)

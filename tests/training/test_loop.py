@@ -190,6 +190,7 @@ def test_2m_and_10m_chips_train_together_each_source_validated_on_its_own(chips,
                         "--val-every", 3, "--source-weight", "bolivia_like=2", "--label-edges", "majority")
     assert r.returncode == 0, r.stderr
     config = json.loads((run / "config.json").read_text())
+    assert config["chips_folders"] == [str(chips), str(coarse_chips), str(validates_only)]
     sources = config["sources"]
     assert set(sources) == {"chips", "bolivia_like", "shanghai_like"}
     assert sources["shanghai_like"]["train"] == 0 and sources["shanghai_like"]["val"] == 4
@@ -342,3 +343,18 @@ def test_bad_input_gets_one_line(chips, tmp_path, case):
         assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.json"]  # untouched
     elif case != "exists":
         assert not run.exists() or case == "nothing_to_resume" and not any(run.iterdir())
+
+
+def test_resume_knows_a_chips_folder_whose_name_holds_a_comma(tmp_path):
+    """The run's folders are kept as a list: a folder called "floods, 2018" is one folder, not two."""
+    from s2s2net_cli.errors import InputError
+    from s2s2net_cli.training.config import TrainOptions
+    from s2s2net_cli.training.run_folder import check_resume_matches
+
+    folder = tmp_path / "floods, 2018"
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text(json.dumps({
+        "world_size": 1, "chips": str(folder), "chips_folders": [str(folder)], "options": {"batch_size": 8}}))
+    check_resume_matches(tmp_path / "run", TrainOptions(), 1, [folder])  # the same folder: resumes
+    with pytest.raises(InputError, match="was started on the chips of"):
+        check_resume_matches(tmp_path / "run", TrainOptions(), 1, [tmp_path / "floods", tmp_path / "2018"])
