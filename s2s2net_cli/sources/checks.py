@@ -26,14 +26,26 @@ def scene_warnings(scene: Scene, spec: BandSpec) -> list[str]:
 
 
 def band_order_warnings(scene: Scene, spec: BandSpec) -> list[str]:
-    """Warnings when the scene's band descriptions name other bands than the model expects."""
-    warnings = []
+    """Warnings when the scene's band descriptions name other bands than the model expects, or
+    name none and the bands were read in the model's order without --bands."""
+    warnings = [w for w in (assumed_order_warning(scene, spec.names),) if w]
     for pos, (index, expected) in enumerate(zip(scene.indexes, spec.names)):
         desc = scene.descriptions[index - 1] if index - 1 < len(scene.descriptions) else None
         if desc and band_token(desc) and band_token(desc) != band_token(expected):
             warnings.append(describe(scene.path, f"band {index} is described as {desc!r} but the model reads "
                                                  f"{expected} there (input {pos + 1})"))
     return warnings
+
+
+def assumed_order_warning(scene: Scene, names) -> str | None:
+    """A warning when a stack's bands say nothing of what they are (no description, no colour
+    interpretation) and were read as ``names`` in that order: a stack of red, green and blue
+    first, as many exports are, would be mapped without a word, and wrongly."""
+    if not scene.order_assumed:
+        return None
+    return describe(scene.path, f"its bands are not described, so they are read as {', '.join(names)} in that order; "
+                                "give their 1-based indexes with --bands (e.g. --bands 3,2,1,4,5,6 for red, green, "
+                                "blue first) to say so and silence this")
 
 
 def scale_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> str | None:

@@ -55,6 +55,7 @@ class Scene:
     scale: float = DEFAULT_SCALE
     offset: tuple[float, ...] = (0.0,) * len(BAND_NAMES)
     cloud_band: int | None = None
+    order_assumed: bool = False  # a stack whose bands say nothing, read in the model's order
     leave_out: str | None = None
     origin: tuple[int, int] = (0, 0)
     dataset_shape: tuple[int, int] = (0, 0)
@@ -115,6 +116,7 @@ def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(
     check_grid(path, crs, transform)
     if dtype not in _REFLECTANCE_DTYPES:
         raise InputError(describe(path, f"has dtype {dtype}, which cannot hold reflectance (expected uint16, int16 or float)"))
+    order_assumed = indexes is None and not any(named)
     if indexes is None:
         indexes = stack_band_indexes(path, named, BAND_NAMES if n_bands == len(BAND_NAMES) else None, n_bands)
     else:
@@ -125,7 +127,7 @@ def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(
         if bad:
             raise InputError(describe(path, f"has {count} band(s); band index {bad[0]} does not exist"))
     return Scene(str(path), crs, transform, width, height, dtype, count, indexes, nodata, descriptions,
-                 cloud_band=scl[0] if len(scl) == 1 else None)
+                 cloud_band=scl[0] if len(scl) == 1 else None, order_assumed=order_assumed)
 
 
 def stack_band_indexes(path, named: tuple[str | None, ...], wanted: tuple[str, ...] | None, n_bands: int) -> tuple:

@@ -32,7 +32,7 @@ from ..grid import SCALE_FACTOR, fine_transform, to_fine
 from ..io import atomic_path, geotiff_profile
 from ..labels import Label, label_resolution_in, warp_label
 from ..manifest import Pair, write_manifest
-from ..sources.checks import resolution_warning
+from ..sources.checks import assumed_order_warning, resolution_warning
 from ..sources.open import open_pair
 from ..sources.options import SceneOptions
 from ..sources.scene import SceneReader
@@ -90,8 +90,8 @@ def chip_pairs(pairs: list[Pair], out_dir, options: ChipOptions,
     _clear_outputs(out_dir, options.overwrite)
     index_crs = prepared[0].scene.crs if all(p.scene.crs == prepared[0].scene.crs for p in prepared) else "EPSG:4326"
     regions_in_index = regions.to_crs(index_crs).union_all() if regions is not None else None
-    summary = ChipSummary(scenes=len(prepared),
-                          warnings=[w for w in (resolution_warning(p.scene) for p in prepared) if w])
+    warnings = [w for p in prepared for w in (assumed_order_warning(p.scene, BAND_NAMES), resolution_warning(p.scene)) if w]
+    summary = ChipSummary(scenes=len(prepared), warnings=warnings)
     rows, done, total = [], 0, sum(len(p.windows) for p in prepared)
     for prep in prepared:
         is_test_scene = prep.pair.id in options.test_ids or prep.pair.split == "test"

@@ -91,6 +91,21 @@ def test_band_descriptions_say_which_band_is_which(tmp_path):
     assert open_scene(named).indexes == (5, 4, 3, 2, 7, 6)
 
 
+def test_a_stack_whose_bands_say_nothing_is_read_in_order_with_a_warning(tmp_path):
+    """Six bands with no description: read as B02 ... B12, and said so, because red, green and
+    blue first (as many exports are) would be mapped without a word; --bands silences it."""
+    data = np.ones((6, 4, 4), "uint16") * 500
+    bare = write_raster(tmp_path / "bare.tif", data)
+    scene = open_scene(bare)
+    assert scene.indexes == (1, 2, 3, 4, 5, 6)
+    warnings = band_order_warnings(scene, BandSpec())
+    assert len(warnings) == 1 and warnings[0].startswith(f"{bare}: its bands are not described, so they are read as "
+                                                         "B02, B03, B04, B08, B11, B12 in that order")
+    assert band_order_warnings(open_scene(bare, SceneOptions(bands=(3, 2, 1, 4, 5, 6))), BandSpec()) == []
+    described = write_raster(tmp_path / "d.tif", data, descriptions=("B02", "B03", "B04", "B08", "B11", "B12"))
+    assert band_order_warnings(open_scene(described), BandSpec()) == []
+
+
 @pytest.mark.parametrize("count,descriptions,said", [
     (10, None, "they name nothing"),
     (6, ("B02", "B03", "B04", "B05", "B06", "B07"), "they name 1=B02, 2=B03, 3=B04, 4=B05, 5=B06, 6=B07"),

@@ -126,9 +126,10 @@ def test_a_scene_of_20m_pixels_is_chipped_with_a_warning(tmp_path):
     r = run_cli("chip", "--pair", tmp_path / "s20.tif", tmp_path / "m20.tif", "-o", tmp_path / "chips20", "--size", 32,
                 "--json")
     assert r.returncode == 0, r.stderr
-    said = json.loads(r.stdout)["warnings"]
-    assert len(said) == 1 and said[0].startswith(f"{tmp_path / 's20.tif'}: pixels are about 20 m")
-    assert said[0] in r.stderr
+    said = json.loads(r.stdout)["warnings"]  # s20.tif's bands are undescribed: read in order, and said so
+    assert len(said) == 2 and said[0].startswith(f"{tmp_path / 's20.tif'}: its bands are not described")
+    assert said[1].startswith(f"{tmp_path / 's20.tif'}: pixels are about 20 m")
+    assert all(w in r.stderr for w in said)
 
 
 def test_mask_in_web_mercator_at_1_3_m_lands_on_the_sub_grid(tmp_path):
