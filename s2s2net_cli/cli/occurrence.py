@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,6 +21,8 @@ from ..sources.dates import scene_date
 from .options import (PNG_SUFFIXES, creation_options, device_option, json_option, named_as,
                       overlap_option, overwrite_option, precision_option, scene_options, tile_size_option)
 from .render import progress_bar
+
+log = logging.getLogger("s2s2net")
 
 
 @click.command()
@@ -87,6 +90,9 @@ def occurrence(ctx, scenes, output, from_masks, like, dates_csv, classes, strict
             shutil.rmtree(expanded, ignore_errors=True)
     if summary is None:
         return
+    for d in summary.dates:
+        for warning in d.warnings:
+            log.warning(warning)
     if plot:
         from ..hydrology.plot import plot_water_area  # heavy: matplotlib
 
@@ -144,7 +150,7 @@ def _predictor(weights, tile_size, overlap, device, precision, scene_opts):
                              overwrite=True)
     predictor = Predictor(weights or default_weights(), options, World())  # each rank predicts whole dates alone
 
-    def predict(source: str, mask_path: Path) -> None:
-        predictor.predict_scene(source, mask_path)
+    def predict(source: str, mask_path: Path) -> list[str]:
+        return predictor.predict_scene(source, mask_path).warnings
 
     return predict

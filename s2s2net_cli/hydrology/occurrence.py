@@ -85,10 +85,11 @@ class DateMask:
     water_km2: float = 0.0
     valid_share: float = 0.0  # of the output grid
     error: str | None = None
+    warnings: list = field(default_factory=list)  # what reading its scene said (predict's warnings)
 
     def to_dict(self) -> dict:
         out = {"source": self.source, "date": self.date, "water_km2": round(self.water_km2, 6),
-               "valid_share": round(self.valid_share, 6)}
+               "valid_share": round(self.valid_share, 6), "warnings": list(self.warnings)}
         return out if self.error is None else {"source": self.source, "date": self.date, "error": self.error}
 
 
@@ -110,12 +111,12 @@ class OccurrenceSummary:
 
 
 def water_occurrence(dates: list[DateMask], out_path, grid: Grid, options: OccurrenceOptions = OccurrenceOptions(),
-                     predict: Callable[[str, Path], None] | None = None, world: World = World(),
+                     predict: Callable[[str, Path], list[str]] | None = None, world: World = World(),
                      on_progress: Callable[[int, int], None] | None = None) -> OccurrenceSummary | None:
     """Count ``dates`` onto ``grid`` and write ``out_path``. With ``predict(source, mask_path)``
-    each date's mask is predicted first (into a temporary folder beside the output, removed at
-    the end); without it each date's ``mask`` is read. The summary on the leading rank, None on
-    the others."""
+    (returning what reading the scene warned of, kept on its date) each date's mask is predicted
+    first (into a temporary folder beside the output, removed at the end); without it each
+    date's ``mask`` is read. The summary on the leading rank, None on the others."""
     out_path = Path(out_path)
     if world.leads:
         check_output(out_path, options.overwrite)
@@ -146,7 +147,7 @@ def _prepare(d: DateMask, grid: Grid, predict, scratch: Path | None, k: int, str
     try:
         if predict is not None:
             d.mask = scratch / f"{k:04d}.tif"
-            predict(d.source, d.mask)
+            d.warnings = list(predict(d.source, d.mask) or [])
         _check_overlap(d, grid)
     except S2S2NetError as exc:
         if strict:
@@ -291,8 +292,9 @@ def _gather(mine: list[DateMask], world: World) -> list[DateMask]:
     import torch.distributed as dist  # heavy: only a shared run gathers
 
     gathered = [None] * world.size
-    dist.all_gather_object(gathered, [(d.source, d.date, d.water_km2, d.valid_share, d.error) for d in mine])
-    return [DateMask(s, date, None, w, v, e) for part in gathered for (s, date, w, v, e) in part]
+    dist.all_gather_object(gathered, [(d.source, d.date, d.water_km2, d.valid_share, d.error, d.warnings)
+                                      for d in mine])
+    return [DateMask(s, date, None, w, v, e, said) for part in gathered for (s, date, w, v, e, said) in part]
 
 
 class _OutputFile:

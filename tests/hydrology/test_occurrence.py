@@ -170,9 +170,15 @@ def test_occurrence_from_scenes_counts_what_predict_writes(tmp_path):
         p.crs = rasterio.crs.CRS.from_epsg(32633)
         write_pair(p, tmp_path / f"s{k}.tif", tmp_path / f"m{k}.tif")
         scenes.append(tmp_path / f"s{k}.tif")
+    with rasterio.open(scenes[1], "r+") as dst:  # a stack whose bands say nothing: read in order, and said so
+        for band in range(1, 7):
+            dst.set_band_description(band, "")
     args = ["--tile-size", 32, "--precision", 32]
     r = run_cli("occurrence", *scenes, "-o", tmp_path / "occ.tif", "--json", *args)
     assert r.returncode == 0, r.stderr
+    said = {Path(d["source"]).name: d["warnings"] for d in json.loads(r.stdout)["dates"]}
+    assert said["s0.tif"] == [] and len(said["s1.tif"]) == 1
+    assert said["s1.tif"][0].startswith(f"{scenes[1]}: its bands are not described") and said["s1.tif"][0] in r.stderr
     masks = []
     for k, s in enumerate(scenes):
         assert run_cli("predict", s, "-o", tmp_path / f"p{k}.tif", *args).returncode == 0
