@@ -136,7 +136,8 @@ def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> None:
     """InputError when the label holds no valid pixel, or values other than water 1, land 0 and
     its nodata (NaN, the file's nodata value or --nodata): a 255 or -1 that no tag declares as
     nodata would otherwise count as water or land. ``declare_nodata`` says how a command is told
-    which value is nodata. Read block by block."""
+    which value is nodata; a nodata of 0 or 1 is refused (check_nodata_value). Read block by block."""
+    check_nodata_value(label.path, label.nodata, declare_nodata)
     others: set = set()
     any_valid = False
     with rasterio.open(label.path) as src:
@@ -154,6 +155,18 @@ def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> None:
         raise unexpected_values(label.path, others, label.nodata, declare_nodata)
     if not any_valid:
         raise InputError(describe(label.path, "mask has no valid pixel (all nodata)"))
+
+
+def check_nodata_value(path, nodata: float | None, declare_nodata: str = NODATA_OPTION) -> None:
+    """InputError when a mask's nodata value is land's 0 or water's 1: every pixel of that class
+    would be left out as unseen, and the scores (or counts) made of the other alone. GDAL tools
+    often tag 0 as nodata on a 0/1 mask."""
+    if nodata is None or (isinstance(nodata, float) and math.isnan(nodata)) or nodata not in (0, 1):
+        return
+    kind = "land" if nodata == 0 else "water"
+    raise InputError(describe(path, f"its nodata value is {nodata:g}, which a mask means as {kind} (water 1, land 0): "
+                                    f"every {kind} pixel would be left out; {declare_nodata} if another value means "
+                                    "it, or remove the nodata value (rio edit-info --unset-nodata)"))
 
 
 def unexpected_values(path, values, nodata: float | None, declare_nodata: str = NODATA_OPTION) -> InputError:

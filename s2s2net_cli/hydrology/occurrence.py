@@ -35,7 +35,7 @@ from ..errors import InputError, S2S2NetError, describe
 from ..formats import WATER, probability_cut
 from ..grid import row_pixel_areas
 from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, temporary_sibling
-from ..labels import MAX_VALUES_NAMED, NODATA_TAG, unexpected_values
+from ..labels import MAX_VALUES_NAMED, NODATA_TAG, check_nodata_value, unexpected_values
 from ..world import World
 
 PERMANENT_FROM = 90  # percent of valid dates seen as water: permanent water
@@ -148,17 +148,22 @@ def _prepare(d: DateMask, grid: Grid, predict, scratch: Path | None, k: int, str
         if predict is not None:
             d.mask = scratch / f"{k:04d}.tif"
             d.warnings = list(predict(d.source, d.mask) or [])
-        _check_overlap(d, grid)
+        _check_mask(d, grid)
     except S2S2NetError as exc:
         if strict:
             raise
         d.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
-def _check_overlap(d: DateMask, grid: Grid) -> None:
+def _check_mask(d: DateMask, grid: Grid) -> None:
+    """InputError unless the date's mask can be read, overlaps the grid and, when it is a 0/1
+    mask, has a nodata value that is neither land's 0 nor water's 1 (a GDAL tool's nodata 0 would
+    leave all its land unseen: water on every date it is seen)."""
     try:
         with rasterio.open(d.mask) as src:
             left, bottom, right, top = transform_bounds(src.crs, grid.crs, *src.bounds)
+            if probability_cut(src.tags()) is None:
+                check_nodata_value(d.mask, src.nodata, NODATA_TAG)
     except rasterio.errors.RasterioIOError as exc:
         raise InputError(describe(d.mask, "mask cannot be read")) from exc
     g_left, g_bottom, g_right, g_top = grid.bounds

@@ -138,13 +138,16 @@ def test_a_date_that_fails_is_named_skipped_and_counted_or_stops_with_strict(tmp
     broken = tmp_path / "broken_water.tif"
     broken.write_bytes(b"not a tiff")
     far = write_raster(tmp_path / "far.tif", np.ones((10, 10), "uint8"), transform=Affine(2, 0, 0, 0, -2, 0), nodata=255)
-    r = run_cli("occurrence", *paths, broken, far, "--from-masks", "-o", tmp_path / "o.tif", "--json")
+    with rasterio.open(paths[0]) as src:  # a GDAL tool's nodata 0: its land would be unseen, water wherever seen
+        land_unseen = write_raster(tmp_path / "nodata0.tif", src.read(1), transform=T2, nodata=0)
+    r = run_cli("occurrence", *paths, broken, far, land_unseen, "--from-masks", "-o", tmp_path / "o.tif", "--json")
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
-    assert summary["counted"] == 3 and len(summary["skipped"]) == 2
+    assert summary["counted"] == 3 and len(summary["skipped"]) == 3
     errors = {Path(s["source"]).name: s["error"] for s in summary["skipped"]}
     assert "broken_water.tif" in errors["broken_water.tif"]
     assert "does not overlap the output grid" in errors["far.tif"]
+    assert errors["nodata0.tif"].startswith(f"{land_unseen}: its nodata value is 0, which a mask means as land")
     assert "skipped" in r.stderr and "far.tif" in r.stderr
     assert (read(tmp_path / "o.tif")[0][2] == 3).all()
     r = run_cli("occurrence", *paths, broken, "--from-masks", "-o", tmp_path / "strict.tif", "--strict")

@@ -130,7 +130,7 @@ def test_a_probability_raster_is_cut_at_the_threshold_in_its_tags(tmp_path):
     assert layers(tmp_path / "a.gpkg")[1].width_m.tolist() == layers(tmp_path / "b.gpkg")[1].width_m.tolist()
 
 
-@pytest.mark.parametrize("case", ["values", "geographic", "feet", "exists", "missing"])
+@pytest.mark.parametrize("case", ["values", "nodata_land", "geographic", "feet", "exists", "missing"])
 def test_bad_input_gets_one_line_and_nothing_written(tmp_path, case):
     mask = tmp_path / "m.tif"
     out = tmp_path / "r.gpkg"
@@ -141,7 +141,7 @@ def test_bad_input_gets_one_line_and_nothing_written(tmp_path, case):
     grid = {"geographic": {"crs": "EPSG:4326", "transform": Affine(1e-5, 0, 10, 0, -1e-5, 50)},
             "feet": {"crs": "EPSG:2263", "transform": Affine(6.56, 0, 900000, 0, -6.56, 200000)}}.get(
         case, {"transform": T2})
-    write_raster(mask, data, nodata=255, **grid)
+    write_raster(mask, data, nodata=0 if case == "nodata_land" else 255, **grid)
     if case == "exists":
         out.write_text("keep me")
     if case == "missing":
@@ -152,6 +152,7 @@ def test_bad_input_gets_one_line_and_nothing_written(tmp_path, case):
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     assert len(lines) == 1
     expected = {"values": "holds values 7 besides water 1, land 0", "geographic": "has no projected CRS",
+                "nodata_land": "its nodata value is 0, which a mask means as land",  # its land was unseen
                 "feet": "CRS unit is the US survey foot, not the metre",  # a width in feet was reported as metres
                 "exists": "already exists (use --overwrite", "missing": "nothere.tif"}[case]
     assert expected in r.stderr
