@@ -25,14 +25,14 @@ from rasterio.windows import Window
 from shapely import STRtree
 from shapely.geometry import box
 
-from ..bands import BAND_NAMES
+from ..bands import BAND_NAMES, BandSpec
 from ..errors import InputError, OutputExistsError, describe, first_line
 from ..formats import NODATA, reflectance_to_dn, safe_name
 from ..grid import SCALE_FACTOR, fine_transform, to_fine
 from ..io import atomic_path, geotiff_profile
 from ..labels import Label, label_resolution_in, warp_label
 from ..manifest import Pair, write_manifest
-from ..sources.checks import assumed_order_warning, resolution_warning
+from ..sources.checks import scene_warnings
 from ..sources.open import open_pair
 from ..sources.options import SceneOptions
 from ..sources.scene import SceneReader
@@ -90,7 +90,7 @@ def chip_pairs(pairs: list[Pair], out_dir, options: ChipOptions,
     _clear_outputs(out_dir, options.overwrite)
     index_crs = prepared[0].scene.crs if all(p.scene.crs == prepared[0].scene.crs for p in prepared) else "EPSG:4326"
     regions_in_index = regions.to_crs(index_crs).union_all() if regions is not None else None
-    warnings = [w for p in prepared for w in (assumed_order_warning(p.scene, BAND_NAMES), resolution_warning(p.scene)) if w]
+    warnings = [w for p in prepared for w in scene_warnings(p.scene, BandSpec())]  # as predict warns: order, size, scale, offset
     summary = ChipSummary(scenes=len(prepared), warnings=warnings)
     rows, done, total = [], 0, sum(len(p.windows) for p in prepared)
     for prep in prepared:

@@ -113,6 +113,32 @@ def test_a_2m_label_keeps_its_2m_masks(tmp_path):
     assert list(gpd.read_file(tmp_path / "chips" / "index.gpkg").label_scale) == [1] * 4
 
 
+def test_a_stack_that_still_carries_the_1000_offset_is_chipped_with_a_warning(tmp_path):
+    """Chips keep reflectance x 10000: a baseline 04.00 stack read without --offset -1000 would
+    teach every band 0.1 too bright, so chip warns as predict does; with the offset it is quiet
+    and its chips hold the stack's reflectance."""
+    p = make_pair(64, seed=3, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    with rasterio.open(tmp_path / "s.tif") as src:
+        plus = write_raster(tmp_path / "plus.tif", np.where(src.read() > 0, src.read() + 1000, 0).astype("uint16"),
+                            transform=src.transform, crs=src.crs, nodata=0, descriptions=src.descriptions)
+    r = run_cli("chip", "--pair", plus, tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 32, "--json")
+    assert r.returncode == 0, r.stderr
+    said = json.loads(r.stdout)["warnings"]
+    assert len(said) == 1 and said[0].startswith(f"{plus}: even the darkest 1 % of every band is brighter") and (
+        "pass --offset -1000" in said[0])
+    r = run_cli("chip", "--pair", plus, tmp_path / "m.tif", "-o", tmp_path / "fixed", "--size", 32, "--json",
+                "--offset", -1000)
+    assert r.returncode == 0 and json.loads(r.stdout)["warnings"] == []
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "plain", "--size", 32)
+    assert r.returncode == 0
+    plain, fixed = (sorted((tmp_path / run / "images").iterdir()) for run in ("plain", "fixed"))
+    assert len(plain) == len(fixed) == 4  # s_r0_c0.tif ... against plus_r0_c0.tif ...
+    for a, b in zip(plain, fixed):
+        with rasterio.open(a) as one, rasterio.open(b) as other:
+            assert a.name[1:] == b.name[4:] and np.array_equal(one.read(), other.read())
+
+
 def test_a_scene_of_20m_pixels_is_chipped_with_a_warning(tmp_path):
     p = make_pair(64, seed=3, nodata_margin=False)
     write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
