@@ -9,9 +9,10 @@ them a little). Then, each in a child process, reports wall time and the child's
 memory for:
 
 - `s2s2net rivers` on the first mask;
-- `s2s2net occurrence --from-masks` over --dates dates (the distinct masks taken in turn: each
-  date is read and warped from its file as any date is) and over 3 dates, to show that memory
-  does not grow with the number of dates.
+- `s2s2net occurrence --from-masks` over --dates dates (the distinct masks taken in turn, each
+  date a hard link of its own name, as occurrence counts a file named twice once: each date is
+  read and warped from its file as any date is) and over 3 dates, to show that memory does not
+  grow with the number of dates.
 """
 
 from __future__ import annotations
@@ -99,10 +100,12 @@ def main() -> None:
         made = time.perf_counter() - start
         result = {"size": args.size, "mask_seconds": round(made / len(masks), 1)}
         if not args.skip_occurrence:
-            few = run(["occurrence", *[str(masks[k % len(masks)]) for k in range(3)], "--from-masks", "-o",
-                       str(tmp / "occ3.tif")], tmp)
-            many = run(["occurrence", *[str(masks[k % len(masks)]) for k in range(args.dates)], "--from-masks",
-                        "-o", str(tmp / "occ.tif")], tmp)
+            dates = []
+            for k in range(max(args.dates, 3)):
+                dates.append(tmp / f"date_{k:03d}.tif")
+                os.link(masks[k % len(masks)], dates[-1])
+            few = run(["occurrence", *map(str, dates[:3]), "--from-masks", "-o", str(tmp / "occ3.tif")], tmp)
+            many = run(["occurrence", *map(str, dates[:args.dates]), "--from-masks", "-o", str(tmp / "occ.tif")], tmp)
             result.update({
                 "occurrence_3_dates": {"seconds": few["seconds"], "peak_mb": few["peak_mb"]},
                 f"occurrence_{args.dates}_dates": {"seconds": many["seconds"], "peak_mb": many["peak_mb"]},

@@ -17,6 +17,8 @@ valid dates); 255 never seen.
 from __future__ import annotations
 
 import math
+import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -32,7 +34,7 @@ from rasterio.warp import transform_bounds
 from rasterio.windows import Window
 
 from ..errors import InputError, S2S2NetError, describe
-from ..formats import WATER, probability_cut
+from ..formats import WATER, probability_cut, source_stem
 from ..grid import row_pixel_areas
 from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, temporary_sibling
 from ..labels import MAX_VALUES_NAMED, NODATA_TAG, check_nodata_value, unexpected_values
@@ -42,6 +44,9 @@ PERMANENT_FROM = 90  # percent of valid dates seen as water: permanent water
 WINDOW = 2048
 OUTSIDE = -2 ** 31  # where a warped mask has no pixel, in its working type (int32): no mask value
 PROCESS_GROUP_TIMEOUT = timedelta(minutes=30)
+# A Sentinel-2 product's name: its satellite, sensing time, orbit and tile say which acquisition
+# it holds (L1C or L2A, and the processing baseline, do not).
+PRODUCT_NAME = re.compile(r"^(S2[A-D])_MSIL(?:1C|2A)_(\d{8}T\d{6})_N\d{4}_(R\d{3})_(T\w{5})")
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,7 @@ def water_occurrence(dates: list[DateMask], out_path, grid: Grid, options: Occur
     first (into a temporary folder beside the output, removed at the end); without it each
     date's ``mask`` is read. The summary on the leading rank, None on the others."""
     out_path = Path(out_path)
+    check_each_date_once(dates)
     if world.leads:
         check_output(out_path, options.overwrite)
     if world.is_shared:
@@ -140,6 +146,26 @@ def water_occurrence(dates: list[DateMask], out_path, grid: Grid, options: Occur
     summary.dates = sorted([d for d in everyone if d.error is None], key=lambda d: (d.date or "", d.source))
     summary.skipped = [d for d in everyone if d.error is not None]
     return summary
+
+
+def check_each_date_once(dates: list[DateMask]) -> None:
+    """InputError when one file is named twice, or one Sentinel-2 acquisition twice (a product's
+    .zip and its .SAFE folder, its L1C and its L2A, two masks predicted from it): it would be
+    counted as two dates, and its water weighed twice in every pixel's occurrence."""
+    files, acquisitions = {}, {}
+    for d in dates:
+        where = os.path.realpath(d.source) if os.path.exists(d.source) else d.source
+        if where in files:
+            raise InputError(describe(d.source, f"is named twice (also as {files[where]}): each date is counted once, "
+                                                "so name it once"))
+        files[where] = d.source
+        product = PRODUCT_NAME.match(source_stem(d.source))
+        if product:
+            if product.groups() in acquisitions:
+                raise InputError(describe(d.source, f"holds the same acquisition as {acquisitions[product.groups()]} "
+                                                    f"({' '.join(product.groups())}): it would be counted as two dates; "
+                                                    "name one of them"))
+            acquisitions[product.groups()] = d.source
 
 
 def _prepare(d: DateMask, grid: Grid, predict, scratch: Path | None, k: int, strict: bool) -> None:

@@ -49,9 +49,9 @@ def leftovers(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 def test_interrupted_occurrence_leaves_no_output(tmp_path, sig):
-    masks = [str(river_mask(tmp_path / f"m{k}.tif", shift=20 * k)) for k in range(3)]
+    masks = [str(river_mask(tmp_path / f"m{k}.tif", shift=20 * (k % 3))) for k in range(12)]  # 12 dates, 3 kinds
     out = tmp_path / "occurrence.tif"
-    rc = interrupt(["occurrence", *(masks * 4), "--from-masks", "-o", str(out)], tmp_path, sig,
+    rc = interrupt(["occurrence", *masks, "--from-masks", "-o", str(out)], tmp_path, sig,
                    lambda: bool(leftovers(tmp_path)))
     assert rc != 0 and not out.exists()
     if sig != signal.SIGKILL:
