@@ -136,8 +136,7 @@ def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> None:
     """InputError when the label holds no valid pixel, or values other than water 1, land 0 and
     its nodata (NaN, the file's nodata value or --nodata): a 255 or -1 that no tag declares as
     nodata would otherwise count as water or land. ``declare_nodata`` says how a command is told
-    which value is nodata; a nodata of 0 or 1 is refused (check_nodata_value). Read block by block."""
-    check_nodata_value(label.path, label.nodata, declare_nodata)
+    which value is nodata; then a nodata of 0 or 1 is refused (check_nodata_value). Read block by block."""
     others: set = set()
     any_valid = False
     with rasterio.open(label.path) as src:
@@ -153,6 +152,7 @@ def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> None:
                 others.update(np.unique(raw[~known])[:MAX_VALUES_NAMED].tolist())
     if others:
         raise unexpected_values(label.path, others, label.nodata, declare_nodata)
+    check_nodata_value(label.path, label.nodata, declare_nodata)
     if not any_valid:
         raise InputError(describe(label.path, "mask has no valid pixel (all nodata)"))
 
