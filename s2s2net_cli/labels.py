@@ -135,8 +135,8 @@ NODATA_TAG = "tag the value that means nodata (rio edit-info --nodata)"  # for c
 def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> None:
     """InputError when the label holds no valid pixel, or values other than water 1, land 0 and
     its nodata (NaN, the file's nodata value or --nodata): a 255 or -1 that no tag declares as
-    nodata would otherwise count as water or land. ``declare_nodata`` says how a command is told
-    which value is nodata; then a nodata of 0 or 1 is refused (check_nodata_value). Read block by block."""
+    nodata would otherwise count as water or land; then a nodata of 0 or 1 (check_nodata_value).
+    ``declare_nodata`` says how a command is told which value is nodata. Read block by block."""
     others: set = set()
     any_valid = False
     with rasterio.open(label.path) as src:

@@ -160,12 +160,12 @@ def check_each_date_once(dates: list[DateMask]) -> None:
                                                 "so name it once"))
         files[where] = d.source
         product = PRODUCT_NAME.match(source_stem(d.source))
-        if product:
-            if product.groups() in acquisitions:
-                raise InputError(describe(d.source, f"holds the same acquisition as {acquisitions[product.groups()]} "
-                                                    f"({' '.join(product.groups())}): it would be counted as two dates; "
-                                                    "name one of them"))
-            acquisitions[product.groups()] = d.source
+        key = product.groups() if product else None
+        if key in acquisitions:
+            raise InputError(describe(d.source, f"holds the same acquisition as {acquisitions[key]} ({' '.join(key)}): "
+                                                "it would be counted as two dates; name one of them"))
+        if key:
+            acquisitions[key] = d.source
 
 
 def _prepare(d: DateMask, grid: Grid, predict, scratch: Path | None, k: int, strict: bool) -> None:

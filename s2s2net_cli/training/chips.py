@@ -90,7 +90,8 @@ def chip_pairs(pairs: list[Pair], out_dir, options: ChipOptions,
     _clear_outputs(out_dir, options.overwrite)
     index_crs = prepared[0].scene.crs if all(p.scene.crs == prepared[0].scene.crs for p in prepared) else "EPSG:4326"
     regions_in_index = regions.to_crs(index_crs).union_all() if regions is not None else None
-    warnings = [w for p in prepared for w in scene_warnings(p.scene, BandSpec())]  # as predict warns: order, size, scale, offset
+    # predict's warnings (band order, pixel size, scale, offset): chips would teach what they warn of
+    warnings = [w for p in prepared for w in scene_warnings(p.scene, BandSpec())]
     summary = ChipSummary(scenes=len(prepared), warnings=warnings)
     rows, done, total = [], 0, sum(len(p.windows) for p in prepared)
     for prep in prepared:

@@ -190,8 +190,8 @@ def test_a_label_whose_nodata_is_land_or_water_is_refused(tmp_path, nodata):
         r = run_cli(*command)
         lines = [l for l in r.stderr.splitlines() if l.strip()]
         assert r.returncode == 1 and len(lines) == 1, r.stderr
-        assert lines[0] == (f"Error: {path}: its nodata value is {nodata}, which a mask means as {kind} (water 1, land 0): "
-                            f"every {kind} pixel would be left out; give the value that means nodata with --nodata if "
+        assert lines[0] == (f"Error: {path}: its nodata value is {nodata}, which a mask means as {kind} "
+                            f"(water 1, land 0): every {kind} pixel would be left out; give the value that means nodata with --nodata if "
                             "another value means it, or remove the nodata value (rio edit-info --unset-nodata)")
     assert not (tmp_path / "chips").exists()
     r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", path, "--json", "--nodata", 255)

@@ -258,14 +258,16 @@ def test_one_file_or_one_acquisition_named_twice_is_refused(tmp_path):
     paths, water, valid = series(tmp_path, 3)
     r = run_cli("occurrence", *paths, tmp_path / "." / paths[0].name, "--from-masks", "-o", tmp_path / "o.tif")
     lines = [line for line in r.stderr.splitlines() if line.strip()]
-    assert r.returncode == 1 and lines == [f"Error: {tmp_path / '.' / paths[0].name}: is named twice (also as {paths[0]}): "
-                                           "each date is counted once, so name it once"]
+    again = tmp_path / "." / paths[0].name
+    assert r.returncode == 1 and lines == [f"Error: {again}: is named twice (also as {paths[0]}): each date is counted "
+                                           "once, so name it once"]
     l2a, l1c, next_tile = (shutil.copy(source, tmp_path / name) for name, source in (
         ("S2A_MSIL2A_20210315T103021_N0509_R108_T31UFU_20210315T140000_water.tif", paths[1]),
         ("S2A_MSIL1C_20210315T103021_N0500_R108_T31UFU_20210315T120000_water.tif", paths[1]),
         ("S2A_MSIL2A_20210315T103021_N0509_R108_T31UFV_20210315T140000_water.tif", paths[2])))
     r = run_cli("occurrence", paths[0], l2a, l1c, "--from-masks", "-o", tmp_path / "o.tif")
-    assert r.returncode == 1 and f"{l1c}: holds the same acquisition as {l2a} (S2A 20210315T103021 R108 T31UFU)" in r.stderr
+    said = f"{l1c}: holds the same acquisition as {l2a} (S2A 20210315T103021 R108 T31UFU)"
+    assert r.returncode == 1 and said in r.stderr
     assert not (tmp_path / "o.tif").exists()
     r = run_cli("occurrence", paths[0], l2a, next_tile, "--from-masks", "-o", tmp_path / "o.tif", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["counted"] == 3
