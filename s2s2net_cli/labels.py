@@ -138,7 +138,7 @@ def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> None:
     nodata would otherwise count as water or land; then a nodata of 0 or 1 (check_nodata_value).
     ``declare_nodata`` says how a command is told which value is nodata. Read block by block."""
     others: set = set()
-    any_valid = False
+    any_valid = any_water = False
     with rasterio.open(label.path) as src:
         for _, window in src.block_windows(1):
             raw = src.read(1, window=window)
@@ -148,8 +148,13 @@ def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> None:
             if label.nodata is not None and not (isinstance(label.nodata, float) and math.isnan(label.nodata)):
                 known |= raw == label.nodata
             any_valid = any_valid or bool(((raw == 0) | (raw == 1)).any())
+            any_water = any_water or bool((raw == 1).any())
             if not known.all() and len(others) < MAX_VALUES_NAMED:
                 others.update(np.unique(raw[~known])[:MAX_VALUES_NAMED].tolist())
+    if others and not any_water and len(others) == 1:  # a 0/255 mask, say: its other value may be water
+        value = f"{next(iter(others)):g}"
+        raise InputError(describe(label.path, f"holds {value} besides land 0, and no water 1: if {value} is water (a "
+                                              f"0/{value} mask), make it 1; if it means nodata, {declare_nodata}"))
     if others:
         raise unexpected_values(label.path, others, label.nodata, declare_nodata)
     check_nodata_value(label.path, label.nodata, declare_nodata)

@@ -176,6 +176,20 @@ def test_label_values_other_than_0_and_1_are_refused_unless_declared(tmp_path, v
     assert r.returncode == 1 and f"holds values {value}" in r.stderr and not (tmp_path / "chips").exists()
 
 
+def test_a_0_255_label_is_not_told_to_declare_its_water_nodata(tmp_path):
+    """A 0/255 mask (water 255, as many tools write masks): the refusal says 255 may be water
+    before it offers --nodata, which would leave all its water out."""
+    p = make_pair(40, seed=4, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    label = (p.mask.reshape(40, 5, 40, 5).mean(axis=(1, 3)) >= 0.5).astype("uint8") * 255
+    path = write_raster(tmp_path / "label.tif", label, transform=p.transform, crs=p.crs)
+    r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", path)
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert r.returncode == 1 and lines == [f"Error: {path}: holds 255 besides land 0, and no water 1: if 255 is water "
+                                           "(a 0/255 mask), make it 1; if it means nodata, give the value that means "
+                                           "nodata with --nodata"]
+
+
 @pytest.mark.parametrize("nodata", [0, 1])
 def test_a_label_whose_nodata_is_land_or_water_is_refused(tmp_path, nodata):
     """GDAL tools often tag 0 as a 0/1 mask's nodata: its land was left out of every score (F1
