@@ -118,7 +118,10 @@ def _check_inputs(pairs: list[Pair], out_dir: Path, options: ChipOptions) -> lis
     if not pairs:
         raise InputError(describe("--pair/--manifest", "no scene/mask pairs given"))
     if out_dir.exists() and any(out_dir.iterdir()) and not options.overwrite:
-        raise OutputExistsError(describe(out_dir, "already holds chips (use --overwrite to replace them)"))
+        if any((out_dir / name).exists() for name in ("index.gpkg", "images", "masks")):
+            raise OutputExistsError(describe(out_dir, "already holds chips (use --overwrite to replace them)"))
+        raise OutputExistsError(describe(out_dir, "is not empty and holds no chips: chip into a new or empty folder "
+                                                  "(--overwrite would add them beside what it holds)"))
     prepared = [_prepare(p, options) for p in pairs]
     unknown = set(options.test_ids) - {p.pair.id for p in prepared}
     if unknown:

@@ -249,7 +249,10 @@ def test_rerun_is_refused_without_overwrite(pairs):
     args = ["chip", "--manifest", pairs / "pairs.csv", "-o", pairs / "chips", "--size", 36]
     assert run_cli(*args).returncode == 0
     r = run_cli(*args)
-    assert r.returncode == 1 and "--overwrite" in r.stderr
+    assert r.returncode == 1 and f"{pairs / 'chips'}: already holds chips (use --overwrite to replace them)" in r.stderr
+    # a folder of other files (the scenes' own, say) is not called a folder of chips
+    r = run_cli("chip", "--manifest", pairs / "pairs.csv", "-o", pairs, "--size", 36)
+    assert r.returncode == 1 and f"{pairs}: is not empty and holds no chips: chip into a new or empty folder" in r.stderr
     r = run_cli(*args, "--overwrite", "--size", 24)
     assert r.returncode == 0, r.stderr
     index = gpd.read_file(pairs / "chips" / "index.gpkg")
