@@ -151,7 +151,7 @@ def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> None:
             any_water = any_water or bool((raw == 1).any())
             if not known.all() and len(others) < MAX_VALUES_NAMED:
                 others.update(np.unique(raw[~known])[:MAX_VALUES_NAMED].tolist())
-    if others and not any_water and len(others) == 1:  # a 0/255 mask, say: its other value may be water
+    if not any_water and len(others) == 1 and next(iter(others)) > 1:  # a 0/255 mask: its other value may be water
         value = f"{next(iter(others)):g}"
         raise InputError(describe(label.path, f"holds {value} besides land 0, and no water 1: if {value} is water (a "
                                               f"0/{value} mask), make it 1; if it means nodata, {declare_nodata}"))

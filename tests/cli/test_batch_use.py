@@ -188,6 +188,11 @@ def test_a_0_255_label_is_not_told_to_declare_its_water_nodata(tmp_path):
     assert r.returncode == 1 and lines == [f"Error: {path}: holds 255 besides land 0, and no water 1: if 255 is water "
                                            "(a 0/255 mask), make it 1; if it means nodata, give the value that means "
                                            "nodata with --nodata"]
+    # a chip with no water and clouds as -1 (a Sen1Floods11 negative): -1 is not taken for water
+    negative = write_raster(tmp_path / "negative.tif", np.where(label > 0, -1, 0).astype("int16"), transform=p.transform,
+                            crs=p.crs)
+    r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", negative)
+    assert r.returncode == 1 and f"{negative}: holds values -1 besides water 1, land 0: give the value" in r.stderr
 
 
 @pytest.mark.parametrize("nodata", [0, 1])
