@@ -269,6 +269,9 @@ def test_one_file_or_one_acquisition_named_twice_is_refused(tmp_path):
     said = f"{l1c}: holds the same acquisition as {l2a} (S2A 20210315T103021 R108 T31UFU)"
     assert r.returncode == 1 and said in r.stderr
     assert not (tmp_path / "o.tif").exists()
+    item = shutil.copy(paths[1], tmp_path / "S2A_MSIL2A_20210315T103021_R108_T31UFU_20210316T000000.tif")  # an MPC id
+    r = run_cli("occurrence", paths[0], l2a, item, "--from-masks", "-o", tmp_path / "o.tif")
+    assert r.returncode == 1 and f"{item}: holds the same acquisition as {l2a}" in r.stderr
     r = run_cli("occurrence", paths[0], l2a, next_tile, "--from-masks", "-o", tmp_path / "o.tif", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["counted"] == 3
     assert np.array_equal(read(tmp_path / "o.tif")[0][1], water)
