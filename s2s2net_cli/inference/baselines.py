@@ -32,6 +32,7 @@ class IndexBaseline(Forward):
             raise InputError(describe(name, f"unknown baseline (choose from {', '.join(BASELINES)})"))
         self.name = name
         self.index_threshold = index_threshold
+        self.threshold_per_scene = name.endswith("-otsu")
 
     def tags(self) -> dict:
         return {"model": self.name, "threshold": f"{self.index_threshold:.4f}"}

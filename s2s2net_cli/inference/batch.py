@@ -26,7 +26,7 @@ from ..formats import GEOTIFF_SUFFIXES, safe_name, source_name, source_stem
 from ..sources import stac
 from ..world import World
 from .predictor import Predictor, SceneResult
-from .writer import mask_source
+from .writer import SOURCE_TAG, mask_tags
 from .shared_scene import gather_on_rank0, predict_scene_shared
 
 # one rank may wait for another's share of a whole scene
@@ -86,18 +86,27 @@ def output_targets(scenes: list, output) -> list[tuple]:
     return [(s, folder / n) for s, n in zip(scenes, names)]
 
 
-def finished_output(scene, target) -> bool:
-    """Whether ``target`` already holds the finished mask of ``scene`` (what --skip-existing
-    skips): False when it does not exist; OutputExistsError when it holds another scene's mask,
-    or a file predict did not write, rather than skipping a scene that was never mapped."""
+def finished_output(scene, target, made_with: dict | None = None) -> bool:
+    """Whether ``target`` already holds the finished mask of ``scene`` made as ``made_with``
+    says (the MADE_WITH tags this run would write: what --skip-existing skips): False when it
+    does not exist; OutputExistsError when it holds another scene's mask, one made with another
+    model, threshold, prior or kind of values (a batch re-run with other settings would mix two
+    models' masks), or a file predict did not write, rather than skipping it."""
     if not Path(target).exists():
         return False
-    made_from, name = mask_source(target), source_name(scene)
-    if made_from == name:
-        return True
-    held = f"holds the mask of {made_from}, not of {name}" if made_from else "is no mask s2s2net predict wrote"
-    raise OutputExistsError(describe(target, f"{held}: {name} not skipped (--overwrite replaces it; "
-                                             "an -o ending in / writes one mask a scene into a folder)"))
+    tags, name = mask_tags(target), source_name(scene)
+    made_from = tags.get(SOURCE_TAG)
+    if made_from != name:
+        held = f"holds the mask of {made_from}, not of {name}" if made_from else "is no mask s2s2net predict wrote"
+        raise OutputExistsError(describe(target, f"{held}: {name} not skipped (--overwrite replaces it; "
+                                                 "an -o ending in / writes one mask a scene into a folder)"))
+    differ = [k for k in (made_with or {}) if k in tags and tags[k] != made_with[k]]
+    if differ:
+        was = ", ".join(f"{k} {tags[k]}" for k in differ)
+        now = ", ".join(f"{k} {made_with[k]}" for k in differ)
+        raise OutputExistsError(describe(target, f"holds {name}'s mask made with {was}; this run makes it with {now}: "
+                                                 "not skipped (--overwrite replaces it)"))
+    return True
 
 
 def vector_path(mask_path, vector, one_file: bool) -> Path:
@@ -135,7 +144,7 @@ def predict_scenes(predictor: Predictor, targets: list[tuple], world: World = Wo
     try:
         for scene, target in (targets if share_one else targets[world.rank::world.size]):
             try:
-                if skip_existing and finished_output(scene, target):
+                if skip_existing and finished_output(scene, target, predictor.made_with()):
                     summary.skipped.append({"scene": str(scene), "output": str(target)})
                     continue
                 _predict_one(predictor, scene, target, world, share_one, progress, after, summary)

@@ -24,7 +24,7 @@ from ..tiling import TileGrid
 from ..world import World
 from .runtime import ModelRuntime
 from .stream import Forward, run_rows
-from .writer import MaskWriter, PredictionStats
+from .writer import MaskWriter, PredictionStats, made_with
 
 
 DEFAULT_OVERLAP = 64  # 10 m pixels of context, or the whole tile size when that is smaller
@@ -114,6 +114,11 @@ class Predictor:
     @property
     def model_name(self) -> str:
         return self.forward.name
+
+    def made_with(self) -> dict:
+        """The tags that say how its masks are made (model, its digest, threshold, prior, kind of
+        values): what --skip-existing compares with an existing mask's."""
+        return made_with(self.forward.tags(), self.options.probability, self.forward.threshold_per_scene)
 
     def prepare(self, scene_path, output_path) -> PreparedScene:
         """Check the output path and the scene; the scene ready to run, with its warnings

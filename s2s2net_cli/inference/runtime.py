@@ -3,6 +3,8 @@ as a forward from normalised tiles to 2 m water probabilities."""
 
 from __future__ import annotations
 
+import hashlib
+
 from pathlib import Path
 from typing import Callable
 
@@ -80,6 +82,8 @@ class ModelRuntime(Forward):
                  threshold: float | None = None, batch_size: int | None = None, local_rank: int = 0):
         self.weights = Path(weights)
         self.device = resolve_device(device, local_rank)
+        with open(self.weights, "rb") as fh:  # which weights, whatever the file is called (best.safetensors of two runs)
+            self.digest = hashlib.file_digest(fh, "sha256").hexdigest()[:16]
         self.model, self.card = load_model(self.weights, self.device)
         self.mish = FusedMish()
         self.model = inference_network(self.model, self.mish)
@@ -115,8 +119,8 @@ class ModelRuntime(Forward):
         return self.mish.active
 
     def tags(self) -> dict:
-        return {"model": self.name, "model_version": self.card.version, "threshold": str(self.threshold),
-                "ndwi_prior": f"{self.card.ndwi_prior:g}", "precision": self.precision}
+        return {"model": self.name, "model_sha256": self.digest, "model_version": self.card.version,
+                "threshold": str(self.threshold), "ndwi_prior": f"{self.card.ndwi_prior:g}", "precision": self.precision}
 
     def gpu_peak_mb(self) -> float | None:
         """The most GPU memory torch held at once (GPUs only)."""

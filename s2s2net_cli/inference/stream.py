@@ -33,6 +33,7 @@ class Forward:
 
     name = "forward"
     threshold = 0.5  # the probability at and above which a 2 m pixel is water
+    threshold_per_scene = False  # drawn from each scene (for_scene), not one for every scene
     spec = BandSpec()
     batch_size = 1
     threaded = False  # read and write beside the forward in threads (beside a GPU)

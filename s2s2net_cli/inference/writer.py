@@ -22,6 +22,8 @@ from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, tempor
 
 WRITE_ROWS = 512  # 2 m rows converted and written at a time
 SOURCE_TAG = "source_scene"  # the tag naming the scene a mask was made from
+VALUES_TAG = {False: "0 land, 1 water, 255 nodata", True: "probability percent 0-100, 255 nodata"}  # by probability
+MADE_WITH = ("model", "model_sha256", "threshold", "ndwi_prior", "values")  # the tags that say how a mask was made
 
 
 @dataclass
@@ -41,14 +43,21 @@ class PredictionStats:
         return self
 
 
-def mask_source(path) -> str | None:
-    """The name of the scene the mask at ``path`` was made from (its SOURCE_TAG), or None when
-    ``path`` is no raster or carries no such tag."""
+def mask_tags(path) -> dict:
+    """The tags of the raster at ``path`` (empty when it is no raster): SOURCE_TAG names the
+    scene a mask of predict's was made from, MADE_WITH's how."""
     try:
         with rasterio.open(path) as src:
-            return src.tags().get(SOURCE_TAG)
+            return src.tags()
     except RasterioIOError:
-        return None
+        return {}
+
+
+def made_with(forward_tags: dict, probability: bool, threshold_per_scene: bool = False) -> dict:
+    """The MADE_WITH tags a mask gets from a forward's ``forward_tags`` and whether it is a
+    ``probability`` raster; without the threshold when each scene draws its own."""
+    tags = {**forward_tags, "values": VALUES_TAG[probability]}
+    return {k: tags[k] for k in MADE_WITH if k in tags and not (k == "threshold" and threshold_per_scene)}
 
 
 def mask_profile(scene, creation_options: dict | None = None) -> dict:
@@ -100,7 +109,7 @@ class MaskWriter:
     def tags(self, scene) -> dict:
         return {
             "s2s2net_version": __version__, **(self.forward_tags or {}),
-            "values": "probability percent 0-100, 255 nodata" if self.probability else "0 land, 1 water, 255 nodata",
+            "values": VALUES_TAG[self.probability],
             SOURCE_TAG: scene.name, "source_kind": scene.kind, "bands": ",".join(map(str, scene.indexes)),
             "scale": f"{scene.scale:g}", "offset": ",".join(f"{v:g}" for v in scene.offset),
             "clouds_left_out": "yes" if scene.cloud_band else "no",

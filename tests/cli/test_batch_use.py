@@ -83,6 +83,34 @@ def test_skip_existing_skips_only_a_mask_of_the_same_scene(tmp_path, random_weig
     assert other.read_text() == "not a mask"
 
 
+def test_skip_existing_skips_only_a_mask_made_with_the_same_model_and_settings(tmp_path, random_weights):
+    """A batch re-run with other weights (the same file name: two runs' best.safetensors), another
+    threshold or --probability would have kept the first run's masks beside the new ones."""
+    import shutil
+
+    from s2s2net_cli.checkpoint import annotate_weights
+
+    a = scene(tmp_path, "a.tif", 1)
+    out = tmp_path / "out" / "a_water.tif"
+    assert run_cli("predict", a, "-o", out, "--weights", random_weights, *FAST).returncode == 0
+    before, tags = out.stat().st_mtime_ns, read(out)[1]
+    (tmp_path / "copy").mkdir()
+    copy = shutil.copy(random_weights, tmp_path / "copy" / random_weights.name)  # the same weights elsewhere: skipped
+    r = run_cli("predict", a, "-o", out, "--weights", copy, *FAST, "--skip-existing", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["skipped"] == [{"scene": str(a), "output": str(out)}]
+    (tmp_path / "run2").mkdir()
+    other = annotate_weights(random_weights, tmp_path / "run2" / random_weights.name, {}, threshold=0.3)
+    r = run_cli("predict", a, "-o", out, "--weights", other, *FAST, "--skip-existing")
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert r.returncode == 1 and len(lines) == 1 and lines[0].startswith(
+        f"Error: {out}: holds a.tif's mask made with model_sha256 {tags['model_sha256']}, threshold 0.5; this run makes "
+        "it with model_sha256 ") and lines[0].endswith(", threshold 0.3: not skipped (--overwrite replaces it)")
+    r = run_cli("predict", a, "-o", out, "--weights", random_weights, *FAST, "--skip-existing", "--probability")
+    assert r.returncode == 1 and "made with values 0 land, 1 water, 255 nodata; this run makes it with values " \
+                                 "probability percent 0-100, 255 nodata" in r.stderr
+    assert out.stat().st_mtime_ns == before and read(out)[1] == tags
+
+
 def test_a_file_name_of_another_format_or_one_mask_for_several_scenes_is_refused(tmp_path, random_weights):
     a, b = scene(tmp_path, "a.tif", 1), scene(tmp_path, "b.tif", 2)
     r = run_cli("predict", a, "-o", tmp_path / "water.png", "--weights", random_weights, *FAST)
