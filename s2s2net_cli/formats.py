@@ -18,6 +18,10 @@ CHIP_SCALE = 10000.0  # chips (and synthetic scenes) store reflectance x 10000 a
 GEOTIFF_SUFFIXES = (".tif", ".tiff", "")  # names rasters are written under (GDAL's GTiff takes none too)
 
 
+# A 2 m output's ``values`` tag: a 0/1 mask, or (True) a ``predict --probability`` raster.
+VALUES_TAG = {False: "0 land, 1 water, 255 nodata", True: "probability percent 0-100, 255 nodata"}
+
+
 def probability_cut(tags: dict) -> float | None:
     """Where a raster of ``predict --probability`` (its ``values`` tag says so) is water: its
     ``threshold`` tag in percent (0.5 when untagged); None for any other raster (a 0/1 mask)."""

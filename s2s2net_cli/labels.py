@@ -151,8 +151,9 @@ def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> None:
             any_water = any_water or bool((raw == 1).any())
             if not known.all() and len(others) < MAX_VALUES_NAMED:
                 others.update(np.unique(raw[~known])[:MAX_VALUES_NAMED].tolist())
-    if not any_water and len(others) == 1 and next(iter(others)) > 1:  # a 0/255 mask: its other value may be water
-        value = f"{next(iter(others)):g}"
+    only = next(iter(others)) if len(others) == 1 else None
+    if not any_water and only is not None and only > 1:  # a 0/255 mask: its other value may be water
+        value = f"{only:g}"
         raise InputError(describe(label.path, f"holds {value} besides land 0, and no water 1: if {value} is water (a "
                                               f"0/{value} mask), make it 1; if it means nodata, {declare_nodata}"))
     if others:

@@ -5,9 +5,9 @@ snow, outside the scene or the area of interest), how many of those saw water, a
 occurrence, water / valid in percent. Each date's 2 m mask (predicted by ``predict``'s code,
 or given: a 0/1 mask with nodata, or a ``predict --probability`` raster, read as water from
 the threshold in its tags) is brought onto the output grid by nearest (the same grid is read
-as it is) and counted window by window, so memory holds one window's counts and one date's window, whatever
-the number of dates and the size of the grid. Under a launcher the dates are shared among the
-ranks and each window's counts summed across them.
+as it is) and counted window by window, so memory holds one window's counts and one date's
+window, whatever the number of dates and the size of the grid. Under a launcher the dates are
+shared among the ranks and each window's counts summed across them.
 
 Optional classes (``classes``): 0 never water, 1 seasonal (occurrence under
 ``PERMANENT_FROM`` percent), 2 permanent (water on at least ``PERMANENT_FROM`` percent of the

@@ -4,7 +4,6 @@ as a forward from normalised tiles to 2 m water probabilities."""
 from __future__ import annotations
 
 import hashlib
-
 from pathlib import Path
 from typing import Callable
 

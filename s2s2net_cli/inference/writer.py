@@ -16,13 +16,12 @@ from rasterio.windows import Window
 
 from .. import __version__
 from ..errors import InputError, describe, first_line
-from ..formats import NODATA, source_name
+from ..formats import NODATA, VALUES_TAG, source_name
 from ..grid import SCALE_FACTOR, fine_transform, row_pixel_areas
 from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, temporary_sibling
 
 WRITE_ROWS = 512  # 2 m rows converted and written at a time
 SOURCE_TAG = "source_scene"  # the tag naming the scene a mask was made from
-VALUES_TAG = {False: "0 land, 1 water, 255 nodata", True: "probability percent 0-100, 255 nodata"}  # by probability
 MADE_WITH = ("model", "model_sha256", "threshold", "ndwi_prior", "values")  # the tags that say how a mask was made
 
 

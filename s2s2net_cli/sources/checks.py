@@ -28,7 +28,8 @@ def scene_warnings(scene: Scene, spec: BandSpec) -> list[str]:
 def band_order_warnings(scene: Scene, spec: BandSpec) -> list[str]:
     """Warnings when the scene's band descriptions name other bands than the model expects, or
     name none and the bands were read in the model's order without --bands."""
-    warnings = [w for w in (assumed_order_warning(scene, spec.names),) if w]
+    assumed = assumed_order_warning(scene, spec.names)
+    warnings = [assumed] if assumed else []
     for pos, (index, expected) in enumerate(zip(scene.indexes, spec.names)):
         desc = scene.descriptions[index - 1] if index - 1 < len(scene.descriptions) else None
         if desc and band_token(desc) and band_token(desc) != band_token(expected):
