@@ -90,8 +90,9 @@ def finished_output(scene, target, made_with: dict | None = None) -> bool:
     """Whether ``target`` already holds the finished mask of ``scene`` made as ``made_with``
     says (the MADE_WITH tags this run would write: what --skip-existing skips): False when it
     does not exist; OutputExistsError when it holds another scene's mask, one made with another
-    model, threshold, prior or kind of values (a batch re-run with other settings would mix two
-    models' masks), or a file predict did not write, rather than skipping it."""
+    model, threshold, prior or kind of values, or from the scene read another way (other bands,
+    scale, offset, clouds, pixels left out or area of interest: a batch re-run with other settings
+    would mix two runs' masks), or a file predict did not write, rather than skipping it."""
     if not Path(target).exists():
         return False
     tags, name = mask_tags(target), source_name(scene)
@@ -144,7 +145,8 @@ def predict_scenes(predictor: Predictor, targets: list[tuple], world: World = Wo
     try:
         for scene, target in (targets if share_one else targets[world.rank::world.size]):
             try:
-                if skip_existing and finished_output(scene, target, predictor.made_with()):
+                if skip_existing and Path(target).exists() and finished_output(scene, target,
+                                                                               predictor.made_with(scene)):
                     summary.skipped.append({"scene": str(scene), "output": str(target)})
                     continue
                 _predict_one(predictor, scene, target, world, share_one, progress, after, summary)

@@ -24,7 +24,7 @@ from ..tiling import TileGrid
 from ..world import World
 from .runtime import ModelRuntime
 from .stream import Forward, run_rows
-from .writer import MaskWriter, PredictionStats, made_with
+from .writer import MaskWriter, PredictionStats, made_with, reading_tags
 
 
 DEFAULT_OVERLAP = 64  # 10 m pixels of context, or the whole tile size when that is smaller
@@ -115,10 +115,14 @@ class Predictor:
     def model_name(self) -> str:
         return self.forward.name
 
-    def made_with(self) -> dict:
+    def made_with(self, scene_path=None) -> dict:
         """The tags that say how its masks are made (model, its digest, threshold, prior, kind of
-        values): what --skip-existing compares with an existing mask's."""
-        return made_with(self.forward.tags(), self.options.probability, self.forward.threshold_per_scene)
+        values; with ``scene_path``, opened, how that scene is read: bands, scale, offset, clouds,
+        pixels left out, area of interest): what --skip-existing compares with an existing mask's."""
+        tags = made_with(self.forward.tags(), self.options.probability, self.forward.threshold_per_scene)
+        if scene_path is not None:
+            tags.update(reading_tags(open_scene(scene_path, self.options.scene, len(self.forward.spec.names))))
+        return tags
 
     def prepare(self, scene_path, output_path) -> PreparedScene:
         """Check the output path and the scene; the scene ready to run, with its warnings

@@ -23,6 +23,7 @@ from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, tempor
 WRITE_ROWS = 512  # 2 m rows converted and written at a time
 SOURCE_TAG = "source_scene"  # the tag naming the scene a mask was made from
 MADE_WITH = ("model", "model_sha256", "threshold", "ndwi_prior", "values")  # the tags that say how a mask was made
+READ_WITH = ("bands", "scale", "offset", "clouds_left_out", "left_out", "area_of_interest")  # how its scene was read
 
 
 @dataclass
@@ -57,6 +58,18 @@ def made_with(forward_tags: dict, probability: bool, threshold_per_scene: bool =
     ``probability`` raster; without the threshold when each scene draws its own."""
     tags = {**forward_tags, "values": VALUES_TAG[probability]}
     return {k: tags[k] for k in MADE_WITH if k in tags and not (k == "threshold" and threshold_per_scene)}
+
+
+def reading_tags(scene) -> dict:
+    """The READ_WITH tags of a mask of ``scene``: which bands, scale, offset, clouds, pixels left
+    out and area of interest the scene was read with."""
+    return {
+        "bands": ",".join(map(str, scene.indexes)), "scale": f"{scene.scale:g}",
+        "offset": ",".join(f"{v:g}" for v in scene.offset),
+        "clouds_left_out": "yes" if scene.cloud_band else "no",
+        "left_out": source_name(scene.leave_out) if scene.leave_out else "none",
+        "area_of_interest": scene.aoi_name or "none",
+    }
 
 
 def mask_profile(scene, creation_options: dict | None = None) -> dict:
@@ -109,11 +122,7 @@ class MaskWriter:
         return {
             "s2s2net_version": __version__, **(self.forward_tags or {}),
             "values": VALUES_TAG[self.probability],
-            SOURCE_TAG: scene.name, "source_kind": scene.kind, "bands": ",".join(map(str, scene.indexes)),
-            "scale": f"{scene.scale:g}", "offset": ",".join(f"{v:g}" for v in scene.offset),
-            "clouds_left_out": "yes" if scene.cloud_band else "no",
-            "left_out": source_name(scene.leave_out) if scene.leave_out else "none",
-            "area_of_interest": scene.aoi_name or "none",
+            SOURCE_TAG: scene.name, "source_kind": scene.kind, **reading_tags(scene),
         }
 
     def write_block(self, dst, prob: np.ndarray, row0: int, valid_10m: np.ndarray, stats: PredictionStats,

@@ -111,6 +111,29 @@ def test_skip_existing_skips_only_a_mask_made_with_the_same_model_and_settings(t
     assert out.stat().st_mtime_ns == before and read(out)[1] == tags
 
 
+def test_skip_existing_skips_only_a_mask_of_the_scene_read_the_same_way(tmp_path, random_weights):
+    """A batch re-run with --offset -1000 (the stacks were baseline 04.00's), other bands or an
+    area of interest would have kept the masks made from the scenes read the first way."""
+    a = scene(tmp_path, "a.tif", 1)
+    out = tmp_path / "out" / "a_water.tif"
+    assert run_cli("predict", a, "-o", out, "--weights", random_weights, *FAST).returncode == 0
+    before, tags = out.stat().st_mtime_ns, read(out)[1]
+    r = run_cli("predict", a, "-o", out, "--weights", random_weights, *FAST, "--skip-existing", "--json",
+                "--bands", "1,2,3,4,5,6")  # the order it was read in: the same mask
+    assert r.returncode == 0 and json.loads(r.stdout)["skipped"] == [{"scene": str(a), "output": str(out)}]
+    r = run_cli("predict", a, "-o", out, "--weights", random_weights, *FAST, "--skip-existing", "--offset", "-1000")
+    lines = [l for l in r.stderr.splitlines() if l.strip() and not l.startswith("Warning")]
+    assert r.returncode == 1 and lines == [
+        f"Error: {out}: holds a.tif's mask made with offset 0,0,0,0,0,0; this run makes it with offset "
+        "-1000,-1000,-1000,-1000,-1000,-1000: not skipped (--overwrite replaces it)"], r.stderr
+    r = run_cli("predict", a, "-o", out, "--weights", random_weights, *FAST, "--skip-existing", "--bands", "3,2,1,4,5,6")
+    assert r.returncode == 1 and "made with bands 1,2,3,4,5,6; this run makes it with bands 3,2,1,4,5,6" in r.stderr
+    r = run_cli("predict", a, "-o", out, "--weights", random_weights, *FAST, "--skip-existing",
+                "--bbox", "15.0005,36.1427,15.003,36.1445")  # its south-east part
+    assert r.returncode == 1 and "made with area_of_interest none; this run makes it with area_of_interest" in r.stderr
+    assert out.stat().st_mtime_ns == before and read(out)[1] == tags
+
+
 def test_a_file_name_of_another_format_or_one_mask_for_several_scenes_is_refused(tmp_path, random_weights):
     a, b = scene(tmp_path, "a.tif", 1), scene(tmp_path, "b.tif", 2)
     r = run_cli("predict", a, "-o", tmp_path / "water.png", "--weights", random_weights, *FAST)
