@@ -81,9 +81,9 @@ class ModelRuntime(Forward):
                  threshold: float | None = None, batch_size: int | None = None, local_rank: int = 0):
         self.weights = Path(weights)
         self.device = resolve_device(device, local_rank)
+        self.model, self.card = load_model(self.weights, self.device)  # InputError naming a missing or bad file
         with open(self.weights, "rb") as fh:  # which weights, whatever the file is called (best.safetensors of two runs)
             self.digest = hashlib.file_digest(fh, "sha256").hexdigest()[:16]
-        self.model, self.card = load_model(self.weights, self.device)
         self.mish = FusedMish()
         self.model = inference_network(self.model, self.mish)
         if tuple(self.card.bands.names) != BAND_NAMES:

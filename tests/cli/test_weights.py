@@ -3,6 +3,8 @@
 import json
 import pickle
 
+import pytest
+
 from ..conftest import run_cli
 
 
@@ -74,3 +76,21 @@ def test_bad_input_gets_one_line(tmp_path, random_weights):
     assert r.returncode == 2 and "--ndwi-prior" in r.stderr and not (tmp_path / "huge.safetensors").exists()
     assert run_cli("weights", "annotate", random_weights, existing, "--overwrite").returncode == 0
     assert json.loads(run_cli("weights", "show", existing).stdout)["model"]["architecture"] == "s2s2net"
+
+
+@pytest.mark.parametrize("command", ["predict", "evaluate", "compare"])
+def test_a_missing_or_unreadable_weights_file_gets_one_line_from_every_command(tmp_path, command):
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+
+    write_pair(make_pair(40, seed=3), tmp_path / "s.tif", tmp_path / "m.tif")
+    pickled = tmp_path / "model.pt"
+    pickled.write_bytes(pickle.dumps({"weight": [1, 2, 3]}))
+    args = {"predict": [tmp_path / "s.tif", "-o", tmp_path / "out.tif"],
+            "evaluate": ["--pair", tmp_path / "s.tif", tmp_path / "m.tif"],
+            "compare": ["--pair", tmp_path / "s.tif", tmp_path / "m.tif"]}[command]
+    for weights, says in ((tmp_path / "missing.safetensors", "weights file not found"),
+                          (pickled, "not a safetensors weights file")):
+        r = run_cli(command, *args, "--weights", weights)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 1 and len(lines) == 1 and lines[0].startswith(f"Error: {weights}: {says}"), r.stderr
+    assert not (tmp_path / "out.tif").exists()
