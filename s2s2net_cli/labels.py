@@ -22,6 +22,7 @@ from rasterio.warp import Resampling, reproject, transform_bounds
 from rasterio.windows import Window, from_bounds
 
 from .errors import InputError, describe, first_line
+from .formats import VALUES_TAG
 from .grid import is_rotated
 
 MAX_VALUES_NAMED = 5  # unexpected label values an error names
@@ -132,25 +133,32 @@ NODATA_OPTION = "give the value that means nodata with --nodata"
 NODATA_TAG = "tag the value that means nodata (rio edit-info --nodata)"  # for commands without --nodata
 
 
-def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> None:
+def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> list[str]:
     """InputError when the label holds no valid pixel, or values other than water 1, land 0 and
     its nodata (NaN, the file's nodata value or --nodata): a 255 or -1 that no tag declares as
     nodata would otherwise count as water or land; then a nodata of 0 or 1 (check_nodata_value).
-    ``declare_nodata`` says how a command is told which value is nodata. Read block by block."""
+    ``declare_nodata`` says how a command is told which value is nodata. Read block by block.
+    Returns its warnings: a mask with no water whose nodata value (above 1) it holds may be a
+    0/255 mask whose water a GDAL tool tagged as nodata (its scores, or chips, would hold no water)."""
     others: set = set()
     any_valid = any_water = False
+    declared = label.nodata is not None and not (isinstance(label.nodata, float) and math.isnan(label.nodata))
+    unseen = 0  # pixels of the declared nodata value
     with rasterio.open(label.path) as src:
         for _, window in src.block_windows(1):
             raw = src.read(1, window=window)
             known = (raw == 0) | (raw == 1)
             if raw.dtype.kind == "f":
                 known |= np.isnan(raw)
-            if label.nodata is not None and not (isinstance(label.nodata, float) and math.isnan(label.nodata)):
-                known |= raw == label.nodata
+            if declared:
+                is_nodata = raw == label.nodata
+                known |= is_nodata
+                unseen += int(is_nodata.sum())
             any_valid = any_valid or bool(((raw == 0) | (raw == 1)).any())
             any_water = any_water or bool((raw == 1).any())
             if not known.all() and len(others) < MAX_VALUES_NAMED:
                 others.update(np.unique(raw[~known])[:MAX_VALUES_NAMED].tolist())
+        made_here = src.tags().get("values") == VALUES_TAG[False]  # predict's own mask: 255 is its nodata
     only = next(iter(others)) if len(others) == 1 else None
     if not any_water and only is not None and only > 1:  # a 0/255 mask: its other value may be water
         value = f"{only:g}"
@@ -161,6 +169,13 @@ def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> None:
     check_nodata_value(label.path, label.nodata, declare_nodata)
     if not any_valid:
         raise InputError(describe(label.path, "mask has no valid pixel (all nodata)"))
+    if not any_water and unseen and label.nodata > 1 and not made_here:
+        share = unseen / (label.width * label.height)
+        value = f"{label.nodata:g}"
+        return [describe(label.path, f"holds no water 1, and {share:.1%} of it is its nodata {value}, left out as "
+                                     f"unseen: if {value} marks water (a 0/{value} mask tagged nodata {value}), "
+                                     "make it 1 and give it another nodata value")]
+    return []
 
 
 def check_nodata_value(path, nodata: float | None, declare_nodata: str = NODATA_OPTION) -> None:

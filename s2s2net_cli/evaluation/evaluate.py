@@ -127,8 +127,8 @@ def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | N
     ``predictions_dir`` (see prediction_path) and scored on the reference's grid. Pixels that
     any model's output leaves out (nodata, clouds, --mask, an undefined index) are left out
     of every model's counts."""
-    for pair in pairs:
-        open_pair(pair.image, pair.mask, scene_options, nodata=nodata)
+    label_warnings = {pair.id: open_pair(pair.image, pair.mask, scene_options, nodata=nodata).warnings
+                      for pair in pairs}
     predictions_dir = Path(predictions_dir)
     predictions_dir.mkdir(parents=True, exist_ok=True)
     results = [ModelScores(m.model_name) for m in models]
@@ -138,7 +138,7 @@ def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | N
             if on_progress:
                 on_progress(pair.id, model.model_name)
             paths.append(prediction_path(predictions_dir, pair, model.model_name))
-            warnings.append(model.predict_scene(pair.image, paths[-1]).warnings)
+            warnings.append(model.predict_scene(pair.image, paths[-1]).warnings + label_warnings[pair.id])
         for result, counts, path, said in zip(results, score_predictions(paths, pair, nodata), paths, warnings):
             result.counts += counts
             result.images.append({"image": str(pair.image), "reference": str(pair.mask), "id": pair.id,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 import rasterio
@@ -112,16 +113,22 @@ def _overlap(a: tuple, b: tuple) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
-def open_pair(image, label_path, options: SceneOptions | None = None,
-              nodata: float | None = None) -> tuple[Scene, Label, tuple]:
+class OpenPair(NamedTuple):
+    """A scene and its water label, opened and checked."""
+
+    scene: Scene
+    label: Label
+    bounds: tuple  # the label's, in the scene's CRS
+    warnings: list  # what the label's values say (check_label)
+
+
+def open_pair(image, label_path, options: SceneOptions | None = None, nodata: float | None = None) -> OpenPair:
     """Open and check a scene (any source, read with ``options``) and its water label: both
-    readable with valid pixels, CRSs that transform, and overlapping. Returns (Scene, Label,
-    the label's bounds in the scene's CRS)."""
+    readable with valid pixels, CRSs that transform, and overlapping."""
     scene = open_scene(image, options or SceneOptions())
     check_has_valid_pixels(scene)
     label = open_label(label_path, nodata)
     bounds = label_bounds_in(label, scene.crs)
     if not _overlap(bounds, scene.bounds):
         raise InputError(describe(label_path, f"does not overlap its scene {scene.name}"))
-    check_label(label)
-    return scene, label, bounds
+    return OpenPair(scene, label, bounds, check_label(label))

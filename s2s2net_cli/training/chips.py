@@ -79,6 +79,7 @@ class _Prepared:
     finer: bool  # the label is finer than the grid its mask is written on (averaged to it)
     label_scale: int  # 2 m cells a mask cell: 1 (2 m mask) or SCALE_FACTOR (kept at 10 m)
     windows: list
+    label_warnings: list  # what the label's values say (check_label)
 
 
 def chip_pairs(pairs: list[Pair], out_dir, options: ChipOptions,
@@ -90,8 +91,8 @@ def chip_pairs(pairs: list[Pair], out_dir, options: ChipOptions,
     _clear_outputs(out_dir, options.overwrite)
     index_crs = prepared[0].scene.crs if all(p.scene.crs == prepared[0].scene.crs for p in prepared) else "EPSG:4326"
     regions_in_index = regions.to_crs(index_crs).union_all() if regions is not None else None
-    # predict's warnings (band order, pixel size, scale, offset): chips would teach what they warn of
-    warnings = [w for p in prepared for w in scene_warnings(p.scene, BandSpec())]
+    # predict's warnings (band order, pixel size, scale, offset) and the labels': chips would teach what they warn of
+    warnings = [w for p in prepared for w in (*scene_warnings(p.scene, BandSpec()), *p.label_warnings)]
     summary = ChipSummary(scenes=len(prepared), warnings=warnings)
     rows, done, total = [], 0, sum(len(p.windows) for p in prepared)
     for prep in prepared:
@@ -172,7 +173,8 @@ def _write_index(prepared: list["_Prepared"], rows: list[dict], out_dir: Path, o
 
 
 def _prepare(pair: Pair, options: ChipOptions) -> _Prepared:
-    scene, label, (left, bottom, right, top) = open_pair(pair.image, pair.mask, options.scene, options.nodata)
+    scene, label, (left, bottom, right, top), label_warnings = open_pair(pair.image, pair.mask, options.scene,
+                                                                         options.nodata)
     resolution, fine = label_resolution_in(label, scene.crs), abs(scene.transform.a) / SCALE_FACTOR
     label_scale = SCALE_FACTOR if resolution >= COARSE_FROM * fine else 1
     finer = resolution < fine * label_scale * 0.999
@@ -189,7 +191,7 @@ def _prepare(pair: Pair, options: ChipOptions) -> _Prepared:
     rmin, rmax = min(r_a, r_b), max(r_a, r_b)
     cmin, cmax = min(c_a, c_b), max(c_a, c_b)
     windows = [(r, c) for r in rows for c in cols if r < rmax and r + size > rmin and c < cmax and c + size > cmin]
-    return _Prepared(pair, scene, label, finer, label_scale, windows)
+    return _Prepared(pair, scene, label, finer, label_scale, windows, label_warnings)
 
 
 def _positions(length: int, size: int, stride: int) -> list[int]:

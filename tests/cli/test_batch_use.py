@@ -246,6 +246,34 @@ def test_a_0_255_label_is_not_told_to_declare_its_water_nodata(tmp_path):
     assert r.returncode == 1 and f"{negative}: holds values -1 besides water 1, land 0: give the value" in r.stderr
 
 
+def test_a_0_255_label_tagged_nodata_255_is_warned_of(tmp_path, random_weights):
+    """A 0/255 mask a GDAL tool tagged nodata 255: all its water is nodata, so it scores and chips
+    as a mask with no water, silently. One warning says so (stderr and --json); a mask with
+    water, or predict's own mask of a dry scene (255 its nodata), gets none."""
+    p = make_pair(40, seed=4, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    water = p.mask.reshape(40, 5, 40, 5).mean(axis=(1, 3)) >= 0.5
+    path = write_raster(tmp_path / "label.tif", water.astype("uint8") * 255, transform=p.transform, crs=p.crs,
+                        nodata=255)
+    said = (f"{path}: holds no water 1, and {water.mean():.1%} of it is its nodata 255, left out as unseen: if 255 "
+            "marks water (a 0/255 mask tagged nodata 255), make it 1 and give it another nodata value")
+    r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", path, "--json")
+    assert r.returncode == 0 and said in r.stderr and json.loads(r.stdout)["rows"][0]["images"][0]["warnings"] == [said]
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", path, "-o", tmp_path / "chips", "--size", 16, "--json")
+    assert r.returncode == 0 and said in r.stderr and json.loads(r.stdout)["warnings"] == [said]
+    fine = write_raster(tmp_path / "fine.tif", water.astype("uint8"), transform=p.transform, crs=p.crs, nodata=255)
+    r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", fine, "--json")
+    assert r.returncode == 0 and "no water 1" not in r.stderr and json.loads(r.stdout)["rows"][0]["images"][0]["warnings"] == []
+    dry = write_raster(tmp_path / "dry.tif", np.full((6, 40, 40), 900, "uint16"), transform=p.transform, crs=p.crs)
+    r = run_cli("predict", dry, "-o", tmp_path / "dry_water.tif", "--weights", random_weights, *FAST, "--bands",
+                "1,2,3,4,5,6", "--threshold", 1.0)
+    assert r.returncode == 0 and read(tmp_path / "dry_water.tif")[0].max() == 0
+    with rasterio.open(tmp_path / "dry_water.tif", "r+") as dst:
+        dst.write(np.full((1, 50, 200), 255, "uint8"), window=rasterio.windows.Window(0, 0, 200, 50))  # a cloud
+    r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", tmp_path / "dry_water.tif")
+    assert r.returncode == 0 and "no water 1" not in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("nodata", [0, 1])
 def test_a_label_whose_nodata_is_land_or_water_is_refused(tmp_path, nodata):
     """GDAL tools often tag 0 as a 0/1 mask's nodata: its land was left out of every score (F1
