@@ -145,6 +145,7 @@ def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> list[str]:
     declared = label.nodata is not None and not (isinstance(label.nodata, float) and math.isnan(label.nodata))
     unseen = 0  # pixels of the declared nodata value
     with rasterio.open(label.path) as src:
+        check_one_band(label.path, src.count)
         for _, window in src.block_windows(1):
             raw = src.read(1, window=window)
             known = (raw == 0) | (raw == 1)
@@ -176,6 +177,13 @@ def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> list[str]:
                                      f"unseen: if {value} marks water (a 0/{value} mask tagged nodata {value}), "
                                      "make it 1 and give it another nodata value")]
     return []
+
+
+def check_one_band(path, count: int, hint: str = "") -> None:
+    """InputError when a mask has more than one band (a scene, occurrence's output, a class
+    raster with a band a class): only its first would be read, as if it were the mask."""
+    if count != 1:
+        raise InputError(describe(path, f"has {count} bands, where a mask has one (water 1, land 0){hint}"))
 
 
 def check_nodata_value(path, nodata: float | None, declare_nodata: str = NODATA_OPTION) -> None:

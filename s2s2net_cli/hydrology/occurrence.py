@@ -33,11 +33,12 @@ from rasterio.vrt import WarpedVRT
 from rasterio.warp import transform_bounds
 from rasterio.windows import Window
 
+from ..bands import BAND_NAMES
 from ..errors import InputError, S2S2NetError, describe
 from ..formats import WATER, probability_cut, source_stem
 from ..grid import row_pixel_areas
 from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, temporary_sibling
-from ..labels import MAX_VALUES_NAMED, NODATA_TAG, check_nodata_value, unexpected_values
+from ..labels import MAX_VALUES_NAMED, NODATA_TAG, check_nodata_value, check_one_band, unexpected_values
 from ..world import World
 
 PERMANENT_FROM = 90  # percent of valid dates seen as water: permanent water
@@ -188,6 +189,8 @@ def _check_mask(d: DateMask, grid: Grid) -> None:
     leave all its land unseen: water on every date it is seen)."""
     try:
         with rasterio.open(d.mask) as src:
+            scene_like = src.count >= len(BAND_NAMES)  # six bands or more: a scene given as a mask
+            check_one_band(d.mask, src.count, ": a scene is read as a date without --from-masks" if scene_like else "")
             left, bottom, right, top = transform_bounds(src.crs, grid.crs, *src.bounds)
             if probability_cut(src.tags()) is None:
                 check_nodata_value(d.mask, src.nodata, NODATA_TAG)

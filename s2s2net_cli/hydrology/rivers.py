@@ -35,7 +35,7 @@ from scipy import ndimage
 from ..errors import InputError, describe
 from ..formats import NODATA, WATER, probability_cut
 from ..io import atomic_path, check_output
-from ..labels import NODATA_TAG, check_label, open_label
+from ..labels import NODATA_TAG, check_label, check_one_band, open_label
 from .bridges import bridge_gaps
 from .centrelines import centreline_branches
 from .widths import smooth_path, transects
@@ -122,6 +122,7 @@ class MaskReader:
         if abs(abs(self.transform.a) - abs(self.transform.e)) > 1e-6 * abs(self.transform.a) or self.transform.b or \
                 self.transform.d:
             raise InputError(describe(self.path, "mask pixels are not square and north-up"))
+        check_one_band(self.path, self.count)
         self.cut = probability_cut(tags)
         if self.cut is None:
             check_label(open_label(self.path), declare_nodata=NODATA_TAG)

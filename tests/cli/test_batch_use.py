@@ -296,6 +296,28 @@ def test_a_label_whose_nodata_is_land_or_water_is_refused(tmp_path, nodata):
     assert r.returncode == 0 and json.loads(r.stdout)["rows"][0]["pixels"] == 40 * 40  # land and water both counted
 
 
+def test_a_raster_of_several_bands_given_as_a_mask_is_refused(tmp_path):
+    """Only a mask's first band was read: a 0/1 raster of two bands (classes a band each), or the
+    occurrence output, was taken for its first band, and a scene given to occurrence
+    --from-masks was told its nodata 0 hides land."""
+    p = make_pair(40, seed=4, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    two = np.stack([p.mask, 1 - p.mask]).astype("uint8")
+    path = write_raster(tmp_path / "two.tif", two, transform=p.transform * Affine.scale(1 / 5), crs=p.crs)
+    said = f"Error: {path}: has 2 bands, where a mask has one (water 1, land 0)"
+    for command in (["evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", path],
+                    ["chip", "--pair", tmp_path / "s.tif", path, "-o", tmp_path / "chips", "--size", 16],
+                    ["rivers", path, "-o", tmp_path / "rivers.gpkg"],
+                    ["occurrence", "--from-masks", path, tmp_path / "m.tif", "-o", tmp_path / "occ.tif", "--strict"]):
+        r = run_cli(*command)
+        assert r.returncode == 1 and [l for l in r.stderr.splitlines() if l.strip()] == [said], r.stderr
+    assert not [f for f in ("chips", "rivers.gpkg", "occ.tif") if (tmp_path / f).exists()]
+    r = run_cli("occurrence", "--from-masks", tmp_path / "s.tif", "-o", tmp_path / "occ.tif", "--strict")
+    assert r.returncode == 1 and r.stderr.strip().splitlines()[-1] == (
+        f"Error: {tmp_path / 's.tif'}: has 6 bands, where a mask has one (water 1, land 0): a scene is read as a date "
+        "without --from-masks")
+
+
 def test_compare_plot_draws_declared_nodata_as_left_out(tmp_path):
     from s2s2net_cli.evaluation.report import _mask_preview
 
