@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import shutil
@@ -11,13 +10,12 @@ from pathlib import Path
 
 import click
 
-from ..errors import InputError, describe
 from ..formats import GEOTIFF_SUFFIXES
 from ..grid import SCALE_FACTOR, fine_transform
 from ..io import check_output
 from ..hydrology.occurrence import DateMask, Grid, OccurrenceOptions, water_occurrence
 from ..sources import stac
-from ..sources.dates import scene_date
+from ..sources.dates import read_dates_csv, scene_date
 from .options import (PNG_SUFFIXES, creation_options, device_option, json_option, named_as,
                       overlap_option, overwrite_option, precision_option, scene_options, tile_size_option)
 from .render import progress_bar
@@ -77,7 +75,7 @@ def occurrence(ctx, scenes, output, from_masks, like, dates_csv, classes, strict
         stac.is_item_collection(s) for s in scenes) else None
     try:
         sources = _expand(scenes, expanded)
-        named_dates = _read_dates(dates_csv) if dates_csv else {}
+        named_dates = read_dates_csv(dates_csv) if dates_csv else {}
         dates = [DateMask(s, _date_of(s, named_dates), Path(s) if from_masks else None) for s in sources]
         grid = Grid.of(like) if like else (Grid.of(sources[0]) if from_masks else _scene_grid(sources[0], scene))
         predict = None if from_masks else _predictor(weights, tile_size, overlap, device, precision, scene)
@@ -114,17 +112,6 @@ def _expand(scenes, folder) -> list[str]:
     for s in scenes:
         out += stac.collection_items(s, folder) if stac.is_item_collection(s) else [str(s)]
     return out
-
-
-def _read_dates(path: Path) -> dict:
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh))
-    except OSError as exc:
-        raise InputError(describe(path, f"cannot be read ({exc.strerror or exc})")) from exc
-    if not rows or not {"scene", "date"} <= set(rows[0]):
-        raise InputError(describe(path, "needs the columns scene,date"))
-    return {r["scene"]: r["date"] for r in rows}
 
 
 def _date_of(source: str, named: dict) -> str | None:

@@ -1,14 +1,17 @@
 """When a scene was seen: from a STAC item's ``datetime``, a product's name (its sensing
 start, ``..._MSIL2A_20230823T095559_...``), a GeoTIFF's acquisition tags, or a date in the
-file name; ``None`` when none of them says (then ``--dates`` must)."""
+file name; ``None`` when none of them says (then ``--dates`` must, a CSV read by read_dates_csv)."""
 
 from __future__ import annotations
 
+import csv
 import re
+from datetime import datetime
 from pathlib import Path
 
 import rasterio
 
+from ..errors import InputError, describe
 from . import stac
 
 PRODUCT_TIME = re.compile(r"_MSIL(?:1C|2A)_(\d{8})T(\d{6})")
@@ -46,3 +49,28 @@ def _iso(match) -> str | None:
     if 1 <= m <= 12 and 1 <= d <= 31 and 1950 <= y <= 2200:
         return f"{y:04d}-{m:02d}-{d:02d}"
     return None
+
+
+def read_dates_csv(path) -> dict[str, str]:
+    """Scene name or path -> ISO ``YYYY-MM-DD`` from a CSV with the columns scene,date (a date,
+    or an ISO date and time). InputError naming the file and row for a date that is not ISO (a
+    23/08/2023 would be ordered as text), or a scene given two dates."""
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            columns, rows = reader.fieldnames or [], list(reader)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(describe(path, f"cannot be read ({getattr(exc, 'strerror', None) or exc})")) from exc
+    if not {"scene", "date"} <= set(columns):
+        raise InputError(describe(path, "needs the columns scene,date"))
+    dates: dict[str, str] = {}
+    for line, row in enumerate(rows, start=2):
+        scene, text = (row["scene"] or "").strip(), (row["date"] or "").strip()
+        try:
+            date = datetime.fromisoformat(text.replace("Z", "+00:00")).date().isoformat()
+        except ValueError:
+            raise InputError(describe(path, f"line {line}: {text!r} for {scene} is not an ISO date (YYYY-MM-DD)")) from None
+        if dates.get(scene, date) != date:
+            raise InputError(describe(path, f"line {line}: {scene} is given two dates, {dates[scene]} and {date}"))
+        dates[scene] = date
+    return dates

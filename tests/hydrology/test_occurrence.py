@@ -275,3 +275,29 @@ def test_one_file_or_one_acquisition_named_twice_is_refused(tmp_path):
     r = run_cli("occurrence", paths[0], l2a, next_tile, "--from-masks", "-o", tmp_path / "o.tif", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["counted"] == 3
     assert np.array_equal(read(tmp_path / "o.tif")[0][1], water)
+
+
+def test_dates_from_a_csv_order_the_dates_and_a_date_that_is_not_iso_is_refused(tmp_path):
+    """Masks whose names say no date, dated by --dates (by file name or path; an ISO date and time
+    is its date). A 15/03/2021 was taken as text and ordered as text, a scene given two dates kept
+    the last, without a word; now each is one line naming the file and line."""
+    paths, _, _ = series(tmp_path, 3)
+    named = [shutil.copy(p, tmp_path / f"lake_{k}.tif") for k, p in enumerate(paths)]  # names with no date
+    good = tmp_path / "dates.csv"
+    good.write_text(f"scene,date\nlake_0.tif,2021-03-15\n{named[1]},2021-01-15T10:20:30Z\nlake_2.tif,2021-02-15\n")
+    r = run_cli("occurrence", *named, "--from-masks", "-o", tmp_path / "occ.tif", "--dates", good, "--json")
+    assert r.returncode == 0, r.stderr
+    assert [(Path(d["source"]).name, d["date"]) for d in json.loads(r.stdout)["dates"]] == [
+        ("lake_1.tif", "2021-01-15"), ("lake_2.tif", "2021-02-15"), ("lake_0.tif", "2021-03-15")]
+    for text, says in (("scene,date\nlake_0.tif,15/03/2021\n", "line 2: '15/03/2021' for lake_0.tif is not an ISO "
+                                                              "date (YYYY-MM-DD)"),
+                       ("scene,date\nlake_0.tif,2021-03-15\nlake_1.tif,\n", "line 3: '' for lake_1.tif is not an ISO "
+                                                                          "date (YYYY-MM-DD)"),
+                       ("scene,date\nlake_0.tif,2021-03-15\nlake_0.tif,2021-04-15\n",
+                        "line 3: lake_0.tif is given two dates, 2021-03-15 and 2021-04-15"),
+                       ("name,when\nlake_0.tif,2021-03-15\n", "needs the columns scene,date")):
+        bad = tmp_path / "bad.csv"
+        bad.write_text(text)
+        r = run_cli("occurrence", *named, "--from-masks", "-o", tmp_path / "occ2.tif", "--dates", bad)
+        assert r.returncode == 1 and r.stderr.strip().splitlines() == [f"Error: {bad}: {says}"], r.stderr
+    assert not (tmp_path / "occ2.tif").exists()
