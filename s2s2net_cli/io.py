@@ -39,6 +39,40 @@ def geotiff_profile(shape: tuple[int, int, int], dtype: str, crs, transform, nod
     return profile
 
 
+def creation_option_problems(creation_options: dict) -> list[str]:
+    """What GDAL's GTiff driver says of ``creation_options`` (--co) as a small tiled GeoTIFF is
+    made with them in memory: an unknown option or an unexpected value (of which GDAL only warns,
+    then writes the file without them: a COMPRESS=ZSTD a build lacks gives an uncompressed file),
+    or an error (a block size that is no multiple of 16)."""
+    import logging
+
+    from affine import Affine
+    from rasterio.io import MemoryFile
+
+    problems: list[str] = []
+
+    class Said(logging.Handler):
+        def emit(self, record):
+            text = re.sub(r"^CPLE_\w+ in ", "", record.getMessage())
+            if "creation option" in text and text not in problems:
+                problems.append(text.rstrip("."))
+
+    logger, said = logging.getLogger("rasterio._env"), Said(logging.WARNING)
+    level = logger.level
+    logger.addHandler(said)
+    logger.setLevel(logging.WARNING)
+    profile = geotiff_profile((1, 512, 512), "uint8", None, Affine(2, 0, 0, 0, -2, 0), 255, creation_options=creation_options)
+    try:
+        with MemoryFile() as memory, memory.open(**profile):
+            pass
+    except Exception as exc:  # noqa: BLE001 - whatever GDAL refuses, said as GDAL says it
+        problems.append(re.sub(r"^[\w-]+\.tif: ", "", first_line(exc)).rstrip("."))  # without the in-memory name
+    finally:
+        logger.removeHandler(said)
+        logger.setLevel(level)
+    return problems
+
+
 def check_output(path, overwrite: bool) -> Path:
     """Refuse an existing ``path`` unless ``overwrite``; check its folder can be written."""
     path = Path(path)

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import rasterio
 import pytest
 import torch
 from affine import Affine
@@ -110,6 +111,25 @@ def test_bad_options_are_usage_errors_naming_the_option(tmp_path, random_weights
     scene = write_raster(tmp_path / "s.tif", np.ones((6, 8, 8), "uint16") * 500, transform=T10)
     r = run_cli("predict", scene, "-o", tmp_path / "o.tif", "--weights", random_weights, *args)
     assert r.returncode == 2 and option in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("co, says", [
+    ("COMPRESS=banana", "'banana' is an unexpected value for COMPRESS creation option of type string-select"),
+    ("NOSUCH=1", "driver GTiff does not support creation option NOSUCH"),
+    ("BLOCKXSIZE=7", "The height and width of TIFF dataset blocks must be multiples of 16"),
+    ("PREDICTOR=9", "PREDICTOR=9 is not supported")])
+def test_a_creation_option_gdal_does_not_take_is_refused_not_dropped(tmp_path, random_weights, co, says):
+    """GDAL only warns (out of sight) of an unknown option or value and writes the file without
+    it: --co COMPRESS=banana gave an uncompressed mask, exit 0."""
+    scene = write_raster(tmp_path / "s.tif", np.ones((6, 8, 8), "uint16") * 500, transform=T10)
+    r = run_cli("predict", scene, "-o", tmp_path / "o.tif", "--weights", random_weights, "--co", co)
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1] == f"Error: Invalid value for '--co': {says}", r.stderr
+    assert not (tmp_path / "o.tif").exists()
+    r = run_cli("predict", scene, "-o", tmp_path / "o.tif", "--weights", random_weights, "--co", "COMPRESS=LZW",
+                "--co", "blockxsize=256")
+    assert r.returncode == 0, r.stderr
+    with rasterio.open(tmp_path / "o.tif") as src:
+        assert src.compression.name == "lzw"
 
 
 def test_bands_out_of_range_names_the_scene(tmp_path, random_weights):

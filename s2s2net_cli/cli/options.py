@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from ..bands import BAND_NAMES
+from ..io import creation_option_problems
 from ..manifest import pairs_from_options
 from ..sources.aoi import check_bbox
 from ..sources.options import SceneOptions
@@ -67,7 +68,17 @@ def named_as(suffixes: tuple[str, ...], writes: str):
     return check
 
 
-creation_options = click.option("--co", "creation_options", multiple=True, callback=parse_name_values,
+def parse_creation_options(ctx, param, values) -> dict:
+    """--co NAME=VALUE options as a dict, refused when GDAL's GTiff driver does not take them
+    (it would only warn, out of sight, and write the file without them)."""
+    options = parse_name_values(ctx, param, values)
+    problems = creation_option_problems(options) if options else []
+    if problems:
+        raise click.BadParameter("; ".join(problems), ctx, param)
+    return options
+
+
+creation_options = click.option("--co", "creation_options", multiple=True, callback=parse_creation_options,
                                 metavar="NAME=VALUE", help="GeoTIFF creation option (repeatable), as in rio.")
 
 
