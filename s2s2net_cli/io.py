@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import logging
 import os
 import re
 import shutil
 from pathlib import Path
 
+from affine import Affine
 from rasterio.errors import RasterioIOError
+from rasterio.io import MemoryFile
 from rasterio.shutil import copy as copy_dataset
 
 from .errors import OutputExistsError, S2S2NetError, describe, first_line
@@ -44,11 +47,6 @@ def creation_option_problems(creation_options: dict) -> list[str]:
     made with them in memory: an unknown option or an unexpected value (of which GDAL only warns,
     then writes the file without them: a COMPRESS=ZSTD a build lacks gives an uncompressed file),
     or an error (a block size that is no multiple of 16)."""
-    import logging
-
-    from affine import Affine
-    from rasterio.io import MemoryFile
-
     problems: list[str] = []
 
     class Said(logging.Handler):

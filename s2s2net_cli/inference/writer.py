@@ -23,7 +23,6 @@ from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, tempor
 WRITE_ROWS = 512  # 2 m rows converted and written at a time
 SOURCE_TAG = "source_scene"  # the tag naming the scene a mask was made from
 MADE_WITH = ("model", "model_sha256", "threshold", "ndwi_prior", "values")  # the tags that say how a mask was made
-READ_WITH = ("bands", "scale", "offset", "clouds_left_out", "left_out", "area_of_interest")  # how its scene was read
 
 
 @dataclass
@@ -61,8 +60,8 @@ def made_with(forward_tags: dict, probability: bool, threshold_per_scene: bool =
 
 
 def reading_tags(scene) -> dict:
-    """The READ_WITH tags of a mask of ``scene``: which bands, scale, offset, clouds, pixels left
-    out and area of interest the scene was read with."""
+    """The tags of a mask of ``scene`` that say how the scene was read: which bands, scale,
+    offset, clouds, pixels left out and area of interest."""
     return {
         "bands": ",".join(map(str, scene.indexes)), "scale": f"{scene.scale:g}",
         "offset": ",".join(f"{v:g}" for v in scene.offset),
