@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -35,10 +34,11 @@ from rasterio.windows import Window
 
 from ..bands import BAND_NAMES
 from ..errors import InputError, S2S2NetError, describe
-from ..formats import WATER, probability_cut, source_stem
+from ..formats import WATER, probability_cut
 from ..grid import row_pixel_areas
 from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, temporary_sibling
 from ..labels import MAX_VALUES_NAMED, NODATA_TAG, check_nodata_value, check_one_band, unexpected_values
+from ..sources.dates import acquisition
 from ..world import World
 
 PERMANENT_FROM = 90  # percent of valid dates seen as water: permanent water
@@ -48,7 +48,6 @@ PROCESS_GROUP_TIMEOUT = timedelta(minutes=30)
 # A Sentinel-2 product's name (or a STAC item id of Planetary Computer's, without the baseline):
 # its satellite, sensing time, orbit and tile say which acquisition it holds (L1C or L2A, and the
 # processing baseline, do not).
-PRODUCT_NAME = re.compile(r"^(S2[A-D])_MSIL(?:1C|2A)_(\d{8}T\d{6})(?:_N\d{4})?_(R\d{3})_(T\w{5})")
 
 
 @dataclass(frozen=True)
@@ -161,8 +160,7 @@ def check_each_date_once(dates: list[DateMask]) -> None:
             raise InputError(describe(d.source, f"is named twice (also as {files[where]}): each date is counted once, "
                                                 "so name it once"))
         files[where] = d.source
-        product = PRODUCT_NAME.match(source_stem(d.source))
-        key = product.groups() if product else None
+        key = acquisition(d.source)
         if key in acquisitions:
             raise InputError(describe(d.source, f"holds the same acquisition as {acquisitions[key]} ({' '.join(key)}): "
                                                 "it would be counted as two dates; name one of them"))

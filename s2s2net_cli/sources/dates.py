@@ -1,6 +1,7 @@
 """When a scene was seen: from a STAC item's ``datetime``, a product's name (its sensing
 start, ``..._MSIL2A_20230823T095559_...``), a GeoTIFF's acquisition tags, or a date in the
-file name; ``None`` when none of them says (then ``--dates`` must, a CSV read by read_dates_csv)."""
+file name; ``None`` when none of them says (then ``--dates`` must, a CSV read by read_dates_csv).
+And which acquisition it is (``acquisition``): one pass over one tile, whatever its product."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ from pathlib import Path
 import rasterio
 
 from ..errors import InputError, describe
+from ..formats import source_stem
 from . import stac
 
 PRODUCT_TIME = re.compile(r"_MSIL(?:1C|2A)_(\d{8})T(\d{6})")
+# a product's name: satellite, sensing time, (processing baseline,) relative orbit, tile
+PRODUCT_NAME = re.compile(r"^(S2[A-D])_MSIL(?:1C|2A)_(\d{8}T\d{6})(?:_N\d{4})?_(R\d{3})_(T\w{5})")
 TAGS = ("ACQUISITION_DATE", "acquisition_date", "DATETIME", "datetime", "TIFFTAG_DATETIME", "SENSING_TIME",
         "PRODUCT_START_TIME", "date")
 NAME_DATE = re.compile(r"(?<!\d)(\d{4})-?(\d{2})-?(\d{2})(?!\d)")
@@ -74,3 +78,17 @@ def read_dates_csv(path) -> dict[str, str]:
             raise InputError(describe(path, f"line {line}: {scene} is given two dates, {dates[scene]} and {date}"))
         dates[scene] = date
     return dates
+
+
+def acquisition(source) -> tuple[str, ...] | None:
+    """(satellite, sensing time, relative orbit, tile) of the Sentinel-2 acquisition ``source``
+    holds, the same for its L1C and L2A, its .zip and .SAFE, its STAC items and the masks
+    predicted from it (named after it): from its name, or a STAC item's product name or id
+    (stac.item_product_names); None when none says. Two tiles of one pass are two acquisitions."""
+    text = str(source)
+    names = [source_stem(text)] + (stac.item_product_names(text) if stac.is_item(text) else [])
+    for name in names:
+        found = PRODUCT_NAME.match(source_stem(name))
+        if found:
+            return found.groups()
+    return None

@@ -44,6 +44,20 @@ def item_id(source: str) -> str | None:
     return str(ident) if ident else None
 
 
+def item_product_names(source: str) -> list[str]:
+    """The names a STAC item gives its Sentinel-2 product: its ``s2:product_uri`` (Earth Search
+    and the Planetary Computer both carry it), then its ``id`` (the Planetary Computer's ids are
+    product names; Earth Search's, ``S2B_18SVG_20230823_0_L2A``, are not). Empty when unreadable."""
+    try:
+        item = _load(source)
+    except InputError:
+        return []
+    if not isinstance(item, dict):
+        return []
+    props = item.get("properties") or {}
+    return [str(v) for v in (props.get("s2:product_uri"), item.get("id")) if v]
+
+
 def is_item_collection(source: str) -> bool:
     """Whether ``source`` is a local STAC ItemCollection (a GeoJSON FeatureCollection of items,
     as ``stac-client search --save`` writes one)."""

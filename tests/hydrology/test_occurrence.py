@@ -301,3 +301,29 @@ def test_dates_from_a_csv_order_the_dates_and_a_date_that_is_not_iso_is_refused(
         r = run_cli("occurrence", *named, "--from-masks", "-o", tmp_path / "occ2.tif", "--dates", bad)
         assert r.returncode == 1 and r.stderr.strip().splitlines() == [f"Error: {bad}: {says}"], r.stderr
     assert not (tmp_path / "occ2.tif").exists()
+
+
+def test_two_stac_items_of_one_acquisition_are_refused_by_their_product_names(tmp_path, random_weights):
+    """Earth Search names its items S2A_31UFU_20210315_0_L2A and _L1C: no orbit or time, so the
+    two items of one pass were counted as two dates. Their ``s2:product_uri`` names the product;
+    by it they are one acquisition, as the product's own .zip is; the next pass is another."""
+    from ..sources.product_factory import write_band_files, write_item
+
+    data = np.random.default_rng(0).integers(300, 3000, (6, 32, 32))
+    bands = write_band_files(tmp_path / "bands", data, Affine(10, 0, 600000, 0, -10, 5000000), "EPSG:32631")
+    uri = "S2A_MSIL{}_20210315T103021_N0509_R108_T31UFU_20210315T140000.SAFE"
+    l2a = write_item(tmp_path / "S2A_31UFU_20210315_0_L2A.json", bands, {"s2:product_uri": uri.format("2A")})
+    l1c = write_item(tmp_path / "S2A_31UFU_20210315_0_L1C.json", bands, {"s2:product_uri": uri.format("1C")})
+    later = write_item(tmp_path / "S2A_31UFU_20210325_0_L2A.json", bands,
+                       {"s2:product_uri": "S2A_MSIL2A_20210325T103021_N0509_R108_T31UFU_20210325T140000.SAFE",
+                        "datetime": "2021-03-25T10:30:21Z"})
+    fast = ("--weights", random_weights, "--tile-size", 32, "--overlap", 8)
+    r = run_cli("occurrence", l2a, l1c, "-o", tmp_path / "o.tif", *fast)
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f"Error: {l1c}: holds the same acquisition as {l2a} (S2A 20210315T103021 R108 T31UFU): it would be counted as "
+        "two dates; name one of them"]
+    zipped = tmp_path / uri.format("2A").replace(".SAFE", ".SAFE.zip")
+    r = run_cli("occurrence", l2a, zipped, "-o", tmp_path / "o.tif", *fast)  # refused before the .zip is read
+    assert r.returncode == 1 and f"{zipped}: holds the same acquisition as {l2a}" in r.stderr
+    r = run_cli("occurrence", l2a, later, "-o", tmp_path / "o.tif", *fast, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["counted"] == 2, r.stderr
