@@ -103,7 +103,7 @@ def occurrence(ctx, scenes, output, from_masks, like, dates_csv, classes, strict
         click.echo(f"{summary.output}: {len(summary.dates)} dates, water ever {summary.ever_water_km2:.3f} km2", err=True)
     for d in summary.skipped:
         click.echo(f"skipped {d.source}: {d.error}", err=True)
-    if not summary.dates:
+    if summary.skipped or not summary.dates:  # written from the other dates, but not from all: a script must hear
         ctx.exit(1)
 
 

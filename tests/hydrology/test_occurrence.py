@@ -134,7 +134,7 @@ def test_a_probability_raster_counts_from_its_threshold_and_a_mask_of_other_valu
     assert not (tmp_path / "occ2.tif").exists()
 
 
-def test_a_date_that_fails_is_named_skipped_and_counted_or_stops_with_strict(tmp_path):
+def test_a_date_that_fails_is_named_skipped_and_counted_exit_1_or_stops_with_strict(tmp_path):
     paths, water, valid = series(tmp_path, 3)
     broken = tmp_path / "broken_water.tif"
     broken.write_bytes(b"not a tiff")
@@ -142,7 +142,7 @@ def test_a_date_that_fails_is_named_skipped_and_counted_or_stops_with_strict(tmp
     with rasterio.open(paths[0]) as src:  # a GDAL tool's nodata 0: its land would be unseen, water wherever seen
         land_unseen = write_raster(tmp_path / "nodata0.tif", src.read(1), transform=T2, nodata=0)
     r = run_cli("occurrence", *paths, broken, far, land_unseen, "--from-masks", "-o", tmp_path / "o.tif", "--json")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # written from the three dates, and a script told that three failed
     summary = json.loads(r.stdout)
     assert summary["counted"] == 3 and len(summary["skipped"]) == 3
     errors = {Path(s["source"]).name: s["error"] for s in summary["skipped"]}
