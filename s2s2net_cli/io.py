@@ -42,33 +42,46 @@ def geotiff_profile(shape: tuple[int, int, int], dtype: str, crs, transform, nod
     return profile
 
 
-def creation_option_problems(creation_options: dict) -> list[str]:
-    """What GDAL's GTiff driver says of ``creation_options`` (--co) as a small tiled GeoTIFF is
-    made with them in memory: an unknown option or an unexpected value (of which GDAL only warns,
+def creation_option_problems(creation_options: dict, cog: bool = False) -> list[str]:
+    """What GDAL says of ``creation_options`` (--co) as a small GeoTIFF is made with them in
+    memory and, with ``cog``, copied to a COG (which takes them under its own names, and makes
+    the file that is kept): an unknown option or an unexpected value (of which GDAL only warns,
     then writes the file without them: a COMPRESS=ZSTD a build lacks gives an uncompressed file),
     or an error (a block size that is no multiple of 16)."""
-    problems: list[str] = []
-
-    class Said(logging.Handler):
-        def emit(self, record):
-            text = re.sub(r"^CPLE_\w+ in ", "", record.getMessage())
-            if "creation option" in text and text not in problems:
-                problems.append(text.rstrip("."))
-
-    logger, said = logging.getLogger("rasterio._env"), Said(logging.WARNING)
-    level = logger.level
-    logger.addHandler(said)
-    logger.setLevel(logging.WARNING)
     profile = geotiff_profile((1, 512, 512), "uint8", None, Affine(2, 0, 0, 0, -2, 0), 255, creation_options=creation_options)
+    with MemoryFile() as memory:
+        said = _what_gdal_says(lambda: memory.open(**profile).close())
+        if cog and not any(name is None for name, _ in said):  # the GeoTIFF is made: what the COG takes is what counts
+            target = f"/vsimem/.{os.getpid()}_cog_check.tif"
+            said = _what_gdal_says(lambda: copy_dataset(memory.name, target, driver="COG",
+                                                        **cog_options(profile, creation_options)))
+    return [text for _, text in said]
+
+
+def _what_gdal_says(action) -> list[tuple[str | None, str]]:
+    """(creation option named, text) of each warning about a creation option GDAL logs while
+    ``action()`` runs, and (None, text) of the error it raises, if any."""
+    said: list[tuple[str | None, str]] = []
+
+    class Heard(logging.Handler):
+        def emit(self, record):
+            text = re.sub(r"^CPLE_\w+ in ", "", record.getMessage()).rstrip(".")
+            named = re.search(r"creation option (\w+)|for (\w+) creation option|^(\w+)=\S* value not recognised", text)
+            if named and not any(n == next(filter(None, named.groups())) for n, _ in said):
+                said.append((next(filter(None, named.groups())).upper(), text))
+
+    logger, heard = logging.getLogger("rasterio._env"), Heard(logging.WARNING)
+    level = logger.level
+    logger.addHandler(heard)
+    logger.setLevel(logging.WARNING)
     try:
-        with MemoryFile() as memory, memory.open(**profile):
-            pass
+        action()
     except Exception as exc:  # noqa: BLE001 - whatever GDAL refuses, said as GDAL says it
-        problems.append(re.sub(r"^[\w-]+\.tif: ", "", first_line(exc)).rstrip("."))  # without the in-memory name
+        said.append((None, re.sub(r"^[\w/.-]+\.tif: ", "", first_line(exc)).rstrip(".")))  # without the in-memory name
     finally:
-        logger.removeHandler(said)
+        logger.removeHandler(heard)
         logger.setLevel(level)
-    return problems
+    return said
 
 
 def check_output(path, overwrite: bool) -> Path:
@@ -177,11 +190,19 @@ def copy_to_cog(src_path, dst_path, profile: dict, creation_options: dict | None
     """Copy a GeoTIFF to a Cloud Optimized GeoTIFF, its overviews resampled by ``overviews``
     (MODE for classes and counts of a mask, AVERAGE for probabilities), the user's --co options
     carried over under the COG driver's names."""
+    copy_dataset(str(src_path), str(dst_path), driver="COG", **cog_options(profile, creation_options, overviews))
+
+
+_COG_NAMES = {"ZLEVEL": "LEVEL", "ZSTD_LEVEL": "LEVEL", "JPEG_QUALITY": "QUALITY", "BLOCKXSIZE": "BLOCKSIZE"}
+
+
+def cog_options(profile: dict, creation_options: dict | None = None, overviews: str = "MODE") -> dict:
+    """The COG driver's creation options for a copy of a GeoTIFF made with ``profile``: the
+    user's --co options under the COG driver's names, overviews resampled by ``overviews``."""
     options = {"COMPRESS": str(profile.get("compress", "deflate")).upper(), "PREDICTOR": "YES", "BLOCKSIZE": 512,
                "BIGTIFF": "IF_SAFER", "OVERVIEW_RESAMPLING": overviews}
-    renamed = {"ZLEVEL": "LEVEL", "ZSTD_LEVEL": "LEVEL", "JPEG_QUALITY": "QUALITY", "BLOCKXSIZE": "BLOCKSIZE"}
     for key, value in (creation_options or {}).items():
-        key = renamed.get(key.upper(), key.upper())
+        key = _COG_NAMES.get(key.upper(), key.upper())
         if key not in ("TILED", "BLOCKYSIZE", "INTERLEAVE"):  # a COG is always tiled, with square blocks
             options[key] = value
-    copy_dataset(str(src_path), str(dst_path), driver="COG", **options)
+    return options

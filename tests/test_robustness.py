@@ -132,6 +132,23 @@ def test_a_creation_option_gdal_does_not_take_is_refused_not_dropped(tmp_path, r
         assert src.compression.name == "lzw"
 
 
+def test_with_cog_the_creation_options_are_the_cog_drivers(tmp_path, random_weights):
+    """With --cog the COG driver makes the file kept, and takes its own names (BLOCKSIZE): they
+    are checked against it, not refused as the GTiff driver's unknowns."""
+    scene = write_raster(tmp_path / "s.tif", np.ones((6, 64, 64), "uint16") * 500, transform=T10)
+    r = run_cli("predict", scene, "-o", tmp_path / "o.tif", "--weights", random_weights, "--cog", "--co", "BLOCKSIZE=128")
+    assert r.returncode == 0, r.stderr
+    with rasterio.open(tmp_path / "o.tif") as src:
+        assert src.block_shapes == [(128, 128)]
+    for args, says in ((["--co", "BLOCKSIZE=128"], "driver GTiff does not support creation option BLOCKSIZE"),
+                       (["--cog", "--co", "NOSUCH=1"], "driver COG does not support creation option NOSUCH"),
+                       (["--cog", "--co", "BLOCKXSIZE=64"], "'64' is an unexpected value for BLOCKSIZE creation option "
+                                                          "that should be >= 128")):
+        r = run_cli("predict", scene, "-o", tmp_path / "p.tif", "--weights", random_weights, *args)
+        assert r.returncode == 2 and r.stderr.strip().splitlines()[-1] == f"Error: Invalid value for '--co': {says}", r.stderr
+    assert not (tmp_path / "p.tif").exists()
+
+
 def test_bands_out_of_range_names_the_scene(tmp_path, random_weights):
     scene = write_raster(tmp_path / "s.tif", np.ones((6, 8, 8), "uint16") * 500, transform=T10)
     r = run_cli("predict", scene, "-o", tmp_path / "o.tif", "--weights", random_weights, "--bands", "1,2,3,4,5,7")

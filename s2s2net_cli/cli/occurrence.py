@@ -16,7 +16,7 @@ from ..io import check_output
 from ..hydrology.occurrence import DateMask, Grid, OccurrenceOptions, water_occurrence
 from ..sources import stac
 from ..sources.dates import read_dates_csv, scene_date
-from .options import (PNG_SUFFIXES, creation_options, device_option, json_option, named_as,
+from .options import (PNG_SUFFIXES, check_creation_options, creation_options, device_option, json_option, named_as,
                       overlap_option, overwrite_option, precision_option, scene_options, tile_size_option)
 from .render import progress_bar
 
@@ -68,6 +68,7 @@ def occurrence(ctx, scenes, output, from_masks, like, dates_csv, classes, strict
       s2s2net occurrence masks/*_water.tif --from-masks -o occurrence.tif --json
       torchrun --nnodes 4 --nproc_per_node 1 ... -m s2s2net_cli occurrence items.json -o occ.tif
     """
+    check_creation_options(creation_options, cog)
     world = ctx.obj["world"]
     if plot and world.leads:
         check_output(plot, overwrite)

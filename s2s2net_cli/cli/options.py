@@ -68,17 +68,15 @@ def named_as(suffixes: tuple[str, ...], writes: str):
     return check
 
 
-def parse_creation_options(ctx, param, values) -> dict:
-    """--co NAME=VALUE options as a dict, refused when GDAL's GTiff driver does not take them
-    (it would only warn, out of sight, and write the file without them)."""
-    options = parse_name_values(ctx, param, values)
-    problems = creation_option_problems(options) if options else []
+def check_creation_options(creation_options: dict, cog: bool) -> None:
+    """Refuse --co options GDAL's GTiff driver (with ``cog``, the COG driver) does not take: it
+    would only warn, out of sight, and write the file without them."""
+    problems = creation_option_problems(creation_options, cog) if creation_options else []
     if problems:
-        raise click.BadParameter("; ".join(problems), ctx, param)
-    return options
+        raise click.BadParameter("; ".join(problems), param_hint="'--co'")
 
 
-creation_options = click.option("--co", "creation_options", multiple=True, callback=parse_creation_options,
+creation_options = click.option("--co", "creation_options", multiple=True, callback=parse_name_values,
                                 metavar="NAME=VALUE", help="GeoTIFF creation option (repeatable), as in rio.")
 
 

@@ -12,8 +12,9 @@ from ..inference.batch import is_folder, output_targets, predict_scenes, rivers_
 from ..inference.predictor import PredictOptions, Predictor
 from ..inference.runtime import default_weights
 from ..io import check_output
-from .options import (GEOPACKAGE_SUFFIXES, creation_options, device_option, flips_option, json_option, named_as,
-                      overlap_option, overwrite_option, precision_option, scene_options, tile_size_option)
+from .options import (GEOPACKAGE_SUFFIXES, check_creation_options, creation_options, device_option, flips_option,
+                      json_option, named_as, overlap_option, overwrite_option, precision_option, scene_options,
+                      tile_size_option)
 from .render import progress_bar, report_error
 
 log = logging.getLogger("s2s2net")
@@ -79,6 +80,7 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
         raise click.BadParameter(f"overlap {overlap} is larger than the tile size {tile_size}", ctx, param_hint="'--overlap'")
     if overwrite and skip_existing:
         raise click.BadParameter("give --overwrite or --skip-existing, not both", ctx, param_hint="'--skip-existing'")
+    check_creation_options(creation_options, cog)
     targets = output_targets(scenes, output)
     one_file = len(scenes) == 1 and not is_folder(output)
     for _, target in targets:
