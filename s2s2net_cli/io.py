@@ -49,11 +49,10 @@ def creation_option_problems(creation_options: dict, cog: bool = False) -> list[
     then writes the file without them: a COMPRESS=ZSTD a build lacks gives an uncompressed file),
     or an error (a block size that is no multiple of 16)."""
     profile = geotiff_profile((1, 512, 512), "uint8", None, Affine(2, 0, 0, 0, -2, 0), 255, creation_options=creation_options)
-    with MemoryFile() as memory:
+    with MemoryFile() as memory, MemoryFile() as copied:
         said = _what_gdal_says(lambda: memory.open(**profile).close())
         if cog and not any(name is None for name, _ in said):  # the GeoTIFF is made: what the COG takes is what counts
-            target = f"/vsimem/.{os.getpid()}_cog_check.tif"
-            said = _what_gdal_says(lambda: copy_dataset(memory.name, target, driver="COG",
+            said = _what_gdal_says(lambda: copy_dataset(memory.name, copied.name, driver="COG",
                                                         **cog_options(profile, creation_options)))
     return [text for _, text in said]
 
@@ -67,8 +66,9 @@ def _what_gdal_says(action) -> list[tuple[str | None, str]]:
         def emit(self, record):
             text = re.sub(r"^CPLE_\w+ in ", "", record.getMessage()).rstrip(".")
             named = re.search(r"creation option (\w+)|for (\w+) creation option|^(\w+)=\S* value not recognised", text)
-            if named and not any(n == next(filter(None, named.groups())) for n, _ in said):
-                said.append((next(filter(None, named.groups())).upper(), text))
+            name = next(filter(None, named.groups())).upper() if named else None
+            if name and name not in {n for n, _ in said}:  # GDAL may say it twice, in two ways
+                said.append((name, text))
 
     logger, heard = logging.getLogger("rasterio._env"), Heard(logging.WARNING)
     level = logger.level
