@@ -2,7 +2,9 @@
 
 The input is what odc-stac or stackstac give (a ``band`` dimension, a CRS and transform
 through rioxarray's ``.rio``). Bands are taken by name when the ``band`` coordinate names
-them (B02 ... B12 or blue, green, red, nir, swir16, swir22), else in the model's order.
+them (B02 ... B12 or blue, green, red, nir, swir16, swir22), else in the model's order, with a
+warning. What predict warns of (an offset left out, the order assumed) is warned of
+(``warnings.warn``) and kept in the result's ``attrs["warnings"]``.
 The array goes through the same streaming predictor as ``s2s2net predict`` (written to a
 temporary GeoTIFF, so a lazy dask array is computed window by window) and comes back with
 ``.rio`` CRS and transform on the exact 5x sub-grid: transform x Affine.scale(1/5).
@@ -15,9 +17,11 @@ temporary GeoTIFF, so a lazy dask array is computed window by window) and comes 
 from __future__ import annotations
 
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
+import rasterio
 
 from ..bands import BAND_NAMES
 from ..errors import InputError
@@ -27,7 +31,8 @@ from .runtime import default_weights
 
 
 def select_bands(da):
-    """``da`` with its six bands in the model's order (by name when the band coordinate names them)."""
+    """``da`` with its six bands in the model's order (by name when the band coordinate names
+    them), and whether they were chosen by name."""
     if "band" not in da.dims or da.ndim != 3:
         raise InputError(f"DataArray: needs dimensions (band, y, x), has {da.dims}")
     names = [str(v) for v in da["band"].values] if "band" in da.coords else []
@@ -38,10 +43,10 @@ def select_bands(da):
             if found is None:
                 raise InputError(f"DataArray: no band {band} (looked for {', '.join(ASSET_NAMES[band])} in {names})")
             order.append(found)
-        return da.sel(band=order)
+        return da.sel(band=order), True
     if da.sizes["band"] != len(BAND_NAMES):
         raise InputError(f"DataArray: {da.sizes['band']} unnamed bands; the model needs 6 ({', '.join(BAND_NAMES)})")
-    return da
+    return da, False
 
 
 def predict_dataarray(da, weights=None, probability: bool = False, **options):
@@ -53,15 +58,21 @@ def predict_dataarray(da, weights=None, probability: bool = False, **options):
 
     if da.rio.crs is None:
         raise InputError("DataArray: has no CRS (set one with da.rio.write_crs)")
-    stack = select_bands(da)
+    stack, named = select_bands(da)
     stack = stack.fillna(0) if np.issubdtype(stack.dtype, np.floating) else stack
     nodata = stack.rio.nodata if stack.rio.nodata is not None else 0
     predictor = Predictor(weights or default_weights(), PredictOptions.from_flat(probability=probability, **options))
     with tempfile.TemporaryDirectory(prefix="s2s2net-da-") as tmp:
         scene, out = Path(tmp) / "scene.tif", Path(tmp) / "water.tif"
         stack.rio.write_nodata(nodata, inplace=False).rio.to_raster(scene, tiled=True, windowed=True)
-        predictor.predict_scene(scene, out)
+        if named:  # chosen by name: the file says so, and no order is assumed
+            with rasterio.open(scene, "r+") as dst:
+                dst.descriptions = BAND_NAMES
+        said = [w.replace(str(scene), "DataArray") for w in predictor.predict_scene(scene, out).warnings]
         result = rioxarray.open_rasterio(out, mask_and_scale=False).squeeze("band", drop=True).load()
+    for warning in said:  # what predict warns of on stderr (an offset left out, the band order assumed)
+        warnings.warn(warning, stacklevel=2)
     result.name = "water"
     result.attrs["long_name"] = "water probability (percent)" if probability else "water (1), land (0)"
+    result.attrs["warnings"] = said
     return result

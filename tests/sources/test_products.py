@@ -327,6 +327,33 @@ def test_a_dataarray_in_a_notebook_gives_the_stacks_mask_on_the_5x_grid(tmp_path
         predict_dataarray(da.sel(band=names[:5]))
 
 
+def test_a_dataarray_is_warned_of_as_a_scene_is(tmp_path, crop, stack):
+    """predict_dataarray dropped predict's warnings: a stack of baseline 04.00 without offset=-1000
+    gave a mask from reflectance 0.1 too bright, without a word. Now they are warned of (naming
+    the DataArray, not the temporary file) and kept in attrs; bands chosen by name assume nothing."""
+    import warnings
+
+    import rioxarray
+
+    from s2s2net_cli.inference.dataarray import predict_dataarray
+
+    names = ["blue", "green", "red", "nir", "swir16", "swir22"]
+    plain = rioxarray.open_rasterio(stack)
+    shifted = (plain + 1000).where(plain > 0, 0).astype("uint16").assign_coords(band=names)
+    with pytest.warns(UserWarning, match="^DataArray: even the darkest 1 % of every band") as caught:
+        water = predict_dataarray(shifted, tile_size=SIZE, overlap=16)
+    said = [str(w.message) for w in caught if str(w.message).startswith("DataArray")]
+    assert water.attrs["warnings"] == said and len(said) == 1 and "pass --offset -1000" in said[0]
+    with warnings.catch_warnings(record=True) as caught:  # with its offset, bands by name: nothing to say
+        warnings.simplefilter("always")
+        assert predict_dataarray(shifted, offset=-1000, tile_size=SIZE, overlap=16).attrs["warnings"] == []
+    assert not [w for w in caught if str(w.message).startswith("DataArray")]
+    unnamed = plain.assign_coords(band=[1, 2, 3, 4, 5, 6])
+    unnamed.attrs.pop("long_name", None)  # the stack's band descriptions, which rioxarray writes back
+    with pytest.warns(UserWarning, match="^DataArray: its bands are not described, so they are read as B02"):
+        predict_dataarray(unnamed, tile_size=SIZE, overlap=16)
+
+
 def test_a_stac_item_given_by_url_is_fetched(tmp_path, crop, stack):
     import functools
     import http.server
