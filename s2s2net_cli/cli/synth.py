@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import click
 
+from ..bands import DEFAULT_SCALE, BandSpec
+from ..errors import InputError, describe
 from ..io import check_output
 from ..manifest import write_manifest
 from ..synthetic.painted import make_painted_pair
 from ..synthetic.scenes import make_pair, write_pair, write_river_truth
-from .options import overwrite_option
+from .options import bands_option, offset_option, overwrite_option
+
+log = logging.getLogger("s2s2net")
 
 
 @click.command()
@@ -26,10 +31,12 @@ from .options import overwrite_option
 @click.option("--landscape", type=click.Choice(["mixed", "rivers"]), default="mixed", show_default=True,
               help="mixed: every kind of water; rivers: one or two rivers 10-80 m wide on land, nothing else.")
 @click.option("--manifest/--no-manifest", default=True, show_default=True, help="Write manifest.csv (image,mask,id).")
+@bands_option
+@offset_option
 @overwrite_option
 @click.pass_context
 def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, backgrounds: tuple[Path, ...],
-          landscape: str, manifest: bool, overwrite: bool) -> None:
+          landscape: str, manifest: bool, bands: tuple[int, ...] | None, offset: float, overwrite: bool) -> None:
     """Make synthetic Sentinel-2 scenes (6 bands, 10 m, uint16) with exact 2 m water masks.
 
     Each pair is OUT_DIR/synth_<seed>_scene.tif and OUT_DIR/synth_<seed>_mask.tif, on the
@@ -39,7 +46,10 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
     With --background, water is painted into a random crop (at most --size) of a real scene:
     the scene keeps its place, grid and level (--level does not apply); the mask is exact
     where water or shore was painted, and elsewhere says water or land only where a water
-    index is sure (nodata otherwise, which training leaves out of the loss).
+    index is sure (nodata otherwise, which training leaves out of the loss). A background is
+    read as predict reads a stack (bands by their descriptions or --bands, its own offset
+    metadata or --offset, warned of as predict warns); the painted scene is written without
+    the offset, its six bands in the model's order.
 
     \b
     Example:
@@ -47,6 +57,7 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
       s2s2net synth rivers/ --landscape rivers --count 8 --size 128
       s2s2net synth painted/ --background real_l1c.tif --count 20 --size 192 --seed 5000
     """
+    readings = {bg: _background_reading(bg, bands, offset) for bg in dict.fromkeys(backgrounds)}
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
     for i in range(count):
@@ -55,7 +66,8 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
         check_output(scene_path, overwrite)
         check_output(mask_path, overwrite)
         if backgrounds:
-            pair = make_painted_pair(backgrounds[i % len(backgrounds)], size, s)
+            pair = make_painted_pair(backgrounds[i % len(backgrounds)], size, s,
+                                     *readings[backgrounds[i % len(backgrounds)]])
         else:
             pair = make_pair(size, seed=s, level=None if level == "mixed" else level, landscape=landscape)
         write_pair(pair, scene_path, mask_path)
@@ -66,3 +78,20 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
             click.echo(f"{scene_path}  {mask_path}  water {float((pair.mask == 1).mean()):.1%}", err=True)
     if manifest:
         write_manifest(out_dir / "manifest.csv", rows, overwrite=True)
+
+
+def _background_reading(path: Path, bands: tuple[int, ...] | None,
+                        offset: float) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """Which bands of the background ``path`` are B02..B12 and the offset to add to its DNs, as
+    predict reads the stack; what predict would warn of (band order, the +1000 offset) is logged."""
+    from ..sources.checks import scene_warnings  # heavy: GDAL's drivers for products and items
+    from ..sources.open import open_scene
+    from ..sources.options import SceneOptions
+
+    scene = open_scene(path, SceneOptions(bands=bands, offset=offset))
+    if scene.kind != "stack" or scene.scale != DEFAULT_SCALE:
+        raise InputError(describe(path, f"background must be a stack of DNs of scale {DEFAULT_SCALE:g} "
+                                        f"(it is a {scene.kind} of scale {scene.scale:g})"))
+    for warning in scene_warnings(scene, BandSpec()):
+        log.warning(warning)
+    return tuple(scene.indexes), tuple(scene.offset)

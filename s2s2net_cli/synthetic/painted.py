@@ -113,18 +113,20 @@ def paint_pair(background: np.ndarray, level: str, transform, crs, seed: int, *,
     return SyntheticPair(scene, mask.astype(np.float32), classes, spectra, transform, crs, level, seed)
 
 
-def read_background(path, size: int, rng: np.random.Generator, tries: int = 20,
-                    min_land: float = 0.4) -> tuple[np.ndarray, str, object, object]:
-    """A random ``size`` x ``size`` crop (the whole scene where smaller) of the 6-band uint16
-    scene at ``path`` with a tag ``level`` (L1C or L2A): the first of up to ``tries`` whose
-    background truth is at least ``min_land`` sure land (land is what water gets painted over),
-    else the one with most: (data, level, transform, crs)."""
+def read_background(path, size: int, rng: np.random.Generator, tries: int = 20, min_land: float = 0.4,
+                    indexes: tuple[int, ...] | None = None,
+                    offset: tuple[float, ...] = (0.0,) * 6) -> tuple[np.ndarray, str, object, object]:
+    """A random ``size`` x ``size`` crop (the whole scene where smaller) of the uint16 scene at
+    ``path`` with a tag ``level`` (L1C or L2A), its bands ``indexes`` (default its six, in order)
+    and ``offset`` added to its DNs (-1000 for a product of baseline 04.00 on; nodata 0 kept): the
+    first of up to ``tries`` whose background truth is at least ``min_land`` sure land (land is
+    what water gets painted over), else the one with most: (data, level, transform, crs)."""
     try:
         src = rasterio.open(path)
     except rasterio.errors.RasterioIOError as exc:
         raise InputError(describe(path, "cannot open background scene")) from exc
     with src:
-        if src.count != 6 or src.dtypes[0] != "uint16":
+        if (indexes is None and src.count != 6) or src.dtypes[0] != "uint16":
             raise InputError(describe(path, f"background must be 6 uint16 bands B02..B12 (has {src.count} "
                                             f"{src.dtypes[0]})"))
         level = src.tags().get("level", "L2A").upper()
@@ -134,7 +136,7 @@ def read_background(path, size: int, rng: np.random.Generator, tries: int = 20,
         best = None
         for _ in range(tries):
             window = Window(int(rng.integers(0, src.width - ww + 1)), int(rng.integers(0, src.height - hh + 1)), ww, hh)
-            data = src.read(window=window)
+            data = with_offset(src.read(list(indexes or range(1, 7)), window=window), offset)
             truth = background_truth(dn_to_reflectance(data), np.all(data > 0, axis=0))
             land = float(np.mean(truth == 0))
             if best is None or land > best[0]:
@@ -144,9 +146,20 @@ def read_background(path, size: int, rng: np.random.Generator, tries: int = 20,
         return best[1], level, best[2], src.crs
 
 
-def make_painted_pair(path, size: int, seed: int) -> SyntheticPair:
-    """Water painted into a crop of the background scene at ``path``, all drawn from ``seed``."""
+def with_offset(data: np.ndarray, offset: tuple[float, ...]) -> np.ndarray:
+    """uint16 DNs (bands first) with each band's ``offset`` added, nodata 0 kept and valid pixels
+    kept at 1 or more (a dark pixel is not turned into nodata)."""
+    if not any(offset):
+        return data
+    shift = np.rint(np.asarray(offset, dtype=np.float64)).astype(np.int32)[:, None, None]
+    return np.where(data > 0, np.clip(data.astype(np.int32) + shift, 1, 65535), 0).astype(np.uint16)
+
+
+def make_painted_pair(path, size: int, seed: int, indexes: tuple[int, ...] | None = None,
+                      offset: tuple[float, ...] = (0.0,) * 6) -> SyntheticPair:
+    """Water painted into a crop of the background scene at ``path`` (its bands ``indexes``,
+    ``offset`` added to its DNs: read_background), all drawn from ``seed``."""
     rng = np.random.default_rng([seed, 1])
-    data, level, transform, crs = read_background(path, size, rng)
+    data, level, transform, crs = read_background(path, size, rng, indexes=indexes, offset=offset)
     return paint_pair(data, level, transform, crs, seed)
 

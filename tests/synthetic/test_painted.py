@@ -117,11 +117,41 @@ def test_synth_background_writes_pairs_on_the_backgrounds_grid(tmp_path):
         assert np.array_equal(s.read(), again.scene)  # same seed, same pair
 
 
+def test_a_background_is_read_as_predict_reads_a_stack(tmp_path):
+    """synth --background read a stack's first six bands as B02..B12 and its DNs as 10000 x
+    reflectance: a baseline 04.00 background (DN + 1000) was painted 0.1 too bright beside water
+    painted without it, and a stack of red, green, blue first painted wrongly, without a word.
+    Now its bands are taken by their descriptions, --offset (or its own metadata) is applied,
+    and predict's warnings are given: each gives the plain background's pair."""
+    transform = Affine(10, 0, 440000, 0, -10, 4180000)
+    plain = background()
+    bg = write_raster(tmp_path / "real.tif", plain, transform=transform, crs="EPSG:32618", nodata=0,
+                      descriptions=("B02", "B03", "B04", "B08", "B11", "B12"))
+    shifted = write_raster(tmp_path / "shifted.tif", np.where(plain > 0, plain + 1000, 0).astype("uint16"),
+                           transform=transform, crs="EPSG:32618", nodata=0,
+                           descriptions=("B02", "B03", "B04", "B08", "B11", "B12"))
+    turned = write_raster(tmp_path / "turned.tif", plain[[2, 1, 0, 3, 4, 5]], transform=transform, crs="EPSG:32618",
+                          nodata=0, descriptions=("B04", "B03", "B02", "B08", "B11", "B12"))
+    pairs = {}
+    for name, path, extra in (("plain", bg, []), ("shifted", shifted, ["--offset", "-1000"]), ("turned", turned, []),
+                              ("unshifted", shifted, [])):
+        r = run_cli("synth", tmp_path / name, "--background", path, "--count", 1, "--size", 48, "--seed", 7, *extra)
+        assert r.returncode == 0, r.stderr
+        with rasterio.open(tmp_path / name / "synth_7_scene.tif") as src:
+            pairs[name] = src.read()
+        if name == "unshifted":
+            assert "pass --offset -1000" in r.stderr
+        else:
+            assert "Warning" not in r.stderr and "WARNING" not in r.stderr, r.stderr
+    assert np.array_equal(pairs["shifted"], pairs["plain"]) and np.array_equal(pairs["turned"], pairs["plain"])
+    assert not np.array_equal(pairs["unshifted"], pairs["plain"])
+
+
 def test_synth_background_that_is_not_a_6_band_stack_is_one_line(tmp_path, scene_factory):
     bad = scene_factory(count=3)
     r = run_cli(*["synth", str(tmp_path / "out"), "--background", str(bad), "--count", "1", "--size", "16"])
     assert r.returncode in (1, 2)
-    assert str(bad) in r.stderr and "6 uint16 bands" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert str(bad) in r.stderr and "has 3 band(s); the model needs 6" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not list((tmp_path / "out").glob("*.tif"))
 
 
