@@ -7,11 +7,9 @@ from pathlib import Path
 
 import click
 
-from ..bands import DEFAULT_SCALE, BandSpec
-from ..errors import InputError, describe
 from ..io import check_output
 from ..manifest import write_manifest
-from ..synthetic.painted import make_painted_pair
+from ..synthetic.painted import background_reading, make_painted_pair
 from ..synthetic.scenes import make_pair, write_pair, write_river_truth
 from .options import bands_option, offset_option, overwrite_option
 
@@ -57,7 +55,12 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
       s2s2net synth rivers/ --landscape rivers --count 8 --size 128
       s2s2net synth painted/ --background real_l1c.tif --count 20 --size 192 --seed 5000
     """
-    readings = {bg: _background_reading(bg, bands, offset) for bg in dict.fromkeys(backgrounds)}
+    readings = {}
+    for bg in dict.fromkeys(backgrounds):
+        indexes, offsets, said = background_reading(bg, bands, offset)
+        readings[bg] = (indexes, offsets)
+        for warning in said:
+            log.warning(warning)
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
     for i in range(count):
@@ -79,19 +82,3 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
     if manifest:
         write_manifest(out_dir / "manifest.csv", rows, overwrite=True)
 
-
-def _background_reading(path: Path, bands: tuple[int, ...] | None,
-                        offset: float) -> tuple[tuple[int, ...], tuple[float, ...]]:
-    """Which bands of the background ``path`` are B02..B12 and the offset to add to its DNs, as
-    predict reads the stack; what predict would warn of (band order, the +1000 offset) is logged."""
-    from ..sources.checks import scene_warnings  # heavy: GDAL's drivers for products and items
-    from ..sources.open import open_scene
-    from ..sources.options import SceneOptions
-
-    scene = open_scene(path, SceneOptions(bands=bands, offset=offset))
-    if scene.kind != "stack" or scene.scale != DEFAULT_SCALE:
-        raise InputError(describe(path, f"background must be a stack of DNs of scale {DEFAULT_SCALE:g} "
-                                        f"(it is a {scene.kind} of scale {scene.scale:g})"))
-    for warning in scene_warnings(scene, BandSpec()):
-        log.warning(warning)
-    return tuple(scene.indexes), tuple(scene.offset)

@@ -21,10 +21,14 @@ import rasterio
 from rasterio.windows import Window
 from scipy import ndimage
 
+from ..bands import DEFAULT_SCALE, BandSpec
 from ..errors import InputError, describe
 from ..formats import dn_to_reflectance, reflectance_to_dn
 from ..grid import SCALE_FACTOR, to_fine
 from ..indices import NIR, water_index
+from ..sources.checks import scene_warnings
+from ..sources.open import open_scene
+from ..sources.options import SceneOptions
 from .scenes import (CLASSES, SPECTRA, WATER_CLASSES, SyntheticPair, class_fractions, draw_water, scene_spectra,
                         smooth_noise, through_20m)
 
@@ -111,6 +115,18 @@ def paint_pair(background: np.ndarray, level: str, transform, crs, seed: int, *,
     mask[painted] = np.isin(classes[painted], WATER_CLASSES)
     mask[to_fine(~valid)] = np.nan
     return SyntheticPair(scene, mask.astype(np.float32), classes, spectra, transform, crs, level, seed)
+
+
+def background_reading(path, bands: tuple[int, ...] | None = None,
+                       offset: float = 0.0) -> tuple[tuple[int, ...], tuple[float, ...], list[str]]:
+    """How the background ``path`` is read, as predict reads the stack (``bands``, ``offset``:
+    --bands, --offset, or its own metadata): which of its bands are B02..B12, the offset to add
+    to its DNs, and what predict would warn of (band order, pixel size, the +1000 offset)."""
+    scene = open_scene(path, SceneOptions(bands=bands, offset=offset))
+    if scene.kind != "stack" or scene.scale != DEFAULT_SCALE:
+        raise InputError(describe(path, f"background must be a stack of DNs of scale {DEFAULT_SCALE:g} "
+                                        f"(it is a {scene.kind} of scale {scene.scale:g})"))
+    return tuple(scene.indexes), tuple(scene.offset), scene_warnings(scene, BandSpec())
 
 
 def read_background(path, size: int, rng: np.random.Generator, tries: int = 20, min_land: float = 0.4,
