@@ -100,20 +100,25 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
         return progress_bar(name, quiet=ctx.obj.get("quiet") or quiet, km2_per_step=(tile_size * 0.01) ** 2,
                             every_step=ctx.obj.get("verbose", 0) > 0)
 
+    def beside(mask, missing_only: bool = False):
+        """The mask's water polygons and rivers, as asked; only those missing beside a skipped mask
+        (a run stopped between the mask and them)."""
+        if vector and not (missing_only and vector_path(mask, vector, one_file).exists()):
+            from ..vectorize import write_water_polygons  # heavy: geopandas
+
+            write_water_polygons(mask, vector_path(mask, vector, one_file), overwrite=overwrite)
+        if rivers and not (missing_only and rivers_path(mask, rivers, one_file).exists()):
+            from ..hydrology.rivers import RiverOptions, measure_rivers  # heavy: geopandas
+
+            measure_rivers(mask, rivers_path(mask, rivers, one_file), RiverOptions(overwrite=overwrite))
+
     def after(result):
         for w in result.warnings:
             log.warning(w)
-        if vector:
-            from ..vectorize import write_water_polygons  # heavy: geopandas
-
-            write_water_polygons(result.output, vector_path(result.output, vector, one_file), overwrite=overwrite)
-        if rivers:
-            from ..hydrology.rivers import RiverOptions, measure_rivers  # heavy: geopandas
-
-            measure_rivers(result.output, rivers_path(result.output, rivers, one_file), RiverOptions(overwrite=overwrite))
+        beside(result.output)
 
     summary = predict_scenes(predictor, targets, world, progress, after, lambda exc: report_error(ctx, exc),
-                             skip_existing)
+                             skip_existing, lambda mask: beside(mask, missing_only=True))
     if summary is not None:  # None: another rank reports
         _report(ctx, summary, as_json)
 

@@ -125,14 +125,16 @@ def rivers_path(mask_path, rivers, one_file: bool) -> Path:
 def predict_scenes(predictor: Predictor, targets: list[tuple], world: World = World(), progress: Callable | None = None,
                    after: Callable[[SceneResult], None] | None = None,
                    on_failure: Callable[[S2S2NetError], None] | None = None,
-                   skip_existing: bool = False) -> BatchSummary | None:
+                   skip_existing: bool = False,
+                   on_skipped: Callable[[Path], None] | None = None) -> BatchSummary | None:
     """Predict each (scene, output) of ``targets``; the summary on rank 0, None on the others.
 
     ``progress(name, quiet)`` gives a context manager yielding an ``on_tile(done, total)``
     callback (or None); ``after(result)`` runs for each scene written (vectors, say). A scene
     that fails goes to ``on_failure`` and the failures; the others go on. With
     ``skip_existing`` a scene whose output already holds its mask is skipped (one holding another
-    scene's mask is a failure: finished_output). Ctrl-C or SIGTERM ends the batch
+    scene's mask is a failure: finished_output), and ``on_skipped(output)`` runs for it (what a
+    run stopped before making beside a mask: its vectors). Ctrl-C or SIGTERM ends the batch
     with what finished (``interrupted``).
     """
     if world.is_shared:
@@ -147,6 +149,8 @@ def predict_scenes(predictor: Predictor, targets: list[tuple], world: World = Wo
             try:
                 if skip_existing and Path(target).exists() and finished_output(scene, target,
                                                                                predictor.made_with(scene)):
+                    if on_skipped and (world.leads or not share_one):
+                        on_skipped(Path(target))
                     summary.skipped.append({"scene": str(scene), "output": str(target)})
                     continue
                 _predict_one(predictor, scene, target, world, share_one, progress, after, summary)

@@ -134,6 +134,33 @@ def test_skip_existing_skips_only_a_mask_of_the_scene_read_the_same_way(tmp_path
     assert out.stat().st_mtime_ns == before and read(out)[1] == tags
 
 
+def test_skip_existing_makes_the_vectors_and_rivers_a_skipped_mask_lacks(tmp_path, random_weights):
+    """A batch killed between a mask and its polygons, or run first without --vector: re-run with
+    --skip-existing it skipped the mask and never made its polygons, exit 0. Now what is missing
+    beside a skipped mask is made from it; what exists is kept."""
+    a, b = scene(tmp_path, "a.tif", 1), scene(tmp_path, "b.tif", 2)
+    out = tmp_path / "out"
+    assert run_cli("predict", a, "-o", f"{out}/", "--weights", random_weights, *FAST).returncode == 0
+    mask_time = (out / "a_water.tif").stat().st_mtime_ns
+    r = run_cli("predict", a, b, "-o", out, "--weights", random_weights, *FAST, "--skip-existing", "--json",
+                "--vector", "water.gpkg", "--rivers", "rivers.gpkg")
+    assert r.returncode == 0, r.stderr
+    assert [s["scene"] for s in json.loads(r.stdout)["skipped"]] == [str(a)]
+    made = {p.name for p in out.iterdir()}
+    assert {"a_water.gpkg", "b_water.gpkg", "a_water_rivers.gpkg", "b_water_rivers.gpkg"} <= made, made
+    assert (out / "a_water.tif").stat().st_mtime_ns == mask_time
+    import geopandas as gpd
+
+    polygons = gpd.read_file(out / "a_water.gpkg")
+    with rasterio.open(out / "a_water.tif") as src:
+        water_m2 = float((src.read(1) == 1).sum()) * 4
+    assert abs(polygons.area.sum() - water_m2) < 1e-6 * max(water_m2, 1)
+    times = {n: (out / n).stat().st_mtime_ns for n in ("a_water.gpkg", "a_water_rivers.gpkg")}
+    r = run_cli("predict", a, "-o", out, "--weights", random_weights, *FAST, "--skip-existing", "--vector", "water.gpkg",
+                "--rivers", "rivers.gpkg")
+    assert r.returncode == 0 and {n: (out / n).stat().st_mtime_ns for n in times} == times
+
+
 def test_a_file_name_of_another_format_or_one_mask_for_several_scenes_is_refused(tmp_path, random_weights):
     a, b = scene(tmp_path, "a.tif", 1), scene(tmp_path, "b.tif", 2)
     r = run_cli("predict", a, "-o", tmp_path / "water.png", "--weights", random_weights, *FAST)
