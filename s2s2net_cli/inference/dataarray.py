@@ -68,7 +68,7 @@ def predict_dataarray(da, weights=None, probability: bool = False, **options):
         if named:  # chosen by name: the file says so, and no order is assumed
             with rasterio.open(scene, "r+") as dst:
                 dst.descriptions = BAND_NAMES
-        said = [w.replace(str(scene), "DataArray") for w in predictor.predict_scene(scene, out).warnings]
+        said = [in_notebook_terms(w, str(scene)) for w in predictor.predict_scene(scene, out).warnings]
         result = rioxarray.open_rasterio(out, mask_and_scale=False).squeeze("band", drop=True).load()
     for warning in said:  # what predict warns of on stderr (an offset left out, the band order assumed)
         warnings.warn(warning, stacklevel=2)
@@ -76,3 +76,11 @@ def predict_dataarray(da, weights=None, probability: bool = False, **options):
     result.attrs["long_name"] = "water probability (percent)" if probability else "water (1), land (0)"
     result.attrs["warnings"] = said
     return result
+
+
+def in_notebook_terms(warning: str, scene_path: str) -> str:
+    """A warning of predict's said of the DataArray (not its temporary file) and in the
+    arguments of predict_dataarray: offset=, scale=, names in the band coordinate."""
+    said = warning.replace(scene_path, "DataArray").replace("--offset ", "offset=").replace("--scale", "scale=")
+    return said.replace("give their 1-based indexes with --bands (e.g. --bands 3,2,1,4,5,6 for red, green, blue first)",
+                        "name them in its band coordinate (B02 ... B12, or blue, green, red, nir, swir16, swir22)")

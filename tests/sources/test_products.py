@@ -343,15 +343,16 @@ def test_a_dataarray_is_warned_of_as_a_scene_is(tmp_path, crop, stack):
     with pytest.warns(UserWarning, match="^DataArray: even the darkest 1 % of every band") as caught:
         water = predict_dataarray(shifted, tile_size=SIZE, overlap=16)
     said = [str(w.message) for w in caught if str(w.message).startswith("DataArray")]
-    assert water.attrs["warnings"] == said and len(said) == 1 and "pass --offset -1000" in said[0]
+    assert water.attrs["warnings"] == said and len(said) == 1 and said[0].endswith("pass offset=-1000")
     with warnings.catch_warnings(record=True) as caught:  # with its offset, bands by name: nothing to say
         warnings.simplefilter("always")
         assert predict_dataarray(shifted, offset=-1000, tile_size=SIZE, overlap=16).attrs["warnings"] == []
     assert not [w for w in caught if str(w.message).startswith("DataArray")]
     unnamed = plain.assign_coords(band=[1, 2, 3, 4, 5, 6])
     unnamed.attrs.pop("long_name", None)  # the stack's band descriptions, which rioxarray writes back
-    with pytest.warns(UserWarning, match="^DataArray: its bands are not described, so they are read as B02"):
+    with pytest.warns(UserWarning, match="^DataArray: its bands are not described, so they are read as B02") as caught:
         predict_dataarray(unnamed, tile_size=SIZE, overlap=16)
+    assert any("name them in its band coordinate (B02 ... B12, or blue" in str(w.message) for w in caught)
 
 
 def test_a_stac_item_given_by_url_is_fetched(tmp_path, crop, stack):
