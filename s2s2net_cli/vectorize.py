@@ -13,7 +13,7 @@ from rasterio.windows import Window
 from shapely.geometry import shape
 from shapely.ops import unary_union
 
-from .formats import NODATA, WATER
+from .formats import NODATA, WATER, probability_cut
 from .io import atomic_file_set, atomic_path, check_output
 
 STRIP_ROWS = 2048
@@ -29,9 +29,8 @@ def water_polygons(mask_path, strip_rows: int = STRIP_ROWS) -> gpd.GeoDataFrame:
     whole, edge = [], []
     with rasterio.open(mask_path) as src:
         crs = src.crs
-        tags = src.tags()
-        if "probability" in tags.get("values", ""):
-            cut = float(tags["threshold"]) * 100
+        cut = probability_cut(src.tags())
+        if cut is not None:
             is_water = lambda data: (data >= cut) & (data != NODATA)  # noqa: E731
         else:
             is_water = lambda data: data == WATER  # noqa: E731
