@@ -69,8 +69,8 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
         check_output(scene_path, overwrite)
         check_output(mask_path, overwrite)
         if backgrounds:
-            pair = make_painted_pair(backgrounds[i % len(backgrounds)], size, s,
-                                     *readings[backgrounds[i % len(backgrounds)]])
+            background = backgrounds[i % len(backgrounds)]
+            pair = make_painted_pair(background, size, s, *readings[background])
         else:
             pair = make_pair(size, seed=s, level=None if level == "mixed" else level, landscape=landscape)
         write_pair(pair, scene_path, mask_path)
@@ -81,4 +81,3 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
             click.echo(f"{scene_path}  {mask_path}  water {float((pair.mask == 1).mean()):.1%}", err=True)
     if manifest:
         write_manifest(out_dir / "manifest.csv", rows, overwrite=True)
-

@@ -45,9 +45,6 @@ PERMANENT_FROM = 90  # percent of valid dates seen as water: permanent water
 WINDOW = 2048
 OUTSIDE = -2 ** 31  # where a warped mask has no pixel, in its working type (int32): no mask value
 PROCESS_GROUP_TIMEOUT = timedelta(minutes=30)
-# A Sentinel-2 product's name (or a STAC item id of Planetary Computer's, without the baseline):
-# its satellite, sensing time, orbit and tile say which acquisition it holds (L1C or L2A, and the
-# processing baseline, do not).
 
 
 @dataclass(frozen=True)

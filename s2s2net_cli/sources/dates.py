@@ -86,7 +86,7 @@ def acquisition(source) -> tuple[str, ...] | None:
     predicted from it (named after it): from its name, or a STAC item's product name or id
     (stac.item_product_names); None when none says. Two tiles of one pass are two acquisitions."""
     text = str(source)
-    names = [source_stem(text)] + (stac.item_product_names(text) if stac.is_item(text) else [])
+    names = [text] + (stac.item_product_names(text) if stac.is_item(text) else [])
     for name in names:
         found = PRODUCT_NAME.match(source_stem(name))
         if found:
