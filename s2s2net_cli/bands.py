@@ -78,3 +78,16 @@ def band_name(text: str | None) -> str | None:
         return None
     word = text.strip().lower()
     return next((band for band, aliases in BAND_ALIASES.items() if word in aliases), None) or band_token(text)
+
+
+
+def repeated_band(indexes) -> str | None:
+    """What is wrong with 1-based band ``indexes`` (in the model's band order) that name one
+    band twice: read twice, it would stand for two of B02, B03, B04, B08, B11, B12 and the
+    network be given a wrong band without a word. None when every index is its own."""
+    indexes = list(indexes)
+    twice = next((i for i in indexes if indexes.count(i) > 1), None)
+    if twice is None:
+        return None
+    said = " and ".join(name for name, i in zip(BAND_NAMES, indexes) if i == twice)
+    return f"band {twice} is given twice (as {said}): {', '.join(BAND_NAMES)} are six different bands"

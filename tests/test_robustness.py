@@ -106,6 +106,7 @@ def test_vector_file_that_is_not_one_and_an_empty_folder(tmp_path, random_weight
     (["--tile-size", 32, "--overlap", 33], "--overlap"), (["--overlap", -2], "--overlap"),
     (["--threshold", -0.1], "--threshold"), (["--device", "gpu0"], "--device"),
     (["--bands", "1,2,3,4,5"], "--bands"), (["--bands", "0,1,2,3,4,5"], "--bands"), (["--bands", "a,b"], "--bands"),
+    (["--bands", "1,1,2,3,4,5"], "band 1 is given twice (as B02 and B03)"),
     (["--co", "NOEQUALS"], "--co"), (["--precision", "8"], "--precision")])
 def test_bad_options_are_usage_errors_naming_the_option(tmp_path, random_weights, args, option):
     scene = write_raster(tmp_path / "s.tif", np.ones((6, 8, 8), "uint16") * 500, transform=T10)

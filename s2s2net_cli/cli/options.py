@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from ..bands import BAND_NAMES
+from ..bands import BAND_NAMES, repeated_band
 from ..io import creation_option_problems
 from ..manifest import pairs_from_options
 from ..sources.aoi import check_bbox
@@ -32,6 +32,9 @@ def parse_bands(ctx, param, value):
         raise click.BadParameter(f"needs 6 band indexes ({','.join(BAND_NAMES)}), got {len(indexes)}", ctx, param)
     if min(indexes) < 1:
         raise click.BadParameter("band indexes are 1-based", ctx, param)
+    twice = repeated_band(indexes)
+    if twice:
+        raise click.BadParameter(twice, ctx, param)
     return indexes
 
 

@@ -19,7 +19,7 @@ from rasterio.vrt import WarpedVRT
 from rasterio.warp import Resampling
 from rasterio.windows import Window
 
-from ..bands import BAND_NAMES, DEFAULT_SCALE, BandSpec, band_name, normalise
+from ..bands import BAND_NAMES, DEFAULT_SCALE, BandSpec, band_name, normalise, repeated_band
 from ..errors import InputError, describe, first_line
 from ..formats import source_name, valid_mask
 from ..grid import is_rotated
@@ -126,6 +126,8 @@ def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(
         bad = [i for i in indexes if not 1 <= i <= count]
         if bad:
             raise InputError(describe(path, f"has {count} band(s); band index {bad[0]} does not exist"))
+        if repeated_band(indexes):
+            raise InputError(describe(path, repeated_band(indexes)))
     return Scene(str(path), crs, transform, width, height, dtype, count, indexes, nodata, descriptions,
                  cloud_band=scl[0] if len(scl) == 1 else None, order_assumed=order_assumed)
 

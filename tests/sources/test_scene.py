@@ -31,6 +31,10 @@ def test_bad_scenes_get_one_clear_error(tmp_path, scene_factory):
         open_scene(u8)
     with pytest.raises(InputError, match="band index 9 does not exist"):
         open_scene(scene_factory(), SceneOptions(bands=(1, 2, 3, 4, 5, 9)))
+    # one band read twice would stand for two of the six, the network given a wrong band without
+    # a word (an undescribed stack gets no band-order warning to give it away)
+    with pytest.raises(InputError, match=r"band 5 is given twice \(as B11 and B12\)"):
+        open_scene(scene_factory(), SceneOptions(bands=(1, 2, 3, 4, 5, 5)))
 
 
 def test_band_indexes_pick_and_reorder(tmp_path):
