@@ -2,6 +2,7 @@
 fold's training chips and scored on its held-out chips, pooled as scripts/bolivia_folds.py pools.
 
     python scripts/pixel_ceiling.py WORK      # WORK/fold{0,1,2}_{train,test}.csv (bolivia_folds.py manifests)
+    python scripts/pixel_ceiling.py WORK --neighbourhood   # the same with each pixel's surroundings, and in-sample
 
 A small MLP (6 reflectances, optionally with NDWI, MNDWI and NDMI as inputs; two hidden layers of
 32; 300 full-batch Adam steps on 300,000 labelled 10 m pixels drawn from the training chips)
@@ -9,6 +10,14 @@ sees one pixel at a time, no neighbours. Where it ties NDWI > 0, the spectra car
 that index does, and a model can beat the index only by what it learns from the water's shape
 and surroundings. Prints pooled F1 for the classifier with and without the indices and for
 NDWI > 0, on the same pixels (nodata and zero-reflectance pixels left out, as compare does).
+
+With --neighbourhood the classifier also sees each pixel's surroundings (the mean and spread of
+NDWI, MNDWI, B08 and B11 over 5, 15 and 45 px, 50 to 450 m, and their extremes over 7 px; 42
+inputs in all), which is what a network can learn beyond the index; and two rows in-sample
+(WORK/all.csv): classifiers fitted on half the labelled pixels of all 15 chips and scored on the
+other half, pixels alone and with surroundings. Neighbouring pixels of one chip fall in both
+halves, so the in-sample rows are an upper bound of what the labels let any model of these
+inputs fit, even on chips it learnt from.
 """
 
 from __future__ import annotations
@@ -19,14 +28,16 @@ from pathlib import Path
 import numpy as np
 import rasterio
 import torch
+from scipy import ndimage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from s2s2net_cli.manifest import read_manifest  # noqa: E402
 from s2s2net_cli.metrics import Counts, count  # noqa: E402
 
 
-def labelled_pixels(manifest: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Every labelled pixel of a manifest's chips: reflectances (N, 6) and labels (N,)."""
+def labelled_pixels(manifest: Path, neighbourhood: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Every labelled pixel of a manifest's chips: reflectances (N, 6), with their surroundings
+    after them when ``neighbourhood`` (N, 42), and labels (N,)."""
     xs, ys = [], []
     for pair in read_manifest(manifest):
         with rasterio.open(pair.image) as src:
@@ -34,9 +45,25 @@ def labelled_pixels(manifest: Path) -> tuple[np.ndarray, np.ndarray]:
         with rasterio.open(pair.mask) as src:
             label = src.read(1)
         valid = (label != 255) & (image[0] > 0)
+        if neighbourhood:
+            image = np.concatenate([image, surroundings(image)])
         xs.append(image[:, valid].T)
         ys.append(label[valid])
     return np.concatenate(xs), np.concatenate(ys)
+
+
+def surroundings(image: np.ndarray) -> np.ndarray:
+    """(36, h, w): the mean and spread of NDWI, MNDWI, B08 and B11 around each pixel over 5, 15
+    and 45 px, and their largest and smallest values over 7 px."""
+    green, nir, swir = image[1], image[3], image[4]
+    layers = []
+    for base in ((green - nir) / (green + nir + 1e-6), (green - swir) / (green + swir + 1e-6), nir, swir):
+        for size in (5, 15, 45):
+            mean = ndimage.uniform_filter(base, size, mode="reflect")
+            spread = np.sqrt(np.maximum(ndimage.uniform_filter(base * base, size, mode="reflect") - mean * mean, 0))
+            layers += [mean, spread]
+        layers += [ndimage.maximum_filter(base, 7), ndimage.minimum_filter(base, 7)]
+    return np.stack(layers).astype(np.float32)
 
 
 def features(x: np.ndarray, with_indices: bool) -> np.ndarray:
@@ -65,24 +92,43 @@ def fit_and_predict(x_train, y_train, x_test, with_indices: bool, seed: int = 0)
     return (logits > 0).numpy()
 
 
-def main(work: Path) -> None:
+def scored(x_train, y_train, x_test, y_test, kinds: dict) -> dict:
+    """Each kind of classifier (name: with_indices, and how many inputs it sees) fitted on up to
+    300,000 drawn training pixels and counted on the test pixels, and NDWI > 0 on the same."""
+    drawn = np.random.default_rng(0).choice(len(x_train), min(300_000, len(x_train)), replace=False)
+    water, everywhere = y_test == 1, np.ones(len(y_test), dtype=bool)
+    row = {}
+    for name, (with_indices, inputs) in kinds.items():
+        predicted = fit_and_predict(x_train[drawn, :inputs], y_train[drawn], x_test[:, :inputs], with_indices)
+        row[name] = count(predicted, water, everywhere)
+    green, nir = x_test[:, 1], x_test[:, 3]
+    row["ndwi"] = count((green - nir) / (green + nir + 1e-9) > 0, water, everywhere)
+    return row
+
+
+def main(work: Path, neighbourhood: bool = False) -> None:
     torch.set_num_threads(1)
-    totals = {name: Counts() for name in ("pixels alone", "pixels + indices", "ndwi")}
+    wide = 6 + len(surroundings(np.ones((6, 1, 1), np.float32)))
+    kinds = {"pixels alone": (False, 6), "pixels + indices": (True, 6)}
+    if neighbourhood:
+        kinds["pixels + surroundings"] = (True, wide)
+    totals = {name: Counts() for name in (*kinds, "ndwi")}
     for k in range(3):
-        x_train, y_train = labelled_pixels(work / f"fold{k}_train.csv")
-        x_test, y_test = labelled_pixels(work / f"fold{k}_test.csv")
-        drawn = np.random.default_rng(0).choice(len(x_train), min(300_000, len(x_train)), replace=False)
-        water, everywhere = y_test == 1, np.ones(len(y_test), dtype=bool)
-        row = {}
-        for name, with_indices in (("pixels alone", False), ("pixels + indices", True)):
-            row[name] = count(fit_and_predict(x_train[drawn], y_train[drawn], x_test, with_indices), water, everywhere)
-        green, nir = x_test[:, 1], x_test[:, 3]
-        row["ndwi"] = count((green - nir) / (green + nir + 1e-9) > 0, water, everywhere)
+        x_train, y_train = labelled_pixels(work / f"fold{k}_train.csv", neighbourhood)
+        x_test, y_test = labelled_pixels(work / f"fold{k}_test.csv", neighbourhood)
+        row = scored(x_train, y_train, x_test, y_test, kinds)
         for name, c in row.items():
             totals[name] += c
         print(f"fold {k}: " + ", ".join(f"{name} {c.scores()['f1']:.4f}" for name, c in row.items()), flush=True)
-    print("pooled: " + ", ".join(f"{name} {c.scores()['f1']:.4f}" for name, c in totals.items()))
+    print("pooled: " + ", ".join(f"{name} {c.scores()['f1']:.4f}" for name, c in totals.items()), flush=True)
+    if neighbourhood:
+        x, y = labelled_pixels(work / "all.csv", neighbourhood=True)
+        half = np.random.default_rng(1).random(len(y)) < 0.5
+        row = scored(x[half], y[half], x[~half], y[~half], kinds)
+        print("in-sample, all 15 chips: " + ", ".join(f"{name} {c.scores()['f1']:.4f}" for name, c in row.items()))
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["--neighbourhood"]):
+        sys.exit("usage: python scripts/pixel_ceiling.py WORK [--neighbourhood]")
+    main(Path(sys.argv[1]), neighbourhood=len(sys.argv) == 3)
