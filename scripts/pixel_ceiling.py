@@ -12,12 +12,13 @@ and surroundings. Prints pooled F1 for the classifier with and without the indic
 NDWI > 0, on the same pixels (nodata and zero-reflectance pixels left out, as compare does).
 
 With --neighbourhood the classifier also sees each pixel's surroundings (the mean and spread of
-NDWI, MNDWI, B08 and B11 over 5, 15 and 45 px, 50 to 450 m, and their extremes over 7 px; 42
-inputs in all), which is what a network can learn beyond the index; and two rows in-sample
-(WORK/all.csv): classifiers fitted on half the labelled pixels of all 15 chips and scored on the
-other half, pixels alone and with surroundings. Neighbouring pixels of one chip fall in both
-halves, so the in-sample rows are an upper bound of what the labels let any model of these
-inputs fit, even on chips it learnt from.
+NDWI, MNDWI, B08 and B11 over 5, 15 and 45 px, 50 to 450 m, and their extremes over 7 px: 32
+layers beside the six reflectances and three indices, 41 inputs), which is what a network can
+learn beyond the index; and two rows in-sample (WORK/all.csv): classifiers fitted on half the
+labelled pixels of all 15 chips and scored on the other half, pixels alone and with
+surroundings. Neighbouring pixels of one chip fall in both halves, so the in-sample rows say
+how much of the labels such a classifier fits on chips it learnt from (a looser bound than the
+folds': a stronger learner fits more).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from s2s2net_cli.metrics import Counts, count  # noqa: E402
 
 def labelled_pixels(manifest: Path, neighbourhood: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Every labelled pixel of a manifest's chips: reflectances (N, 6), with their surroundings
-    after them when ``neighbourhood`` (N, 42), and labels (N,)."""
+    after them when ``neighbourhood`` (N, 38), and labels (N,)."""
     xs, ys = [], []
     for pair in read_manifest(manifest):
         with rasterio.open(pair.image) as src:
@@ -53,7 +54,7 @@ def labelled_pixels(manifest: Path, neighbourhood: bool = False) -> tuple[np.nda
 
 
 def surroundings(image: np.ndarray) -> np.ndarray:
-    """(36, h, w): the mean and spread of NDWI, MNDWI, B08 and B11 around each pixel over 5, 15
+    """(32, h, w): the mean and spread of NDWI, MNDWI, B08 and B11 around each pixel over 5, 15
     and 45 px, and their largest and smallest values over 7 px."""
     green, nir, swir = image[1], image[3], image[4]
     layers = []
@@ -130,5 +131,6 @@ def main(work: Path, neighbourhood: bool = False) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) not in (2, 3) or sys.argv[2:] not in ([], ["--neighbourhood"]):
-        sys.exit("usage: python scripts/pixel_ceiling.py WORK [--neighbourhood]")
+        print("usage: python scripts/pixel_ceiling.py WORK [--neighbourhood]", file=sys.stderr)
+        sys.exit(2)
     main(Path(sys.argv[1]), neighbourhood=len(sys.argv) == 3)

@@ -306,3 +306,26 @@ def test_label_spectra_tables_the_water_share_by_ndwi_and_mndwi(tmp_path, capsys
     assert capsys.readouterr().out.splitlines()[-1] == "NDWI -0.6 to -0.5, MNDWI -0.5 to -0.4: 780 labelled pixels, 1.3% water"
     main([str(tmp_path / "m.csv"), "--window", "-0.6", "0.8", "-0.6", "0.8"])  # every cell
     assert capsys.readouterr().out.splitlines()[-1].endswith(": 1559 labelled pixels, 50.6% water")
+
+
+def test_pixel_ceiling_surroundings_are_their_windows_statistics():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import numpy as np
+    from pixel_ceiling import surroundings
+
+    image = np.zeros((6, 20, 20), np.float32) + 0.1
+    image[3, :, 10:] = 0.3  # NIR: land on the right half, so NDWI is 0 on the left and -0.5 on the right
+    layers = surroundings(image)
+    assert layers.shape == (32, 20, 20)
+    ndwi_mean_5, ndwi_spread_5 = layers[0], layers[1]
+    assert np.allclose(ndwi_mean_5[:, :7], 0, atol=1e-5) and np.allclose(ndwi_mean_5[:, 13:], -0.5, atol=1e-5)
+    assert np.allclose(ndwi_spread_5[:, :7], 0, atol=1e-3) and ndwi_spread_5[5, 10] > 0.2  # the edge
+    ndwi_max_7, ndwi_min_7 = layers[6], layers[7]
+    assert np.isclose(ndwi_max_7[5, 12], 0, atol=1e-5) and np.isclose(ndwi_min_7[5, 7], -0.5, atol=1e-5)
+
+
+def test_pixel_ceiling_answers_a_wrong_command_line_with_its_usage_and_status_2(tmp_path):
+    for args in ([], [str(tmp_path), "--context"], [str(tmp_path), "--neighbourhood", "x"]):
+        r = subprocess.run([sys.executable, "scripts/pixel_ceiling.py", *args], cwd=ROOT, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 2 and r.stderr.startswith("usage:") and "Traceback" not in r.stderr
