@@ -49,8 +49,17 @@ def assumed_order_warning(scene: Scene, names) -> str | None:
                                 "blue first) to say so and silence this")
 
 
+# The largest value of an 8-bit picture. Reflectance x 10000 of 0.0255 or less in all six bands
+# of every pixel is darker than any scene but a crop of dark open water (L1C's path radiance
+# alone lifts blue above 0.05, baseline 04.00's offset every DN above 1000).
+EIGHT_BIT_MAX = 255
+
+
 def scale_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> str | None:
-    """A warning when the valid pixels' median reflectance is implausible for the scene's scale."""
+    """A warning when the valid pixels' median reflectance is implausible for the scene's scale,
+    or when an integer stack read as reflectance x 10000 holds no value above 255: an 8-bit
+    picture of the scene (a display stretch to 0-255) saved in a wider type, whose dark values
+    the network would take for water almost everywhere."""
     if not valid.any():
         return None
     median = float(np.median(scene.reflectance(sample)[:, valid]))
@@ -58,6 +67,13 @@ def scale_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> str | 
         return describe(
             scene.path,
             f"median reflectance is {median:.4g} with scale {scene.scale:g}; values look like another scale (see --scale)",
+        )
+    brightest = sample[:, valid].max()
+    if np.issubdtype(sample.dtype, np.integer) and scene.scale > EIGHT_BIT_MAX and brightest <= EIGHT_BIT_MAX:
+        return describe(
+            scene.path,
+            f"no value is above {brightest}: this looks like an 8-bit picture of the scene (0-255), not reflectance x "
+            f"{scene.scale:g}: map the bands' own values, not a picture of them (see --scale)",
         )
     return None
 

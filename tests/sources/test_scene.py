@@ -139,3 +139,22 @@ def test_pixels_other_than_10m_are_warned_of(tmp_path, crs, transform, warned):
     scene = open_scene(write_raster(tmp_path / "s.tif", data, transform=transform, crs=crs, nodata=0))
     said = resolution_warning(scene)
     assert (said is None) if warned is None else (warned in said and "resample the scene to 10 m first" in said)
+
+
+@pytest.mark.parametrize("values, dtype, warned", [
+    ((200, 4000), "uint16", None),  # reflectance x 10000
+    ((0.02, 0.4), "float32", None),  # float reflectance, read with scale 1
+    ((1, 10), "uint16", "values look like another scale"),  # median reflectance 0.0005
+    ((3, 250), "uint16", "no value is above 249: this looks like an 8-bit picture of the scene (0-255)"),
+])
+def test_values_of_another_scale_are_warned_of(tmp_path, values, dtype, warned):
+    """A display stretch to 0-255 saved as uint16 (median reflectance 0.013 read x 10000, above
+    the median test's 0.002) was mapped as dark water almost everywhere without a word."""
+    from s2s2net_cli.sources.checks import scene_warnings
+
+    rng = np.random.default_rng(0)
+    data = (rng.uniform(*values, size=(6, 32, 32)) if dtype == "float32" else rng.integers(*values, size=(6, 32, 32)))
+    scene = open_scene(write_raster(tmp_path / "s.tif", data.astype(dtype), transform=Affine(10, 0, 500000, 0, -10, 4e6),
+                                    crs="EPSG:32633"), SceneOptions(bands=(1, 2, 3, 4, 5, 6)))
+    said = [w for w in scene_warnings(scene, BandSpec()) if "pixels are about" not in w]
+    assert said == [] if warned is None else (len(said) == 1 and warned in said[0] and "s.tif" in said[0])
