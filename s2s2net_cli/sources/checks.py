@@ -1,6 +1,7 @@
 """What a scene's own values, descriptions and grid say about how it was read: warnings when
 its bands are described as other bands than the model reads, its reflectance looks like
-another scale or a missing offset, or its pixels are not Sentinel-2's 10 m."""
+another scale, a missing offset or one its DNs do not carry, or its pixels are not
+Sentinel-2's 10 m."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 
 import numpy as np
 
-from ..bands import BandSpec, band_token
+from ..bands import BAND_NAMES, BandSpec, band_token
 from ..errors import describe
 from ..formats import valid_mask
 from ..grid import row_pixel_areas
@@ -21,7 +22,10 @@ def scene_warnings(scene: Scene, spec: BandSpec) -> list[str]:
     warnings = band_order_warnings(scene, spec)
     sample = check_has_valid_pixels(scene)
     valid = valid_mask(sample, scene.nodata)
-    found = (resolution_warning(scene), scale_warning(scene, sample, valid), offset_warning(scene, sample, valid))
+    negative = negative_offset_warning(scene, sample, valid)
+    # an offset the DNs do not carry darkens every pixel: say that, not that the scale looks wrong
+    scale = None if negative else scale_warning(scene, sample, valid)
+    found = (resolution_warning(scene), scale, offset_warning(scene, sample, valid), negative)
     return warnings + [w for w in found if w]
 
 
@@ -98,6 +102,32 @@ def offset_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> str |
             "reflectance + 1000: pass --offset -1000",
         )
     return None
+
+
+# Reflectance below which the darkest 1 % of a band does not fall with the right offset (the
+# darkest water's SWIR is about 0 at the surface, never -0.03); the -1000 of baseline 04.00
+# applied to DNs without the +1000 puts it near -0.1.
+NEGATIVE_SUSPECT_REFLECTANCE = -0.03
+
+
+def negative_offset_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> str | None:
+    """A warning when a negative offset (--offset -1000, or the product's own) leaves the darkest
+    1 % of some band well below zero reflectance: the DNs do not carry the +1000 it takes away
+    (a product before processing baseline 04.00, or a harmonized collection's), and every band
+    is 0.1 too dark."""
+    if not any(o < 0 for o in scene.offset) or valid.sum() < 100:
+        return None
+    darkest = np.percentile(scene.reflectance(sample)[:, valid], 1, axis=1)
+    band = int(np.argmin(darkest))
+    if float(darkest[band]) >= NEGATIVE_SUSPECT_REFLECTANCE:
+        return None
+    offset = f"{scene.offset[band]:g}" if len(set(scene.offset)) == 1 else f"{scene.offset[band]:g} on {BAND_NAMES[band]}"
+    return describe(
+        scene.path,
+        f"with the offset {offset} the darkest 1 % of {BAND_NAMES[band]} is {float(darkest[band]):.3g} reflectance, "
+        "below zero: its DNs do not seem to carry the +1000 of processing baseline 04.00 (a product before 2022, "
+        "or a harmonized collection's); without the offset (--offset 0 for a stack) the scene is 0.1 brighter",
+    )
 
 
 # The network reads 10 m pixels; a grid reprojected from them (to degrees, say) stays near that.
