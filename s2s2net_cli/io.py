@@ -16,7 +16,7 @@ from rasterio.errors import RasterioIOError
 from rasterio.io import MemoryFile
 from rasterio.shutil import copy as copy_dataset
 
-from .errors import OutputExistsError, S2S2NetError, describe, first_line
+from .errors import OutputExistsError, S2S2NetError, UsageError, describe, first_line
 
 
 UMASK = os.umask(0o022)  # the process's umask, read (os.umask sets it too) and restored below
@@ -84,15 +84,36 @@ def _what_gdal_says(action) -> list[tuple[str | None, str]]:
     return said
 
 
-def check_output(path, overwrite: bool) -> Path:
-    """Refuse an existing ``path`` unless ``overwrite``; check its folder can be written."""
-    path = Path(path)
+def check_output(path, overwrite: bool, inputs=()) -> Path:
+    """Refuse an existing ``path`` unless ``overwrite``, and always when it is one of ``inputs``
+    (check_not_an_input); check its folder can be written."""
+    path = check_not_an_input(path, inputs)
     if path.exists() and not overwrite:
         raise OutputExistsError(describe(path, "already exists (use --overwrite to replace it)"))
     parent = path.parent if str(path.parent) else Path(".")
     if parent.exists() and not os.access(parent, os.W_OK):
         raise S2S2NetError(describe(path, f"cannot write into {parent} (permission denied)"))
     return path
+
+
+def check_not_an_input(path, inputs) -> Path:
+    """UsageError when ``path`` is one of ``inputs`` (the same file by any path to it; None and
+    URLs among them are passed over): with --overwrite the output would replace what it is made from."""
+    path = Path(path)
+    same = next((str(i) for i in inputs if i is not None and _same_file(path, i)), None) if path.exists() else None
+    if same is not None:
+        held = "" if same == str(path) else f" ({same})"
+        raise UsageError(describe(path, f"is also an input{held}: writing it would replace what it is made from; "
+                                        "write the output elsewhere"))
+    return path
+
+
+def _same_file(path: Path, other) -> bool:
+    """Whether ``other`` (a path, or a URL, which is no file here) is the file ``path`` is."""
+    try:
+        return os.path.samefile(path, other)
+    except (OSError, ValueError, TypeError):
+        return False
 
 
 def temporary_sibling(path) -> Path:

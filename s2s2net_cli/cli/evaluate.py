@@ -130,9 +130,10 @@ def compare(ctx, weights, baselines, csv_path, plot, scoring, as_json):
       s2s2net compare --weights a.safetensors --weights b.safetensors --baseline mndwi-bilinear --manifest test.csv
       s2s2net compare --manifest chips/test_manifest.csv --csv scores.csv --plot scores.png
     """
+    inputs = [*scoring["manifests"], *(path for pair in scoring["pairs"] for path in pair)]
     for target in (csv_path, plot):
         if target:
-            check_output(target, scoring["overwrite"])
+            check_output(target, scoring["overwrite"], inputs)
     results = _score(ctx, scoring, weights, baselines, default_baselines=BASELINES, plot=plot)
     if as_json:
         click.echo(json.dumps(scores_document(results), indent=2))

@@ -66,8 +66,8 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
     for i in range(count):
         s = seed + i
         scene_path, mask_path = out_dir / f"synth_{s}_scene.tif", out_dir / f"synth_{s}_mask.tif"
-        check_output(scene_path, overwrite)
-        check_output(mask_path, overwrite)
+        check_output(scene_path, overwrite, backgrounds)
+        check_output(mask_path, overwrite, backgrounds)
         if backgrounds:
             background = backgrounds[i % len(backgrounds)]
             pair = make_painted_pair(background, size, s, *readings[background])

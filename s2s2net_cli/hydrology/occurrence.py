@@ -123,7 +123,7 @@ def water_occurrence(dates: list[DateMask], out_path, grid: Grid, options: Occur
     out_path = Path(out_path)
     check_each_date_once(dates)
     if world.leads:
-        check_output(out_path, options.overwrite)
+        check_output(out_path, options.overwrite, inputs=[d.source for d in dates])
     if world.is_shared:
         world.join(PROCESS_GROUP_TIMEOUT)
     mine = dates[world.rank::world.size]

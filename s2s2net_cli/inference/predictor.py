@@ -128,7 +128,7 @@ class Predictor:
         """Check the output path and the scene; the scene ready to run, with its warnings
         (band order, scale, offset)."""
         start, opts = time.perf_counter(), self.options
-        check_output(output_path, opts.overwrite)
+        check_output(output_path, opts.overwrite, inputs=(scene_path, opts.scene.leave_out, opts.scene.aoi))
         scene = open_scene(scene_path, opts.scene, len(self.forward.spec.names))
         warnings = scene_warnings(scene, self.forward.spec)
         forward = self.forward.for_scene(scene)

@@ -517,3 +517,42 @@ def test_a_stacks_scl_band_leaves_clouds_out_as_a_products_does(tmp_path, random
     assert (mask[:50, :50] == 255).all() and (mask[50:] != 255).all() and tags["clouds_left_out"] == "yes"
     r = run_cli("predict", path, "-o", tmp_path / "k.tif", "--weights", random_weights, *FAST, "--keep-clouds")
     assert r.returncode == 0 and (read(tmp_path / "k.tif")[0] != 255).all()
+
+
+def test_no_output_is_written_over_an_input_even_with_overwrite(tmp_path, random_weights):
+    """`predict v.tif -o v.tif --overwrite` replaced the scene with its mask, exit 0; so did a
+    batch whose folder held a scene named as another scene's mask, an --aoi named as --vector,
+    a CSV written over the manifest it scored, an occurrence over one of its masks."""
+    s = scene(tmp_path, "v.tif")
+    original = s.read_bytes()
+    r = run_cli("predict", s, "-o", s, "--weights", random_weights, *FAST, "--overwrite")
+    assert r.returncode == 2 and f"{s}: is also an input" in r.stderr and s.read_bytes() == original
+    (tmp_path / "masks").mkdir()
+    other = scene(tmp_path / "masks", "v_water.tif", seed=1)  # the name v.tif's mask takes in masks/
+    kept = other.read_bytes()
+    r = run_cli("predict", s, other, "-o", f"{tmp_path / 'masks'}/", "--weights", random_weights, *FAST, "--overwrite")
+    assert r.returncode == 2 and f"{other}: is also an input" in r.stderr and other.read_bytes() == kept
+    assert not (tmp_path / "masks" / "v_water_water.tif").exists()  # refused before anything ran
+    aoi = tmp_path / "aoi.geojson"
+    aoi.write_text('{"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {}, "geometry": '
+                   '{"type": "Polygon", "coordinates": [[[500000, 3999600], [500400, 3999600], [500400, 4000000], '
+                   '[500000, 4000000], [500000, 3999600]]]}}], "crs": {"type": "name", "properties": {"name": '
+                   '"EPSG:32633"}}}')
+    geometry = aoi.read_text()
+    r = run_cli("predict", s, "-o", tmp_path / "w.tif", "--aoi", aoi, "--vector", aoi, "--weights", random_weights,
+                *FAST, "--overwrite")
+    assert r.returncode == 2 and f"{aoi}: is also an input" in r.stderr and aoi.read_text() == geometry
+    mask = write_raster(tmp_path / "m.tif", (np.arange(200 * 200).reshape(200, 200) % 2).astype("uint8"),
+                        transform=Affine(2, 0, 500000, 0, -2, 4000000), nodata=255)
+    manifest = tmp_path / "pairs.csv"
+    manifest.write_text(f"image,mask\n{s},{mask}\n")
+    listed = manifest.read_text()
+    r = run_cli("compare", "--manifest", manifest, "--baseline", "ndwi", "--csv", manifest, "--overwrite")
+    assert r.returncode == 2 and f"{manifest}: is also an input" in r.stderr and manifest.read_text() == listed
+    masks = [write_raster(tmp_path / f"d{k}_water.tif", np.full((20, 20), k % 2, "uint8"), nodata=255,
+                          transform=Affine(2, 0, 500000, 0, -2, 4000000)) for k in range(2)]
+    dates = tmp_path / "dates.csv"
+    dates.write_text("scene,date\n" + "".join(f"{m},2021-0{k + 1}-01\n" for k, m in enumerate(masks)))
+    before = masks[0].read_bytes()
+    r = run_cli("occurrence", *masks, "--from-masks", "--dates", dates, "-o", masks[0], "--overwrite")
+    assert r.returncode == 2 and f"{masks[0]}: is also an input" in r.stderr and masks[0].read_bytes() == before
