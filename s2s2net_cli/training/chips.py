@@ -13,6 +13,7 @@ missing files.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from shapely import STRtree
 from shapely.geometry import box
 
 from ..bands import BAND_NAMES, BandSpec
-from ..errors import InputError, OutputExistsError, describe, first_line
+from ..errors import InputError, OutputExistsError, UsageError, describe, first_line
 from ..formats import NODATA, reflectance_to_dn, safe_name
 from ..grid import SCALE_FACTOR, fine_transform, to_fine
 from ..io import atomic_path, geotiff_profile
@@ -118,6 +119,8 @@ def chip_pairs(pairs: list[Pair], out_dir, options: ChipOptions,
 def _check_inputs(pairs: list[Pair], out_dir: Path, options: ChipOptions) -> list["_Prepared"]:
     if not pairs:
         raise InputError(describe("--pair/--manifest", "no scene/mask pairs given"))
+    if options.overwrite:
+        _check_none_cleared(pairs, out_dir, options)
     if out_dir.exists() and any(out_dir.iterdir()) and not options.overwrite:
         if any((out_dir / name).exists() for name in ("index.gpkg", "images", "masks")):
             raise OutputExistsError(describe(out_dir, "already holds chips (use --overwrite to replace them)"))
@@ -131,13 +134,31 @@ def _check_inputs(pairs: list[Pair], out_dir: Path, options: ChipOptions) -> lis
     return prepared
 
 
+# what a chips folder holds of a run's making, which --overwrite clears: folders, then files
+CLEARED_FOLDERS, CLEARED_FILES = ("images", "masks", "test"), ("index.gpkg", "test_manifest.csv")
+
+
+def _check_none_cleared(pairs: list[Pair], out_dir: Path, options: ChipOptions) -> None:
+    """UsageError when an input lies in what --overwrite clears from ``out_dir`` (a run's test
+    pairs chipped again into the same folder): it would be deleted before it is read."""
+    cleared = [Path(os.path.realpath(out_dir / name)) for name in (*CLEARED_FOLDERS, *CLEARED_FILES)]
+    inputs = [*(path for pair in pairs for path in (pair.image, pair.mask)), options.scene.leave_out,
+              options.scene.aoi, options.test_regions]
+    for path in filter(None, inputs):
+        real = Path(os.path.realpath(path))
+        where = next((c for c in cleared if c == real or c in real.parents), None)
+        if where is not None:
+            raise UsageError(describe(path, f"lies in {out_dir / where.name}, which --overwrite clears before chipping: "
+                                            "chip into another folder"))
+
+
 def _clear_outputs(out_dir: Path, overwrite: bool) -> None:
     """With --overwrite, remove the chips a run made before; make the chips' folders."""
     if overwrite and out_dir.exists():
-        (out_dir / "index.gpkg").unlink(missing_ok=True)
-        for sub in ("images", "masks", "test"):
-            shutil.rmtree(out_dir / sub, ignore_errors=True)
-        (out_dir / "test_manifest.csv").unlink(missing_ok=True)
+        for name in CLEARED_FOLDERS:
+            shutil.rmtree(out_dir / name, ignore_errors=True)
+        for name in CLEARED_FILES:
+            (out_dir / name).unlink(missing_ok=True)
     (out_dir / "images").mkdir(parents=True, exist_ok=True)
     (out_dir / "masks").mkdir(parents=True, exist_ok=True)
 

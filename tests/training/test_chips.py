@@ -259,6 +259,20 @@ def test_rerun_is_refused_without_overwrite(pairs):
     assert len(list((pairs / "chips" / "images").iterdir())) == len(index) == 27
 
 
+def test_overwrite_never_clears_an_input_before_reading_it(pairs):
+    """A run's test pairs chipped again into the same folder with --overwrite were deleted with
+    its chips before they were read: the run failed with them gone, the old chips too."""
+    chips = pairs / "chips"
+    assert run_cli("chip", "--manifest", pairs / "pairs.csv", "-o", chips, "--size", 36, "--test-ids", "scene21").returncode == 0
+    held = sorted(p.name for p in chips.rglob("*"))
+    r = run_cli("chip", "--manifest", chips / "test_manifest.csv", "-o", chips, "--size", 24, "--overwrite")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert f"{chips / 'test' / 'scene21_image.tif'}: lies in {chips / 'test'}, which --overwrite clears" in r.stderr
+    assert sorted(p.name for p in chips.rglob("*")) == held  # nothing cleared
+    # into another folder it is chipped as any pair is
+    assert run_cli("chip", "--manifest", chips / "test_manifest.csv", "-o", pairs / "again", "--size", 24).returncode == 0
+
+
 @pytest.mark.parametrize("case", ["no_overlap", "empty_mask", "three_bands", "missing_file", "missing_column", "bad_crs"])
 def test_bad_input_gets_one_line_and_nothing_written(tmp_path, pairs, case):
     scene, mask = pairs / "s21.tif", pairs / "m21.tif"
