@@ -71,7 +71,7 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
                                                          f"needs {', '.join(BAND_NAMES)} in that order"))
     splits = source_splits(chips_dirs, options.seed)
     check_source_weights(options.source_weights, splits[0])
-    check_run_dir(run_dir, options)
+    check_run_dir(run_dir, options, inputs=[*chips_dirs, options.init_weights])
     world = world or World.from_environment()
     if options.resume:
         check_resume_matches(run_dir, options, world.size, chips_dirs)

@@ -4,6 +4,7 @@ metrics.jsonl (one JSON record a line, cut back to the checkpoint a run resumes 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import asdict
 from pathlib import Path
@@ -14,7 +15,7 @@ import segmentation_models_pytorch
 import torch
 
 from .. import __version__
-from ..errors import InputError, OutputExistsError, describe, first_line
+from ..errors import InputError, OutputExistsError, UsageError, describe, first_line
 from ..io import atomic_path
 from .config import TrainOptions
 
@@ -25,13 +26,27 @@ KEPT_ON_RESUME = ("lr", "weight_decay", "warmup_steps", "grad_clip", "seed", "au
                   "zero_stage", "offload_optimizer")
 
 
-def check_run_dir(run_dir: Path, options: TrainOptions) -> None:
+def check_run_dir(run_dir: Path, options: TrainOptions, inputs=()) -> None:
+    """What may happen to ``run_dir``: resumed only from a checkpoint, started only when empty
+    or with --overwrite, which empties it, and so is refused when one of ``inputs`` (the chips
+    folders, --init-weights: a fine-tune of a run's best.safetensors into its own folder) lies
+    in it."""
     ckpt = run_dir / CHECKPOINTS
     if options.resume:
         if not (ckpt / "latest").exists():
             raise InputError(describe(run_dir, "nothing to resume (no checkpoints/latest)"))
     elif run_dir.exists() and any(run_dir.iterdir()) and not options.overwrite:
         raise OutputExistsError(describe(run_dir, "already exists (use --resume to continue or --overwrite to start over)"))
+    elif run_dir.exists() and options.overwrite:
+        folder = Path(os.path.realpath(run_dir))
+        inside = next((i for i in inputs if i is not None and _within(Path(os.path.realpath(i)), folder)), None)
+        if inside is not None:
+            raise UsageError(describe(inside, f"lies in {run_dir}, which --overwrite empties before training: "
+                                              "train into another folder (or move it out first)"))
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
 
 
 def prepare_run_dir(run_dir: Path, options: TrainOptions) -> None:

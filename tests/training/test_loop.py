@@ -273,8 +273,8 @@ def test_weights_with_an_ndwi_prior_train_without_it(chips, tmp_path, random_wei
 
 @pytest.mark.parametrize("case", ["no_index", "empty_train", "exists", "nothing_to_resume", "contradiction", "both_limits",
                                   "resume_other_batch", "resume_other_inputs", "resume_other_label_edges",
-                                  "resume_other_lr", "resume_other_chips"])
-def test_bad_input_gets_one_line(chips, tmp_path, case):
+                                  "resume_other_lr", "resume_other_chips", "overwrite_own_init", "overwrite_own_chips"])
+def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
     target, run = chips, tmp_path / "run"
     extra = []
     if case == "no_index":
@@ -321,6 +321,14 @@ def test_bad_input_gets_one_line(chips, tmp_path, case):
         (run / "config.json").write_text(json.dumps({"world_size": 1, "chips": str(started_on),
                                                      "options": {"batch_size": 8, "lr": 2e-4}}))
         extra = ["--resume", "--lr", 2e-4 if case == "resume_other_chips" else 1e-4]
+    elif case == "overwrite_own_init":  # a fine-tune of a run's best weights into its own folder
+        run.mkdir()
+        shutil.copy(random_weights, run / "best.safetensors")
+        extra = ["--init-weights", run / "best.safetensors", "--overwrite"]
+    elif case == "overwrite_own_chips":  # chips kept inside the run folder
+        target = run / "chips"
+        shutil.copytree(chips, target)
+        extra = ["--overwrite"]
     r = run_cli_process("train", target, "-o", run, *extra)
     assert r.returncode in (1, 2)
     lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
@@ -335,12 +343,16 @@ def test_bad_input_gets_one_line(chips, tmp_path, case):
                 "resume_other_lr": f"was started with --lr 0.0002; resume it with the same (this run: 0.0001), or start a "
                                    f"new run from its weights (--init-weights {run / 'last.safetensors'})",
                 "resume_other_chips": f"was started on the chips of {tmp_path / 'synthetic'}; resume it on the same "
-                                      f"(this run: {chips})"}[case]
+                                      f"(this run: {chips})",
+                "overwrite_own_init": f"{run / 'best.safetensors'}: lies in {run}, which --overwrite empties before training",
+                "overwrite_own_chips": f"{run / 'chips'}: lies in {run}, which --overwrite empties"}[case]
     assert expected in r.stderr
     if case != "both_limits":
         assert len(lines) == 1 and lines[0].startswith("Error:"), r.stderr
     if case.startswith("resume_other"):
         assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.json"]  # untouched
+    elif case.startswith("overwrite_own"):
+        assert sorted(p.name for p in run.iterdir()) == ["best.safetensors" if case == "overwrite_own_init" else "chips"]
     elif case != "exists":
         assert not run.exists() or case == "nothing_to_resume" and not any(run.iterdir())
 
