@@ -35,7 +35,9 @@ def pairs_from_options(pairs: list[tuple[str, str]] | None, manifests=()) -> lis
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
         where = ", ".join(map(str, manifests or ())) or "--pair"
-        raise InputError(describe(where, f"scene id {sorted(dup)[0]!r} appears twice (give an id column)"))
+        twice = [str(p.image) for p in out if p.id == sorted(dup)[0]]
+        fix = "give each an id in an id column" if manifests else "list them in a --manifest with an id column"
+        raise InputError(describe(where, f"scene id {sorted(dup)[0]!r} appears twice ({twice[0]} and {twice[1]}): {fix}"))
     return out
 
 

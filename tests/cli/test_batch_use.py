@@ -556,3 +556,16 @@ def test_no_output_is_written_over_an_input_even_with_overwrite(tmp_path, random
     before = masks[0].read_bytes()
     r = run_cli("occurrence", *masks, "--from-masks", "--dates", dates, "-o", masks[0], "--overwrite")
     assert r.returncode == 2 and f"{masks[0]}: is also an input" in r.stderr and masks[0].read_bytes() == before
+
+
+def test_two_scenes_of_one_name_are_told_apart_by_their_paths(tmp_path):
+    """Two --pair scenes of one stem (a/scene.tif, b/scene.tif) share an id; the line names both
+    and says how to give them ids (--pair has no id column to give)."""
+    mask = write_raster(tmp_path / "m.tif", np.zeros((200, 200), "uint8"), transform=Affine(2, 0, 500000, 0, -2, 4000000),
+                        nodata=255)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, b = scene(tmp_path / "a", "scene.tif"), scene(tmp_path / "b", "scene.tif", seed=1)
+    r = run_cli("evaluate", "--pair", a, mask, "--pair", b, mask, "--baseline", "ndwi")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1
+    assert f"--pair: scene id 'scene' appears twice ({a} and {b}): list them in a --manifest with an id column" in r.stderr
