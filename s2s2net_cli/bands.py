@@ -80,7 +80,6 @@ def band_name(text: str | None) -> str | None:
     return next((band for band, aliases in BAND_ALIASES.items() if word in aliases), None) or band_token(text)
 
 
-
 def repeated_band(indexes) -> str | None:
     """What is wrong with 1-based band ``indexes`` (in the model's band order) that name one
     band twice: read twice, it would stand for two of B02, B03, B04, B08, B11, B12 and the

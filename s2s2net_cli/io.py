@@ -108,6 +108,13 @@ def check_not_an_input(path, inputs) -> Path:
     return path
 
 
+def lies_in(path, folder) -> bool:
+    """Whether ``path`` is ``folder`` or lies anywhere in it (links and ``..`` resolved): what
+    clearing ``folder`` would delete."""
+    path, folder = Path(os.path.realpath(path)), Path(os.path.realpath(folder))
+    return path == folder or folder in path.parents
+
+
 def _same_file(path: Path, other) -> bool:
     """Whether ``other`` (a path, or a URL, which is no file here) is the file ``path`` is."""
     try:

@@ -77,7 +77,7 @@ def scale_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> str | 
         return describe(
             scene.path,
             f"no value is above {brightest}: this looks like an 8-bit picture of the scene (0-255), not reflectance x "
-            f"{scene.scale:g}: map the bands' own values, not a picture of them (see --scale)",
+            f"{scene.scale:g}; map the bands' own values (see --scale)",
         )
     return None
 

@@ -126,8 +126,9 @@ def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(
         bad = [i for i in indexes if not 1 <= i <= count]
         if bad:
             raise InputError(describe(path, f"has {count} band(s); band index {bad[0]} does not exist"))
-        if repeated_band(indexes):
-            raise InputError(describe(path, repeated_band(indexes)))
+        twice = repeated_band(indexes)
+        if twice:
+            raise InputError(describe(path, twice))
     return Scene(str(path), crs, transform, width, height, dtype, count, indexes, nodata, descriptions,
                  cloud_band=scl[0] if len(scl) == 1 else None, order_assumed=order_assumed)
 

@@ -13,7 +13,6 @@ missing files.
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from ..bands import BAND_NAMES, BandSpec
 from ..errors import InputError, OutputExistsError, UsageError, describe, first_line
 from ..formats import NODATA, reflectance_to_dn, safe_name
 from ..grid import SCALE_FACTOR, fine_transform, to_fine
-from ..io import atomic_path, geotiff_profile
+from ..io import atomic_path, geotiff_profile, lies_in
 from ..labels import Label, label_resolution_in, warp_label
 from ..manifest import Pair, write_manifest
 from ..sources.checks import scene_warnings
@@ -141,14 +140,12 @@ CLEARED_FOLDERS, CLEARED_FILES = ("images", "masks", "test"), ("index.gpkg", "te
 def _check_none_cleared(pairs: list[Pair], out_dir: Path, options: ChipOptions) -> None:
     """UsageError when an input lies in what --overwrite clears from ``out_dir`` (a run's test
     pairs chipped again into the same folder): it would be deleted before it is read."""
-    cleared = [Path(os.path.realpath(out_dir / name)) for name in (*CLEARED_FOLDERS, *CLEARED_FILES)]
     inputs = [*(path for pair in pairs for path in (pair.image, pair.mask)), options.scene.leave_out,
               options.scene.aoi, options.test_regions]
     for path in filter(None, inputs):
-        real = Path(os.path.realpath(path))
-        where = next((c for c in cleared if c == real or c in real.parents), None)
+        where = next((name for name in (*CLEARED_FOLDERS, *CLEARED_FILES) if lies_in(path, out_dir / name)), None)
         if where is not None:
-            raise UsageError(describe(path, f"lies in {out_dir / where.name}, which --overwrite clears before chipping: "
+            raise UsageError(describe(path, f"lies in {out_dir / where}, which --overwrite clears before chipping: "
                                             "chip into another folder"))
 
 

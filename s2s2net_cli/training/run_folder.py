@@ -4,7 +4,6 @@ metrics.jsonl (one JSON record a line, cut back to the checkpoint a run resumes 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import asdict
 from pathlib import Path
@@ -16,7 +15,7 @@ import torch
 
 from .. import __version__
 from ..errors import InputError, OutputExistsError, UsageError, describe, first_line
-from ..io import atomic_path
+from ..io import atomic_path, lies_in
 from .config import TrainOptions
 
 CHECKPOINTS = "checkpoints"  # the DeepSpeed checkpoints' folder inside the run folder
@@ -38,15 +37,10 @@ def check_run_dir(run_dir: Path, options: TrainOptions, inputs=()) -> None:
     elif run_dir.exists() and any(run_dir.iterdir()) and not options.overwrite:
         raise OutputExistsError(describe(run_dir, "already exists (use --resume to continue or --overwrite to start over)"))
     elif run_dir.exists() and options.overwrite:
-        folder = Path(os.path.realpath(run_dir))
-        inside = next((i for i in inputs if i is not None and _within(Path(os.path.realpath(i)), folder)), None)
+        inside = next((i for i in inputs if i is not None and lies_in(i, run_dir)), None)
         if inside is not None:
             raise UsageError(describe(inside, f"lies in {run_dir}, which --overwrite empties before training: "
                                               "train into another folder (or move it out first)"))
-
-
-def _within(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
 
 
 def prepare_run_dir(run_dir: Path, options: TrainOptions) -> None:
