@@ -86,8 +86,9 @@ def _what_gdal_says(action) -> list[tuple[str | None, str]]:
 
 def check_output(path, overwrite: bool, inputs=()) -> Path:
     """Refuse an existing ``path`` unless ``overwrite``, and always when it is one of ``inputs``
-    (check_not_an_input); check its folder can be written."""
-    path = check_not_an_input(path, inputs)
+    (check_not_inputs); check its folder can be written."""
+    path = Path(path)
+    check_not_inputs([path], inputs)
     if path.exists() and not overwrite:
         raise OutputExistsError(describe(path, "already exists (use --overwrite to replace it)"))
     parent = path.parent if str(path.parent) else Path(".")
@@ -96,16 +97,21 @@ def check_output(path, overwrite: bool, inputs=()) -> Path:
     return path
 
 
-def check_not_an_input(path, inputs) -> Path:
-    """UsageError when ``path`` is one of ``inputs`` (the same file by any path to it; None and
-    URLs among them are passed over): with --overwrite the output would replace what it is made from."""
-    path = Path(path)
-    same = next((str(i) for i in inputs if i is not None and _same_file(path, i)), None) if path.exists() else None
-    if same is not None:
-        held = "" if same == str(path) else f" ({same})"
-        raise UsageError(describe(path, f"is also an input{held}: writing it would replace what it is made from; "
-                                        "write the output elsewhere"))
-    return path
+def check_not_inputs(paths, inputs) -> None:
+    """UsageError when one of the output ``paths`` is one of ``inputs`` (the same file by any path
+    to it; None and URLs among them are passed over): with --overwrite it would replace what it
+    is made from. Each file is looked at once, however many outputs a batch has."""
+    known = {}
+    for item in inputs:
+        identity = _file_identity(item)
+        if identity is not None:
+            known.setdefault(identity, str(item))
+    for path in paths if known else ():
+        same = known.get(_file_identity(path))
+        if same is not None:
+            held = "" if same == str(path) else f" ({same})"
+            raise UsageError(describe(path, f"is also an input{held}: writing it would replace what it is made from; "
+                                            "write the output elsewhere"))
 
 
 def lies_in(path, folder) -> bool:
@@ -115,12 +121,16 @@ def lies_in(path, folder) -> bool:
     return path == folder or folder in path.parents
 
 
-def _same_file(path: Path, other) -> bool:
-    """Whether ``other`` (a path, or a URL, which is no file here) is the file ``path`` is."""
+def _file_identity(path) -> tuple[int, int] | None:
+    """The device and inode of the file ``path`` names (what os.path.samefile compares); None
+    for None, a URL or a path to nothing."""
+    if path is None:
+        return None
     try:
-        return os.path.samefile(path, other)
+        info = os.stat(path)
     except (OSError, ValueError, TypeError):
-        return False
+        return None
+    return info.st_dev, info.st_ino
 
 
 def temporary_sibling(path) -> Path:

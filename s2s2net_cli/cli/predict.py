@@ -11,7 +11,7 @@ import click
 from ..inference.batch import is_folder, output_targets, predict_scenes, rivers_path, vector_path
 from ..inference.predictor import PredictOptions, Predictor
 from ..inference.runtime import default_weights
-from ..io import check_not_an_input, check_output
+from ..io import check_not_inputs, check_output
 from .options import (GEOPACKAGE_SUFFIXES, check_creation_options, creation_options, device_option, flips_option,
                       json_option, named_as, overlap_option, overwrite_option, precision_option, scene_options,
                       tile_size_option)
@@ -83,14 +83,17 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
     check_creation_options(creation_options, cog)
     targets = output_targets(scenes, output)
     one_file = len(scenes) == 1 and not is_folder(output)
-    inputs = (*scenes, scene.leave_out, scene.aoi)
-    for _, target in targets:
-        check_not_an_input(target, inputs)  # one scene's mask written over another scene, its --mask or AOI
+    masks = [target for _, target in targets]
+    beside_masks = [*(vector_path(m, vector, one_file) for m in masks if vector),
+                    *(rivers_path(m, rivers, one_file) for m in masks if rivers)]
+    # a scene's mask (or polygons, rivers) written over another scene, its --mask or its AOI
+    check_not_inputs([*masks, *beside_masks], (*scenes, scene.leave_out, scene.aoi))
+    for target in masks:
         if not (skip_existing and target.exists()):
             if vector:
-                check_output(vector_path(target, vector, one_file), overwrite, inputs)
+                check_output(vector_path(target, vector, one_file), overwrite)
             if rivers:
-                check_output(rivers_path(target, rivers, one_file), overwrite, inputs)
+                check_output(rivers_path(target, rivers, one_file), overwrite)
     options = PredictOptions(tile_size=tile_size, overlap=overlap, batch_size=batch_size, device=device,
                              precision=precision, scene=scene, probability=probability, threshold=threshold,
                              flips=flips, cog=cog, creation_options=creation_options, overwrite=overwrite)
