@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from ..training.chips import ChipOptions, chip_pairs
-from .options import (json_option, manifest_option, nodata_option, overwrite_option, pair_option, require_pairs,
-                      scene_options)
+from .options import (degrade_option, json_option, manifest_option, nodata_option, overwrite_option, pair_option,
+                      require_pairs, scene_options)
 from .render import progress_bar, summary_table
 
 log = logging.getLogger("s2s2net")
@@ -32,16 +32,21 @@ log = logging.getLogger("s2s2net")
 @click.option("--seed", type=int, default=42, show_default=True)
 @scene_options
 @nodata_option
+@degrade_option
 @overwrite_option
 @json_option
 @click.pass_context
 def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, test_regions, val_fraction, seed, scene,
-         nodata, overwrite, as_json):
+         nodata, degrade, overwrite, as_json):
     """Align high-resolution masks to Sentinel-2 scenes and cut training chips.
 
     Each mask is warped onto the exact 5x sub-grid of its scene (averaged to a water fraction
-    when finer, nearest when coarser). Chips are --size px at 10 m (6 bands, uint16) with
+    when finer, nearest when about as fine). Chips are --size px at 10 m (6 bands, uint16) with
     5x that at 2 m (uint8 0/1, 255 nodata), listed in OUT/index.gpkg with their split.
+    A mask coarser than that sub-grid (a 10 m label) is kept on the scene's own 10 m grid and
+    trained on its cells. With --degrade N each scene is chipped degraded N x (Wald's protocol)
+    and its label kept as it is: --degrade 5 makes a 10 m label exact truth on the 5x grid,
+    --size and --stride then count the degraded scene's pixels.
 
     \b
     Examples:
@@ -49,6 +54,7 @@ def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, tes
       s2s2net chip --manifest pairs.csv -o chips/ --size 256 --test-ids lake_a,delta_b
       s2s2net chip --manifest pairs.csv -o chips/ --test-regions holdout.gpkg --json
       s2s2net chip --pair S2B_MSIL2A_x.SAFE.zip lakes_1m.tif -o chips/ --aoi lake_district.gpkg
+      s2s2net chip --manifest labels_10m.csv -o chips_sr/ --degrade 5 --size 32 --stride 16
     """
     if test_ids and test_regions:
         raise click.BadParameter("give --test-ids or --test-regions, not both", ctx, param_hint="'--test-regions'")
@@ -56,7 +62,7 @@ def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, tes
     options = ChipOptions(size=size, stride=stride or size, max_nodata=max_nodata,
                           test_ids=tuple(t.strip() for t in test_ids.split(",") if t.strip()) if test_ids else (),
                           test_regions=test_regions, val_fraction=val_fraction, seed=seed, scene=scene, nodata=nodata,
-                          overwrite=overwrite)
+                          degrade=degrade, overwrite=overwrite)
     with progress_bar("chips", quiet=ctx.obj.get("quiet")) as on_step:
         summary = chip_pairs(pair_list, out_dir, options,
                              on_progress=(lambda scene_id, done, total: on_step(done, total)) if on_step else None)

@@ -14,9 +14,9 @@ from ..evaluation.report import write_csv
 from ..inference.baselines import BASELINES
 from ..inference.predictor import PredictOptions
 from ..io import check_output
-from .options import (CSV_SUFFIXES, PNG_SUFFIXES, device_option, flips_option, json_option, manifest_option, named_as,
-                      nodata_option, overlap_option, overwrite_option, pair_option, precision_option, require_pairs,
-                      scene_options, tile_size_option)
+from .options import (CSV_SUFFIXES, PNG_SUFFIXES, degrade_option, device_option, flips_option, json_option,
+                      manifest_option, named_as, nodata_option, overlap_option, overwrite_option, pair_option,
+                      precision_option, require_pairs, scene_options, tile_size_option)
 from .render import stderr, summary_table
 
 log = logging.getLogger("s2s2net")
@@ -37,9 +37,9 @@ def scoring_options(command):
               tile_size_option, overlap_option,
               click.option("--save-predictions", type=click.Path(file_okay=False), default=None,
                            help="Keep each 2 m prediction here as a GeoTIFF."),
-              overwrite_option, json_option]
+              degrade_option, overwrite_option, json_option]
     names = ("pairs", "manifests", "nodata", "scene", "device", "precision", "flips", "tile_size", "overlap",
-             "save_predictions", "overwrite")
+             "save_predictions", "degrade", "overwrite")
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -68,7 +68,7 @@ def _score(ctx, scoring: dict, weights, baselines, default_baselines=(), thresho
             stderr.print(f"[dim]{pair_id}: {model_name}[/]")
 
     results = run_comparison(models, pairs, scoring["nodata"], scoring["scene"], scoring["save_predictions"],
-                             plot, progress)
+                             plot, progress, scoring["degrade"])
     for warning in dict.fromkeys(w for r in results for img in r.images for w in img["warnings"]):
         log.warning(warning)
     return results
@@ -99,13 +99,14 @@ def evaluate(ctx, weights, baseline, threshold, scoring, as_json):
       s2s2net evaluate --baseline mndwi-otsu --pair s2.tif label.tif --nodata -1
       s2s2net evaluate --pair S2A_MSIL2A_20230607T024541_N0509_R132_T51RUQ.SAFE.zip label.tif --json
       s2s2net evaluate --pair scene.tif label.tif --bbox 121.45,31.20,121.52,31.26
+      s2s2net evaluate --pair scene.tif label_10m.tif --degrade 5
     """
     if weights and baseline:
         raise click.BadParameter("give --weights or --baseline, not both", ctx, param_hint="'--baseline'")
     results = _score(ctx, scoring, [weights] if weights else [], [baseline] if baseline else [], threshold=threshold)
     result = results[0]
     if as_json:
-        click.echo(json.dumps(scores_document(results), indent=2))
+        click.echo(json.dumps(scores_document(results, scoring["degrade"]), indent=2))
     if not ctx.obj.get("quiet"):
         rows = _image_rows(result) + [["overall", *(_fmt(result.overall[c]) for c in SCORE_COLUMNS), str(result.overall["pixels"])]]
         summary_table(result.model, ["image", *SCORE_COLUMNS, "pixels"], rows)
@@ -129,6 +130,7 @@ def compare(ctx, weights, baselines, csv_path, plot, scoring, as_json):
     Examples:
       s2s2net compare --weights a.safetensors --weights b.safetensors --baseline mndwi-bilinear --manifest test.csv
       s2s2net compare --manifest chips/test_manifest.csv --csv scores.csv --plot scores.png
+      s2s2net compare --manifest labels_10m.csv --degrade 5 --plot detail.png
     """
     inputs = [*scoring["manifests"], *(path for pair in scoring["pairs"] for path in pair)]
     for target in (csv_path, plot):
@@ -136,7 +138,7 @@ def compare(ctx, weights, baselines, csv_path, plot, scoring, as_json):
             check_output(target, scoring["overwrite"], inputs)
     results = _score(ctx, scoring, weights, baselines, default_baselines=BASELINES, plot=plot)
     if as_json:
-        click.echo(json.dumps(scores_document(results), indent=2))
+        click.echo(json.dumps(scores_document(results, scoring["degrade"]), indent=2))
     if csv_path:
         write_csv(csv_path, results)
     if not ctx.obj.get("quiet"):

@@ -104,6 +104,12 @@ precision_option = click.option("--precision", type=click.Choice(["auto", "32", 
                                                            "bf16 where the CPU does it natively (AVX512_BF16 or AMX), "
                                                            "train fp32.")
 
+degrade_option = click.option(
+    "--degrade", type=click.IntRange(2, 5), default=None, metavar="N",
+    help="Wald's protocol: score the 2 m detail on your own labels. Each scene is degraded N x (block means; "
+         "B11/B12 then over 2 x 2 coarse cells), mapped back up and scored against its reference on the "
+         "reference's own grid (5: a 10 m label tests the network's 5x).")
+
 
 pair_option = click.option("--pair", "pairs", nargs=2, multiple=True, type=str, metavar="SCENE MASK",
                            help="A scene (stack, product, STAC item) and its mask (repeatable).")

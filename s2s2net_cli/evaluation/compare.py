@@ -14,15 +14,17 @@ from .report import plot_comparison
 
 
 def compare(models: list, pairs: list[Pair], nodata: float | None = None, scene_options: SceneOptions | None = None,
-            save_predictions=None, plot=None, on_progress: Callable[[str, str], None] | None = None) -> list[ModelScores]:
-    """Score ``models`` on ``pairs``. The 2 m predictions go to ``save_predictions`` (else a
-    temporary folder, and each image's "prediction" is None); ``plot`` names a PNG of scenes,
-    references and predictions."""
+            save_predictions=None, plot=None, on_progress: Callable[[str, str], None] | None = None,
+            degrade: int | None = None) -> list[ModelScores]:
+    """Score ``models`` on ``pairs`` (each scene degraded ``degrade`` x first, by Wald's protocol,
+    when given). The 2 m predictions go to ``save_predictions`` (else a temporary folder, and
+    each image's "prediction" is None); ``plot`` names a PNG of scenes, references and predictions."""
     with tempfile.TemporaryDirectory(prefix="s2s2net-eval-") as tmp:
         predictions = Path(save_predictions) if save_predictions else Path(tmp)
-        results = evaluate(models, pairs, predictions, nodata, on_progress, scene_options)
+        results = evaluate(models, pairs, predictions, nodata, on_progress, scene_options, degrade)
         if plot:
-            plot_comparison(plot, pairs, results, predictions, scene_options=scene_options, nodata=nodata)
+            plot_comparison(plot, pairs, results, predictions, scene_options=scene_options, nodata=nodata,
+                            degrade=degrade)
     if not save_predictions:
         for r in results:
             for img in r.images:

@@ -7,10 +7,17 @@ water fraction then thresholded at 0.5 when the reference is coarser (a 10 m lab
 that are nodata in the reference or in the image are left out of every count. Beside F1, IoU,
 precision and recall, the boundary F1: how many of the water edges lie within 2 pixels of the
 reference's, on its grid (4 m for a 2 m reference, 20 m for a 10 m label), and back.
+
+With ``degrade`` N, each scene is scored by Wald's protocol (sources/degraded.py): degraded N x,
+predicted back up by every model and baseline, and scored against its reference on the
+reference's own grid, which must be finer than the degraded scene's pixels; reference pixels
+under an invalid coarse cell, or past the whole 2N blocks the degraded scene covers, are left
+out. The warnings are the original scene's, as read.
 """
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -26,7 +33,9 @@ from ..inference.runtime import default_weights
 from ..labels import binarise, check_transformable, label_resolution_in, open_label, warp_label
 from ..manifest import Pair
 from ..metrics import BOUNDARY_TOLERANCE, Counts, boundary_counts, count
-from ..sources.open import open_pair
+from ..sources.checks import scene_warnings
+from ..sources.degraded import DEGRADED_READING, degrade_scene, degraded_shape
+from ..sources.open import OpenPair, open_pair
 
 
 @dataclass
@@ -44,9 +53,10 @@ class ModelScores:
         return {"model": self.model, **_public(self.overall), "images": self.images}
 
 
-def scores_document(results: list[ModelScores]) -> dict:
-    """The JSON document of evaluate and compare alike: one row a model."""
-    return {"rows": [r.to_dict() for r in results]}
+def scores_document(results: list[ModelScores], degrade: int | None = None) -> dict:
+    """The JSON document of evaluate and compare alike: one row a model (and the factor of
+    Wald's protocol the scenes were degraded by, when they were)."""
+    return {"rows": [r.to_dict() for r in results], **({"degrade": degrade} if degrade else {})}
 
 
 def make_models(weights: list, baselines: list[str], options: PredictOptions | None = None,
@@ -122,28 +132,52 @@ def _blocks(width: int, height: int, block: int, margin: int = 0):
 
 
 def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | None = None,
-             on_progress: Callable[[str, str], None] | None = None, scene_options=None) -> list[ModelScores]:
+             on_progress: Callable[[str, str], None] | None = None, scene_options=None,
+             degrade: int | None = None) -> list[ModelScores]:
     """Score every model on every pair, on the same pixels. Each 2 m prediction is written to
     ``predictions_dir`` (see prediction_path) and scored on the reference's grid. Pixels that
     any model's output leaves out (nodata, clouds, --mask, an undefined index) are left out
-    of every model's counts."""
-    label_warnings = {pair.id: open_pair(pair.image, pair.mask, scene_options, nodata=nodata).warnings
-                      for pair in pairs}
+    of every model's counts. With ``degrade`` N, every scene is first degraded N x (Wald's
+    protocol) and the models map the degraded scene."""
+    opened = {pair.id: open_pair(pair.image, pair.mask, scene_options, nodata=nodata) for pair in pairs}
+    if degrade:
+        for pair in pairs:
+            check_degradable(opened[pair.id], pair, degrade)
+    runs = [m.reading(DEGRADED_READING) for m in models] if degrade else models
     predictions_dir = Path(predictions_dir)
     predictions_dir.mkdir(parents=True, exist_ok=True)
     results = [ModelScores(m.model_name) for m in models]
     for pair in pairs:
         paths, warnings = [], []
-        for model in models:
-            if on_progress:
-                on_progress(pair.id, model.model_name)
-            paths.append(prediction_path(predictions_dir, pair, model.model_name))
-            warnings.append(model.predict_scene(pair.image, paths[-1]).warnings + label_warnings[pair.id])
+        with tempfile.TemporaryDirectory(prefix="s2s2net-degraded-") as tmp:
+            image, scene_said = pair.image, None
+            if degrade:
+                image = degrade_scene(opened[pair.id].scene, degrade, Path(tmp) / "degraded.tif").path
+                scene_said = scene_warnings(opened[pair.id].scene, models[0].forward.spec)
+            for run in runs:
+                if on_progress:
+                    on_progress(pair.id, run.model_name)
+                paths.append(prediction_path(predictions_dir, pair, run.model_name))
+                said = run.predict_scene(image, paths[-1]).warnings
+                warnings.append((said if scene_said is None else scene_said) + opened[pair.id].warnings)
         for result, counts, path, said in zip(results, score_predictions(paths, pair, nodata), paths, warnings):
             result.counts += counts
             result.images.append({"image": str(pair.image), "reference": str(pair.mask), "id": pair.id,
-                                  **_public(counts.scores()), "prediction": str(path), "warnings": list(said)})
+                                  **_public(counts.scores()), "prediction": str(path), "warnings": list(said),
+                                  **({"degrade": degrade} if degrade else {})})
     return results
+
+
+def check_degradable(opened: OpenPair, pair: Pair, factor: int) -> None:
+    """InputError unless ``pair``'s scene holds one whole 2N block of ``factor`` and its
+    reference is finer than the degraded scene's pixels (a coarser one cannot test the detail)."""
+    degraded_shape(opened.scene, factor)
+    reference = label_resolution_in(opened.label, opened.scene.crs)
+    coarse = abs(opened.scene.transform.a) * factor
+    if reference >= coarse * 0.999:
+        raise InputError(describe(pair.mask, f"its pixels ({reference:.4g}) are not finer than the scene degraded "
+                                             f"by --degrade {factor} ({coarse:.4g}, in the scene's CRS units): "
+                                             "it cannot test the detail the network adds"))
 
 
 def prediction_path(out_dir: Path, pair: Pair, model_name: str) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from rasterio.enums import Resampling
 from ..io import atomic_path
 from ..labels import binarise
 from ..manifest import Pair
+from ..sources.degraded import DEGRADED_READING, degrade_scene
 from ..sources.open import open_scene
 from ..sources.options import SceneOptions
 from .evaluate import ModelScores, prediction_path
@@ -66,10 +68,28 @@ def _mask_preview(path, shape, nodata: float | None = None) -> np.ndarray:
         return binarise(raw, nodata if nodata is not None else src.nodata)
 
 
+def degraded_colour(scene_path, factor: int, shape: tuple[int, int], scene_options=None) -> np.ndarray:
+    """The false colour of ``scene_path`` degraded ``factor`` x (what the models saw under Wald's
+    protocol), blown up by nearest to ``shape``, the original's preview (the degraded scene covers
+    its whole 2N blocks; the rest stays black)."""
+    scene = open_scene(scene_path, scene_options or SceneOptions())
+    with tempfile.TemporaryDirectory(prefix="s2s2net-plot-") as tmp:
+        degraded = degrade_scene(scene, factor, Path(tmp) / "degraded.tif")
+        coarse = false_colour(degraded.path, max_side=max(degraded.width, degraded.height),
+                              scene_options=DEGRADED_READING)
+    out = np.zeros((*shape, 3), np.float32)
+    rows = np.arange(shape[0]) * scene.height // shape[0] // factor
+    cols = np.arange(shape[1]) * scene.width // shape[1] // factor
+    inside_rows, inside_cols = rows < coarse.shape[0], cols < coarse.shape[1]
+    out[np.ix_(inside_rows, inside_cols)] = coarse[np.ix_(rows[inside_rows], cols[inside_cols])]
+    return out
+
+
 def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predictions_dir, scene_options=None,
-                    nodata: float | None = None) -> None:
-    """A PNG: one row per image; scene in false colour, reference (``nodata``: its nodata value,
-    grey as in the scores, where they leave it out), then each model's prediction."""
+                    nodata: float | None = None, degrade: int | None = None) -> None:
+    """A PNG: one row per image; scene in false colour (with ``degrade``, the scene the models
+    saw), reference (``nodata``: its nodata value, grey as in the scores, where they leave it
+    out), then each model's prediction."""
     import matplotlib  # heavy: only --plot draws
 
     matplotlib.use("Agg")
@@ -82,7 +102,10 @@ def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predict
     for i, pair in enumerate(pairs):
         rgb = false_colour(pair.image, scene_options=scene_options)
         shape = rgb.shape[:2]
-        panels = [("scene (SWIR/NIR/green)", rgb), ("reference", _mask_preview(pair.mask, shape, nodata))]
+        title = "scene (SWIR/NIR/green)"
+        if degrade:
+            rgb, title = degraded_colour(pair.image, degrade, shape, scene_options), f"scene degraded {degrade}x"
+        panels = [(title, rgb), ("reference", _mask_preview(pair.mask, shape, nodata))]
         for r in results:
             img = next(x for x in r.images if x["id"] == pair.id)
             f1 = "undefined" if img["f1"] is None else f"{img['f1']:.3f}"

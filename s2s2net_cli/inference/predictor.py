@@ -10,7 +10,7 @@ tiles stream through the forward (stream.py) into the mask writer (writer.py).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Callable
 
@@ -114,6 +114,10 @@ class Predictor:
     @property
     def model_name(self) -> str:
         return self.forward.name
+
+    def reading(self, scene: SceneOptions) -> "Predictor":
+        """The same model (loaded once) with the same settings, reading scenes with ``scene``."""
+        return Predictor(self.forward, replace(self.options, scene=scene))
 
     def made_with(self, scene_path=None) -> dict:
         """The tags that say how its masks are made (model, its digest, threshold, prior, kind of

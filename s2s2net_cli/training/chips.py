@@ -9,13 +9,19 @@ label cell) and never as 2 m blocks. Scenes are read
 and masks warped one chip window at a time, so memory is bounded by the chip size. The index
 is written last, under a temporary name, so an interrupted run leaves no index that points at
 missing files.
+
+With ``degrade`` N (Wald's protocol, sources/degraded.py) each scene is first degraded N x and
+chipped on that coarser grid, its label kept as it is: degraded 5x, a 10 m hand label is exact
+truth on the degraded scene's 5x grid (real spectra, real water shapes), written as a 2 m mask is
+and trained on as one. The index records ``degrade`` (0: the scene as it was).
 """
 
 from __future__ import annotations
 
 import random
 import shutil
-from dataclasses import dataclass, field
+import tempfile
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -33,7 +39,8 @@ from ..io import atomic_path, geotiff_profile, lies_in
 from ..labels import Label, label_resolution_in, warp_label
 from ..manifest import Pair, write_manifest
 from ..sources.checks import scene_warnings
-from ..sources.open import open_pair
+from ..sources.degraded import DEGRADED_READING, degrade_scene
+from ..sources.open import open_pair, open_scene
 from ..sources.options import SceneOptions
 from ..sources.scene import SceneReader
 VAL_BLOCK = 4  # validation blocks are VAL_BLOCK x VAL_BLOCK chip positions
@@ -51,13 +58,15 @@ class ChipOptions:
     seed: int = 42
     scene: SceneOptions = field(default_factory=SceneOptions)
     nodata: float | None = None  # the labels' nodata value
+    degrade: int | None = None  # chip each scene degraded this many times (Wald's protocol), its label as it is
     overwrite: bool = False
 
 
 @dataclass
 class ChipSummary:
     chips: dict = field(default_factory=lambda: {"train": 0, "val": 0, "test": 0})
-    skipped: dict = field(default_factory=lambda: {"nodata": 0, "overlaps_test": 0, "overlaps_val": 0})
+    skipped: dict = field(default_factory=lambda: {"nodata": 0, "overlaps_test": 0, "overlaps_val": 0,
+                                                   "no_valid_coarse_cell": 0})
     labels_10m: int = 0  # chips whose mask is kept at 10 m (a coarse label)
     water_fraction: dict = field(default_factory=dict)
     scenes: int = 0
@@ -74,7 +83,8 @@ class ChipSummary:
 @dataclass
 class _Prepared:
     pair: Pair
-    scene: object
+    scene: object  # what is chipped: the scene, or the scene degraded
+    read_as: object  # the scene as the user's options read it (its warnings are the user's)
     label: Label
     finer: bool  # the label is finer than the grid its mask is written on (averaged to it)
     label_scale: int  # 2 m cells a mask cell: 1 (2 m mask) or SCALE_FACTOR (kept at 10 m)
@@ -85,14 +95,19 @@ class _Prepared:
 def chip_pairs(pairs: list[Pair], out_dir, options: ChipOptions,
                on_progress: Callable[[str, int, int], None] | None = None) -> ChipSummary:
     """Align and cut chips for every pair into ``out_dir``; returns a summary."""
-    out_dir = Path(out_dir)
-    prepared = _check_inputs(pairs, out_dir, options)  # every input is checked before anything is written
+    with tempfile.TemporaryDirectory(prefix="s2s2net-degraded-") as degraded_dir:
+        return _chip_pairs(pairs, Path(out_dir), options, Path(degraded_dir), on_progress)
+
+
+def _chip_pairs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degraded_dir: Path,
+                on_progress: Callable[[str, int, int], None] | None) -> ChipSummary:
+    prepared = _check_inputs(pairs, out_dir, options, degraded_dir)  # every input is checked before anything is written
     regions = _read_regions(options.test_regions) if options.test_regions else None
     _clear_outputs(out_dir, options.overwrite)
     index_crs = prepared[0].scene.crs if all(p.scene.crs == prepared[0].scene.crs for p in prepared) else "EPSG:4326"
     regions_in_index = regions.to_crs(index_crs).union_all() if regions is not None else None
     # predict's warnings (band order, pixel size, scale, offset) and the labels': chips would teach what they warn of
-    warnings = [w for p in prepared for w in (*scene_warnings(p.scene, BandSpec()), *p.label_warnings)]
+    warnings = [w for p in prepared for w in (*scene_warnings(p.read_as, BandSpec()), *p.label_warnings)]
     summary = ChipSummary(scenes=len(prepared), warnings=warnings)
     rows, done, total = [], 0, sum(len(p.windows) for p in prepared)
     for prep in prepared:
@@ -103,8 +118,8 @@ def chip_pairs(pairs: list[Pair], out_dir, options: ChipOptions,
                 record = _cut_chip(reader, prep, row, col, options, out_dir, index_crs)
                 if on_progress:
                     on_progress(prep.pair.id, done, total)
-                if record is None:
-                    summary.skipped["nodata"] += 1
+                if isinstance(record, str):
+                    summary.skipped[record] += 1
                     continue
                 in_region = regions_in_index is not None and record["geometry"].intersects(regions_in_index)
                 record["split"] = "test" if (is_test_scene or in_region) else prep.pair.split
@@ -115,7 +130,7 @@ def chip_pairs(pairs: list[Pair], out_dir, options: ChipOptions,
     return summary
 
 
-def _check_inputs(pairs: list[Pair], out_dir: Path, options: ChipOptions) -> list["_Prepared"]:
+def _check_inputs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degraded_dir: Path) -> list["_Prepared"]:
     if not pairs:
         raise InputError(describe("--pair/--manifest", "no scene/mask pairs given"))
     if options.overwrite:
@@ -125,7 +140,7 @@ def _check_inputs(pairs: list[Pair], out_dir: Path, options: ChipOptions) -> lis
             raise OutputExistsError(describe(out_dir, "already holds chips (use --overwrite to replace them)"))
         raise OutputExistsError(describe(out_dir, "is not empty and holds no chips: chip into a new or empty folder "
                                                   "(--overwrite would add them beside what it holds)"))
-    prepared = [_prepare(p, options) for p in pairs]
+    prepared = [_prepare(p, options, degraded_dir / f"{k}.tif") for k, p in enumerate(pairs)]
     unknown = set(options.test_ids) - {p.pair.id for p in prepared}
     if unknown:
         raise InputError(describe("--test-ids", f"no scene with id {sorted(unknown)[0]!r} "
@@ -182,7 +197,7 @@ def _write_index(prepared: list["_Prepared"], rows: list[dict], out_dir: Path, o
         summary.test_manifest = str(out_dir / "test_manifest.csv")
     gdf = gpd.GeoDataFrame(rows, geometry="geometry", crs=index_crs) if rows else gpd.GeoDataFrame(
         {"image": [], "mask": [], "split": [], "scene_id": [], "water_fraction": [], "nodata_fraction": [],
-         "label_scale": []},
+         "label_scale": [], "degrade": []},
         geometry=gpd.GeoSeries([], crs=index_crs))
     index_path = out_dir / "index.gpkg"
     with atomic_path(index_path) as tmp:
@@ -190,16 +205,21 @@ def _write_index(prepared: list["_Prepared"], rows: list[dict], out_dir: Path, o
     summary.index = str(index_path)
 
 
-def _prepare(pair: Pair, options: ChipOptions) -> _Prepared:
-    scene, label, (left, bottom, right, top), label_warnings = open_pair(pair.image, pair.mask, options.scene,
-                                                                         options.nodata)
+def _prepare(pair: Pair, options: ChipOptions, degraded_path: Path) -> _Prepared:
+    read_as, label, (left, bottom, right, top), label_warnings = open_pair(pair.image, pair.mask, options.scene,
+                                                                           options.nodata)
+    scene = read_as
+    if options.degrade:
+        degraded = degrade_scene(read_as, options.degrade, degraded_path)
+        scene = replace(open_scene(degraded.path, DEGRADED_READING), path=pair.image, dataset=str(degraded.path))
     resolution, fine = label_resolution_in(label, scene.crs), abs(scene.transform.a) / SCALE_FACTOR
     label_scale = SCALE_FACTOR if resolution >= COARSE_FROM * fine else 1
     finer = resolution < fine * label_scale * 0.999
     size, stride = options.size, options.stride
     if scene.height < size or scene.width < size:
-        raise InputError(describe(pair.image, f"is {scene.width} x {scene.height} px, smaller than one chip of {size} px "
-                                              f"(give a smaller --size)"))
+        made = f" degraded {options.degrade}x" if options.degrade else ""
+        raise InputError(describe(pair.image, f"is {scene.width} x {scene.height} px{made}, smaller than one chip of "
+                                              f"{size} px (give a smaller --size)"))
     # chip windows that overlap the mask's bounds, on a grid of stride
     inv = ~scene.transform
     c_a, r_a = inv * (left, top)
@@ -209,7 +229,7 @@ def _prepare(pair: Pair, options: ChipOptions) -> _Prepared:
     rmin, rmax = min(r_a, r_b), max(r_a, r_b)
     cmin, cmax = min(c_a, c_b), max(c_a, c_b)
     windows = [(r, c) for r in rows for c in cols if r < rmax and r + size > rmin and c < cmax and c + size > cmin]
-    return _Prepared(pair, scene, label, finer, label_scale, windows, label_warnings)
+    return _Prepared(pair, scene, read_as, label, finer, label_scale, windows, label_warnings)
 
 
 def _positions(length: int, size: int, stride: int) -> list[int]:
@@ -220,7 +240,9 @@ def _positions(length: int, size: int, stride: int) -> list[int]:
 
 
 def _cut_chip(reader: SceneReader, prep: _Prepared, row: int, col: int, options: ChipOptions, out_dir: Path,
-              index_crs) -> dict | None:
+              index_crs) -> dict | str:
+    """The index row of the chip at (``row``, ``col``), its two files written; or why it was
+    skipped (a key of ChipSummary.skipped)."""
     size = options.size
     scene = prep.scene
     window = Window(col, row, size, size)
@@ -228,8 +250,10 @@ def _cut_chip(reader: SceneReader, prep: _Prepared, row: int, col: int, options:
     chip_transform = reader.window_transform(window)
     mask, valid = _mask_window(prep, chip_transform, (size, size), keep10)
     nodata_fraction = 1.0 - float(valid.mean())
+    if options.degrade and not valid10.any():
+        return "no_valid_coarse_cell"
     if nodata_fraction > options.max_nodata or not valid.any():
-        return None
+        return "nodata"
     dn = reflectance_to_dn(scene.reflectance(raw).astype(np.float64), valid10)
     mask_u8 = np.where(valid, mask, NODATA).astype(np.uint8)
     name = f"{safe_name(prep.pair.id)}_r{row}_c{col}.tif"
@@ -244,7 +268,8 @@ def _cut_chip(reader: SceneReader, prep: _Prepared, row: int, col: int, options:
         footprint = gpd.GeoSeries([footprint], crs=scene.crs).to_crs(index_crs).iloc[0]
     return {"image": image_rel, "mask": mask_rel, "split": None, "scene_id": prep.pair.id,
             "water_fraction": float(mask[valid].mean()), "nodata_fraction": nodata_fraction,
-            "label_scale": prep.label_scale, "row": row, "col": col, "geometry": footprint}
+            "label_scale": prep.label_scale, "degrade": options.degrade or 0, "row": row, "col": col,
+            "geometry": footprint}
 
 
 def _mask_window(prep: _Prepared, transform, shape: tuple[int, int], keep10: np.ndarray):
