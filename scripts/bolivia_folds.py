@@ -19,6 +19,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 FOLDS = (
     ("242570", "233925", "129334", "195474", "290290"),
     ("379434", "76104", "314919", "360519", "312675"),
@@ -28,6 +30,7 @@ FOLDER = "sen1floods11_bolivia"
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from s2s2net_cli.inference.baselines import BASELINES  # noqa: E402  (the index baselines' names)
+from s2s2net_cli.metrics import boundary_f1  # noqa: E402
 
 
 def pair(realdata: Path, chip: str) -> dict:
@@ -71,23 +74,31 @@ def swir(work: Path) -> None:
 
 
 def pool(paths: list[str]) -> None:
-    """Sum each model's counts over the folds' `compare --json` documents and print the table."""
-    totals: dict[str, list[int]] = {}
+    """Sum each model's counts over the folds' `compare --json` documents and print the table:
+    pooled F1, boundary F1 from the pooled edge counts, and the mean of the chips' boundary F1."""
+    totals: dict[str, dict] = {}
     for path in paths:
         for row in json.loads(Path(path).read_text())["rows"]:
             stem = row["model"].removesuffix(".safetensors")
             name = stem if stem in BASELINES else {"model": "model", "stage1": "stage 1 weights"}.get(stem, stem)
-            t = totals.setdefault(name, [0, 0, 0, 0])
+            t = totals.setdefault(name, {"counts": [0, 0, 0, 0], "edges": [0, 0, 0, 0], "chips": []})
             for i, key in enumerate(("tp", "fp", "fn", "tn")):
-                t[i] += int(row[key])
+                t["counts"][i] += int(row[key])
+            t["edges"] = [a + int(b) for a, b in zip(t["edges"], row.get("edges", (0, 0, 0, 0)))]
+            t["chips"] += [img["boundary_f1"] for img in row["images"] if img["boundary_f1"] is not None]
     out = []
-    for name, (tp, fp, fn, tn) in totals.items():
+    for name, t in totals.items():
+        tp, fp, fn, tn = t["counts"]
         f1 = 2 * tp / max(2 * tp + fp + fn, 1)
+        edges = boundary_f1(np.array(t["edges"]))
         out.append({"model": name, "f1": round(f1, 4), "precision": round(tp / max(tp + fp, 1), 4),
-                    "recall": round(tp / max(tp + fn, 1), 4), "pixels": tp + fp + fn + tn})
+                    "recall": round(tp / max(tp + fn, 1), 4), "pixels": tp + fp + fn + tn,
+                    "boundary_f1": None if edges is None else round(edges, 4),
+                    "mean_boundary_f1": round(float(np.mean(t["chips"])), 4) if t["chips"] else None})
     for r in sorted(out, key=lambda r: -r["f1"]):
         print(f"{r['model']:>22}  cross-validated pooled F1 {r['f1']:.4f} P {r['precision']:.3f} "
-              f"R {r['recall']:.3f} over {r['pixels']} px")
+              f"R {r['recall']:.3f}  boundary F1 {r['boundary_f1']}, chips' mean {r['mean_boundary_f1']}  "
+              f"over {r['pixels']} px")
     print(json.dumps(out), file=sys.stderr)
 
 

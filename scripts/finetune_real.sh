@@ -20,7 +20,10 @@
 # (0,4,8,16,32) the NDWI prior gains the calibration tries (0 alone: none); the defaults are the
 # bundled model's (v6). WATER_INDICES=1 gives the network NDWI and MNDWI as inputs (train's
 # --water-indices; INIT_WEIGHTS without them are widened). LABEL_EDGES (whole) is train's
-# --label-edges: what the 10 m labels ask of their shore cells.
+# --label-edges: what the 10 m labels ask of their shore cells. DEGRADE=5 adds the real chips a
+# second way, by Wald's protocol (`chip --degrade 5`: the scenes degraded 5x, their 10 m labels
+# exact truth on the 5x grid, 64 px chips every 16 px), as the source bolivia_wald drawn
+# DEGRADED_WEIGHT (8) times as often as a synthetic chip; DEGRADE=0 (the default, v6) leaves it out.
 #
 # Needs WORK_DIR/../synthetic (made here when absent: the stage-1 synthetic and painted scenes).
 set -euo pipefail
@@ -34,6 +37,8 @@ AUGMENT=${AUGMENT:-full}
 SEED=${SEED:-1}
 GAINS=${GAINS:-0,4,8,16,32}
 LABEL_EDGES=${LABEL_EDGES:-whole}
+DEGRADE=${DEGRADE:-0}
+DEGRADED_WEIGHT=${DEGRADED_WEIGHT:-8}
 extra=()
 if [ "${WATER_INDICES:-0}" = 1 ]; then extra+=(--water-indices); fi
 REAL=${REALDATA:-$(dirname "$0")/../../shared/realdata}
@@ -54,6 +59,12 @@ fi
 s2s2net -q chip --manifest "$MANIFEST" -o "$WORK/bolivia" --size 64 --stride 64 --max-nodata 0.5 --val-fraction 0.1 \
     --seed 1 --overwrite
 sources=("$SYN" "$WORK/bolivia")
+if [ "$DEGRADE" != 0 ]; then
+    s2s2net -q chip --manifest "$MANIFEST" -o "$WORK/bolivia_wald" --degrade "$DEGRADE" --size 64 --stride 16 \
+        --max-nodata 0.5 --val-fraction 0.1 --seed 1 --overwrite
+    sources+=("$WORK/bolivia_wald")
+    extra+=(--source-weight "bolivia_wald=$DEGRADED_WEIGHT")
+fi
 if [ -f "$REAL/shanghai_esw_water_10m.tif" ]; then
     s2s2net -q chip --pair "$REAL/shanghai_esw_s2_l2a_6band_10m.tif" "$REAL/shanghai_esw_water_10m.tif" \
         -o "$WORK/shanghai" --size 64 --stride 64 --val-fraction 1 --overwrite

@@ -329,3 +329,23 @@ def test_pixel_ceiling_answers_a_wrong_command_line_with_its_usage_and_status_2(
         r = subprocess.run([sys.executable, "scripts/pixel_ceiling.py", *args], cwd=ROOT, capture_output=True, text=True,
                            timeout=60)
         assert r.returncode == 2 and r.stderr.startswith("usage:") and "Traceback" not in r.stderr
+
+
+def test_bolivia_folds_pools_counts_and_boundary_edges_over_the_folds(tmp_path):
+    import json
+
+    def doc(tp, fp, fn, edges, chip_bf1):
+        images = [{"boundary_f1": b} for b in chip_bf1]
+        return {"rows": [{"model": "ndwi", "tp": tp, "fp": fp, "fn": fn, "tn": 10, "edges": edges, "images": images}]}
+
+    paths = []
+    for k, (tp, fp, fn, edges, chips) in enumerate([(8, 2, 0, [3, 4, 2, 4], [0.5, None]), (2, 0, 8, [1, 4, 2, 4], [1.0])]):
+        paths.append(tmp_path / f"fold{k}.json")
+        paths[-1].write_text(json.dumps(doc(tp, fp, fn, edges, chips)))
+    r = subprocess.run([sys.executable, "scripts/bolivia_folds.py", "pool", *map(str, paths)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(r.stderr)
+    assert row["f1"] == round(2 * 10 / (20 + 2 + 8), 4) and row["pixels"] == 40
+    # edges pooled: precision 4/8, recall 4/8 -> 0.5; the chips' mean leaves out the undefined one
+    assert row["boundary_f1"] == 0.5 and row["mean_boundary_f1"] == 0.75

@@ -50,7 +50,7 @@ class ModelScores:
 
     def to_dict(self) -> dict:
         """The row of this model in the scores' JSON: its pooled scores and counts, and its images."""
-        return {"model": self.model, **_public(self.overall), "images": self.images}
+        return {"model": self.model, **_public(self.overall), "edges": list(self.counts.edges), "images": self.images}
 
 
 def scores_document(results: list[ModelScores], degrade: int | None = None) -> dict:
@@ -163,7 +163,8 @@ def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | N
         for result, counts, path, said in zip(results, score_predictions(paths, pair, nodata), paths, warnings):
             result.counts += counts
             result.images.append({"image": str(pair.image), "reference": str(pair.mask), "id": pair.id,
-                                  **_public(counts.scores()), "prediction": str(path), "warnings": list(said),
+                                  **_public(counts.scores()), "edges": list(counts.edges), "prediction": str(path),
+                                  "warnings": list(said),
                                   **({"degrade": degrade} if degrade else {})})
     return results
 
