@@ -32,8 +32,8 @@ def probability_cut(tags: dict) -> float | None:
 
 def reflectance_to_dn(reflectance: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
     """Reflectance as uint16 reflectance x 10000 (at least 1, so that 0 stays nodata); 0 where not ``valid``.
-    The product is taken in ``reflectance``'s own float type."""
-    dn = np.clip(np.rint(reflectance * CHIP_SCALE), 1, 65535).astype(np.uint16)
+    The product is taken in ``reflectance``'s own float type; NaN (a degraded scene's nodata) is 0."""
+    dn = np.clip(np.rint(np.nan_to_num(reflectance * CHIP_SCALE, nan=0.0)), 1, 65535).astype(np.uint16)
     if valid is not None:
         dn[:, ~valid] = 0
     return dn

@@ -169,14 +169,18 @@ def test_chip_degrade_cuts_degraded_images_with_the_label_as_exact_truth(tmp_pat
         np.testing.assert_allclose(img.read(), np.round(want), atol=1)
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # the degraded scene's NaN are written as nodata, quietly
 def test_chip_degrade_skips_and_counts_chips_with_no_valid_coarse_cell(tmp_path):
     scene, label, _, dn = flood_pair(tmp_path, size=160)
     holed = dn.copy()
     holed[:, :80, :80] = 0
     holed[:, 80:, :80:3] = 0  # a nodata pixel in every coarse cell of the lower left quarter
+    holed[:, 0, 80] = 0  # and one in the upper right: its coarse cell's SWIR block is nodata in a chip written
     scene = write_raster(tmp_path / "holed.tif", holed, transform=T10, nodata=0, descriptions=BANDS)
     result = run_cli("chip", "--pair", scene, label, "-o", tmp_path / "chips", "--degrade", "5", "--size", "16",
-                     "--val-fraction", "0", "--json")
+                     "--val-fraction", "0", "--max-nodata", "0.5", "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["skipped"]["no_valid_coarse_cell"] == 2 and summary["chips"]["train"] == 2
+    with rasterio.open(tmp_path / "chips" / "images" / "holed_r0_c16.tif") as src:
+        assert (src.read()[:, :2, :2] == 0).all() and (src.read()[:, 2:, 2:] > 0).all()
