@@ -1,7 +1,7 @@
 """Water labels: rasters that say water or land (a reference mask, a high-resolution mask to
 chip, or a prediction), read and put on a grid.
 
-A label is binarised first (water = value > 0; NaN, its nodata value or ``nodata`` are
+A label is binarised first (water = value > 0; NaN, its own nodata value and ``nodata`` are
 nodata), then warped with rasterio onto the target grid (the exact 5x sub-grid of a scene, or
 any grid): averaged to a water fraction when the label is finer than the target (then 0/1 at
 0.5), nearest when it is coarser. Only the part of the label that covers the target window is
@@ -35,15 +35,31 @@ class Label:
     transform: object
     width: int
     height: int
-    nodata: float | None
+    nodata: tuple[float, ...] = ()  # the values that mean nodata besides NaN: the file's own and --nodata
+
+
+def nodata_values(*values) -> tuple[float, ...]:
+    """The distinct values among ``values`` (numbers, None, or tuples of them) that mean nodata
+    besides NaN, which always does: None and NaN left out."""
+    out: list[float] = []
+    for value in values:
+        for v in value if isinstance(value, tuple) else (value,):
+            if v is not None and not (isinstance(v, float) and math.isnan(v)) and v not in out:
+                out.append(v)
+    return tuple(out)
+
+
+def said_nodata(values: tuple[float, ...]) -> str:
+    """'-1', or '-1 and 255': a label's nodata values as a message names them."""
+    return " and ".join(f"{v:g}" for v in values)
 
 
 def open_label(path, nodata: float | None = None) -> Label:
-    """A label raster, checked: readable, georeferenced, north-up; ``nodata`` overrides the file's."""
+    """A label raster, checked: readable, georeferenced, north-up; ``nodata`` (--nodata) adds to
+    the file's own nodata value, as both mean nodata."""
     try:
         with rasterio.open(path) as src:
-            info = Label(str(path), src.crs, src.transform, src.width, src.height,
-                         nodata if nodata is not None else src.nodata)
+            info = Label(str(path), src.crs, src.transform, src.width, src.height, nodata_values(src.nodata, nodata))
     except RasterioIOError as exc:
         raise InputError(describe(path, "not a readable raster mask")) from exc
     if info.crs is None:
@@ -118,12 +134,12 @@ def warp_label(label: Label, dst_transform, dst_crs, shape: tuple[int, int], fin
     return out
 
 
-def binarise(raw: np.ndarray, nodata: float | None) -> np.ndarray:
-    """Water 1.0, land 0.0, nodata NaN."""
+def binarise(raw: np.ndarray, nodata) -> np.ndarray:
+    """Water 1.0, land 0.0, nodata NaN (NaN, and the value or values ``nodata``)."""
     data = raw.astype(np.float32)
     invalid = np.isnan(data)
-    if nodata is not None and not (isinstance(nodata, float) and math.isnan(nodata)):
-        invalid |= raw == nodata
+    for value in nodata_values(nodata):
+        invalid |= raw == value
     out = (data > 0).astype(np.float32)
     out[invalid] = np.nan
     return out
@@ -142,7 +158,7 @@ def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> list[str]:
     0/255 mask whose water a GDAL tool tagged as nodata (its scores, or chips, would hold no water)."""
     others: set = set()
     any_valid = any_water = False
-    declared = label.nodata is not None and not (isinstance(label.nodata, float) and math.isnan(label.nodata))
+    declared = bool(label.nodata)
     unseen = 0  # pixels of the declared nodata value
     with rasterio.open(label.path) as src:
         check_one_band(label.path, src.count)
@@ -152,7 +168,7 @@ def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> list[str]:
             if raw.dtype.kind == "f":
                 known |= np.isnan(raw)
             if declared:
-                is_nodata = raw == label.nodata
+                is_nodata = np.isin(raw, label.nodata)
                 known |= is_nodata
                 unseen += int(is_nodata.sum())
             any_valid = any_valid or bool(((raw == 0) | (raw == 1)).any())
@@ -170,9 +186,10 @@ def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> list[str]:
     check_nodata_value(label.path, label.nodata, declare_nodata)
     if not any_valid:
         raise InputError(describe(label.path, "mask has no valid pixel (all nodata)"))
-    if not any_water and unseen and label.nodata > 1 and not made_here:
+    above = [v for v in label.nodata if v > 1]
+    if not any_water and unseen and above and not made_here:
         share = unseen / (label.width * label.height)
-        value = f"{label.nodata:g}"
+        value = said_nodata(tuple(above))
         return [describe(label.path, f"holds no water 1, and {share:.1%} of it is its nodata {value}, left out as "
                                      f"unseen: if {value} marks water (a 0/{value} mask tagged nodata {value}), "
                                      "make it 1 and give it another nodata value")]
@@ -186,11 +203,12 @@ def check_one_band(path, count: int, hint: str = "") -> None:
         raise InputError(describe(path, f"has {count} bands, where a mask has one (water 1, land 0){hint}"))
 
 
-def check_nodata_value(path, nodata: float | None, declare_nodata: str = NODATA_OPTION) -> None:
-    """InputError when a mask's nodata value is land's 0 or water's 1: every pixel of that class
-    would be left out as unseen, and the scores (or counts) made of the other alone. GDAL tools
-    often tag 0 as nodata on a 0/1 mask."""
-    if nodata is None or (isinstance(nodata, float) and math.isnan(nodata)) or nodata not in (0, 1):
+def check_nodata_value(path, nodata, declare_nodata: str = NODATA_OPTION) -> None:
+    """InputError when a mask's nodata value (or one of them) is land's 0 or water's 1: every pixel
+    of that class would be left out as unseen, and the scores (or counts) made of the other alone.
+    GDAL tools often tag 0 as nodata on a 0/1 mask."""
+    nodata = next((v for v in nodata_values(nodata) if v in (0, 1)), None)
+    if nodata is None:
         return
     kind = "land" if nodata == 0 else "water"
     raise InputError(describe(path, f"its nodata value is {nodata:g}, which a mask means as {kind} (water 1, land 0): "
@@ -198,10 +216,10 @@ def check_nodata_value(path, nodata: float | None, declare_nodata: str = NODATA_
                                     "it, or remove the nodata value (rio edit-info --unset-nodata)"))
 
 
-def unexpected_values(path, values, nodata: float | None, declare_nodata: str = NODATA_OPTION) -> InputError:
-    """The error for a mask holding ``values`` besides water 1, land 0 and its ``nodata``."""
+def unexpected_values(path, values, nodata, declare_nodata: str = NODATA_OPTION) -> InputError:
+    """The error for a mask holding ``values`` besides water 1, land 0 and its ``nodata`` (a value or values)."""
     shown = ", ".join(f"{v:g}" for v in sorted(values)[:MAX_VALUES_NAMED])
-    declared = f" and its nodata {nodata:g}" if nodata is not None else ""
+    declared = f" and its nodata {said_nodata(nodata_values(nodata))}" if nodata_values(nodata) else ""
     return InputError(describe(path, f"holds values {shown} besides water 1, land 0{declared}: {declare_nodata}, "
                                      "or make water 1 and land 0"))
 

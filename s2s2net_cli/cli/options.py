@@ -116,7 +116,8 @@ pair_option = click.option("--pair", "pairs", nargs=2, multiple=True, type=str, 
 manifest_option = click.option("--manifest", "manifests", type=click.Path(dir_okay=False), multiple=True,
                                help="CSV with columns image,mask (optional id, split); paths relative to the file "
                                     "(repeatable).")
-nodata_option = click.option("--nodata", type=float, default=None, help="Mask value that means nodata (besides NaN and the file's nodata).")
+nodata_option = click.option("--nodata", type=float, default=None,
+                             help="Mask value that means nodata, besides NaN and the file's own nodata value.")
 
 
 def require_pairs(ctx, pairs, manifests):

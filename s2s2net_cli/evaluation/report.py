@@ -12,7 +12,7 @@ import rasterio.windows
 from rasterio.enums import Resampling
 
 from ..io import atomic_path
-from ..labels import binarise
+from ..labels import binarise, nodata_values
 from ..manifest import Pair
 from ..sources.degraded import DEGRADED_READING, degrade_scene
 from ..sources.open import open_scene
@@ -62,10 +62,10 @@ def false_colour(scene_path, max_side: int = 400, scene_options=None) -> np.ndar
 
 
 def _mask_preview(path, shape, nodata: float | None = None) -> np.ndarray:
-    """A water mask decimated to ``shape`` (nearest): 1, 0, NaN at its nodata (``nodata``, else the file's)."""
+    """A water mask decimated to ``shape`` (nearest): 1, 0, NaN at its nodata (the file's and ``nodata``)."""
     with rasterio.open(path) as src:
         raw = src.read(1, out_shape=shape, resampling=Resampling.nearest)
-        return binarise(raw, nodata if nodata is not None else src.nodata)
+        return binarise(raw, nodata_values(src.nodata, nodata))
 
 
 def degraded_colour(scene_path, factor: int, shape: tuple[int, int], scene_options=None) -> np.ndarray:

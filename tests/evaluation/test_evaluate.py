@@ -311,3 +311,29 @@ def test_compare_reports_each_models_boundary_f1_in_json_csv_and_table(tmp_path)
         table = list(csv.DictReader(fh))
     overall = {row["model"]: float(row["boundary_f1"]) for row in table if row["image"] == "overall"}
     assert overall == pytest.approx({name: row["boundary_f1"] for name, row in rows.items()})
+
+
+def test_nodata_adds_to_the_labels_own_nodata_in_evaluate_and_chip(tmp_path):
+    """The README's Sen1Floods11 form (--nodata -1) on a derived label tagged nodata 255: both
+    values are nodata, as --help says (it replaced the tag, and 255 was refused as a value)."""
+    rng = np.random.default_rng(1)
+    scene = write_raster(tmp_path / "s.tif", rng.integers(100, 3000, (6, 40, 40)).astype("uint16"), transform=T10,
+                         nodata=0, descriptions=("B02", "B03", "B04", "B08", "B11", "B12"))
+    label = (rng.random((40, 40)) < 0.3).astype("int16")
+    label[:10] = -1
+    label[10:20] = 255
+    path = write_raster(tmp_path / "label.tif", label, transform=T10, nodata=255)
+    result = run_cli("evaluate", "--baseline", "ndwi", "--pair", scene, path, "--nodata", "-1", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["rows"][0]["pixels"] == 20 * 40  # neither -1 nor 255 is counted
+    chips = run_cli("chip", "--pair", scene, path, "--nodata", "-1", "-o", tmp_path / "chips", "--size", "40",
+                    "--max-nodata", "1", "--val-fraction", "0", "--json")
+    assert chips.returncode == 0, chips.stderr
+    with rasterio.open(tmp_path / "chips" / "masks" / "s_r0_c0.tif") as src:
+        mask = src.read(1)
+        assert (mask[:20] == 255).all() and (mask[20:] != 255).all()  # both values are nodata (kept at 10 m)
+    # a value that neither the file nor --nodata declares is still refused, naming both that are
+    label[0, 0] = 7
+    other = write_raster(tmp_path / "other.tif", label, transform=T10, nodata=255)
+    result = run_cli("evaluate", "--baseline", "ndwi", "--pair", scene, other, "--nodata", "-1")
+    assert result.returncode == 1 and "holds values 7" in result.stderr and "nodata 255 and -1" in result.stderr
