@@ -81,8 +81,24 @@ def save_weights(path, state_dict: dict[str, torch.Tensor], card: WeightsCard) -
     return Path(path)
 
 
+BUNDLED_WEIGHTS = Path(__file__).parent / "weights" / "default.safetensors"
+BUNDLED_NAME = "default"  # what --weights, --init-weights and `weights show` call the bundled model
+
+
+def weights_file(path) -> Path:
+    """The weights file ``path`` names: ``default`` is the bundled model, wherever the package
+    is installed (unless a file of that name lies in the working folder)."""
+    if str(path) == BUNDLED_NAME and not Path(path).exists():
+        if not BUNDLED_WEIGHTS.exists():
+            raise InputError(describe(BUNDLED_WEIGHTS.parent, "no bundled default model in this install; "
+                                                              "give a weights file"))
+        return BUNDLED_WEIGHTS
+    return Path(path)
+
+
 def read_card(path) -> WeightsCard:
-    """The validated card of a weights file, read from its header alone."""
+    """The validated card of a weights file (``default``: the bundled one), read from its header alone."""
+    path = weights_file(path)
     data = _header_metadata(path)
     try:
         return WeightsCard.from_dict(data)
@@ -91,6 +107,8 @@ def read_card(path) -> WeightsCard:
 
 
 def load_weights(path) -> tuple[dict[str, torch.Tensor], WeightsCard]:
+    """The tensors and card of a weights file (``default``: the bundled one)."""
+    path = weights_file(path)
     card = read_card(path)
     try:
         state = load_file(str(path))

@@ -79,7 +79,7 @@ def _image_rows(result) -> list[list[str]]:
 
 
 @click.command()
-@click.option("--weights", type=click.Path(dir_okay=False), default=None, help="Weights file (default: the bundled model).")
+@click.option("--weights", type=click.Path(dir_okay=False), default=None, help="Weights file, or default: the bundled model (the default).")
 @click.option("--baseline", type=click.Choice(BASELINES), default=None, help="Score a water-index baseline instead.")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="Water probability threshold (default: the model's calibrated threshold).")
@@ -113,7 +113,7 @@ def evaluate(ctx, weights, baseline, threshold, scoring, as_json):
 
 
 @click.command()
-@click.option("--weights", multiple=True, type=click.Path(dir_okay=False), help="Weights file (repeatable).")
+@click.option("--weights", multiple=True, type=click.Path(dir_okay=False), help="Weights file, or default for the bundled model (repeatable).")
 @click.option("--baseline", "baselines", multiple=True, type=click.Choice(BASELINES), help="Baseline (repeatable).")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
               callback=named_as(CSV_SUFFIXES, "the table is written as CSV"), help="Write the table as CSV.")

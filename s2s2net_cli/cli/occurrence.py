@@ -38,7 +38,7 @@ log = logging.getLogger("s2s2net")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               callback=named_as(PNG_SUFFIXES, "the plot is a PNG"),
               help="Write a PNG of water area through time.")
-@click.option("--weights", type=click.Path(dir_okay=False, path_type=Path), help="Weights file (default: the bundled model).")
+@click.option("--weights", type=click.Path(dir_okay=False, path_type=Path), help="Weights file, or default: the bundled model (the default).")
 @tile_size_option
 @overlap_option
 @device_option

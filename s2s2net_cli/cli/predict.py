@@ -26,7 +26,7 @@ VECTOR_SUFFIXES = (".gpkg", ".geojson", ".json", ".shp", ".fgb")
 @click.option("-o", "--output", required=True, type=click.Path(),
               help="Output GeoTIFF (one scene), or a folder (an existing one, a path ending in /, or several scenes: "
                    "<name>_water.tif each, <name> the scene's stem or STAC item id).")
-@click.option("--weights", type=click.Path(dir_okay=False, path_type=Path), help="Weights file (default: the bundled model).")
+@click.option("--weights", type=click.Path(dir_okay=False, path_type=Path), help="Weights file, or default: the bundled model (the default).")
 @tile_size_option
 @overlap_option
 @click.option("--batch-size", type=click.IntRange(1), default=None, help="Tiles per forward pass (default 1 on the CPU, 8 on a GPU).")

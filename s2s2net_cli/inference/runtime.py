@@ -11,19 +11,18 @@ import numpy as np
 import torch
 
 from ..bands import BAND_NAMES
-from ..checkpoint import load_model
+from ..checkpoint import BUNDLED_NAME, BUNDLED_WEIGHTS, load_model, weights_file
 from ..errors import InputError, describe
 from .stream import Forward
 from .folded_decoder import FoldedDecoder
 from .subpixel_head import FusedMish, SubpixelHead
 
-DEFAULT_WEIGHTS = Path(__file__).parent.parent / "weights" / "default.safetensors"
+DEFAULT_WEIGHTS = BUNDLED_WEIGHTS
 
 
 def default_weights() -> Path:
-    if not DEFAULT_WEIGHTS.exists():
-        raise InputError(describe(DEFAULT_WEIGHTS.parent, "no bundled default model in this install; pass --weights FILE"))
-    return DEFAULT_WEIGHTS
+    """The bundled model's file (InputError where this install has none)."""
+    return weights_file(BUNDLED_NAME)
 
 
 def resolve_device(device: str, local_rank: int = 0) -> torch.device:
@@ -79,7 +78,7 @@ class ModelRuntime(Forward):
 
     def __init__(self, weights, device: str = "auto", precision: str = "auto", flips: bool = False,
                  threshold: float | None = None, batch_size: int | None = None, local_rank: int = 0):
-        self.weights = Path(weights)
+        self.weights = weights_file(weights)  # "default": the bundled model
         self.device = resolve_device(device, local_rank)
         self.model, self.card = load_model(self.weights, self.device)  # InputError naming a missing or bad file
         with open(self.weights, "rb") as fh:  # which weights, whatever the file is called (best.safetensors of two runs)

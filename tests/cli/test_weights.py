@@ -94,3 +94,37 @@ def test_a_missing_or_unreadable_weights_file_gets_one_line_from_every_command(t
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 1 and len(lines) == 1 and lines[0].startswith(f"Error: {weights}: {says}"), r.stderr
     assert not (tmp_path / "out.tif").exists()
+
+
+def test_default_names_the_bundled_weights_wherever_a_weights_file_is_taken(tmp_path):
+    """After `pip install` the bundled file lies in site-packages: `default` names it."""
+    from s2s2net_cli.checkpoint import BUNDLED_WEIGHTS, load_weights, read_card
+
+    shown = run_cli("weights", "show", "default", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == read_card(BUNDLED_WEIGHTS).to_dict()
+    out = tmp_path / "v6_again.safetensors"
+    assert run_cli("weights", "annotate", "default", out, "--set", "note=copy", cwd=tmp_path).returncode == 0
+    assert read_card(out).threshold == read_card(BUNDLED_WEIGHTS).threshold
+    state, _ = load_weights("default")
+    assert set(state) == set(load_weights(BUNDLED_WEIGHTS)[0])
+    # a file of that name in the working folder is what it names there
+    (tmp_path / "default").write_bytes(b"not weights")
+    result = run_cli("weights", "show", "default", cwd=tmp_path)
+    assert result.returncode == 1 and result.stderr.startswith("Error: default:")
+
+
+def test_predict_weights_default_is_the_bundled_model(tmp_path):
+    import numpy as np
+    import rasterio
+
+    from ..conftest import write_raster
+
+    rng = np.random.default_rng(0)
+    scene = write_raster(tmp_path / "s.tif", rng.integers(200, 3000, (6, 32, 32)).astype("uint16"), nodata=0,
+                         descriptions=("B02", "B03", "B04", "B08", "B11", "B12"))
+    for name, args in (("named.tif", ["--weights", "default"]), ("bundled.tif", [])):
+        result = run_cli("predict", scene, "-o", tmp_path / name, "--precision", "32", *args, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+    with rasterio.open(tmp_path / "named.tif") as a, rasterio.open(tmp_path / "bundled.tif") as b:
+        assert a.tags()["model_sha256"] == b.tags()["model_sha256"] and (a.read() == b.read()).all()
