@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import json
 import logging
 import os
 import signal
@@ -14,7 +16,6 @@ from rasterio.errors import RasterioError
 from .. import __version__
 from ..errors import S2S2NetError, first_line
 from ..world import World
-import importlib
 
 # GDAL's block cache defaults to 5 % of RAM and keeps dirty output blocks in it: on a full
 # Sentinel-2 tile that is gigabytes that predict and chip, which stream row by row, never use
@@ -55,6 +56,7 @@ class S2S2NetGroup(click.Group):
             end = command + args[command:].index("--") if "--" in args[command:] else len(args)
             moved = [a for a in args[command:end] if a in GLOBAL_FLAGS]
             args = moved + args[:command] + [a for a in args[command:end] if a not in GLOBAL_FLAGS] + args[end:]
+            ctx.meta["s2s2net.json"] = "--json" in args[command:end]
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context):
@@ -63,18 +65,30 @@ class S2S2NetGroup(click.Group):
         except S2S2NetError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
+            _json_failure(ctx, str(exc), exc.exit_code)
             click.echo(f"Error: {exc}", err=True)
             ctx.exit(exc.exit_code)
         except RasterioError as exc:  # GDAL's messages name the file
             if ctx.obj and ctx.obj.get("debug"):
                 raise
+            _json_failure(ctx, first_line(exc), 1)
             click.echo(f"Error: {first_line(exc)}", err=True)
             ctx.exit(1)
+        except click.ClickException as exc:  # a usage error: Click says it on stderr, exit 2
+            _json_failure(ctx, exc.format_message(), exc.exit_code)
+            raise
         except KeyboardInterrupt as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             click.echo("Aborted: interrupted; no output was left half-written.", err=True)
             ctx.exit(128 + getattr(exc, "signum", signal.SIGINT))
+
+
+def _json_failure(ctx: click.Context, message: str, exit_code: int) -> None:
+    """With --json, a command that fails still prints one JSON document on stdout: its failure,
+    as predict's batch document lists failed scenes."""
+    if ctx.meta.get("s2s2net.json"):
+        click.echo(json.dumps({"failures": [{"error": message, "exit_code": exit_code}]}, indent=2))
 
 
 class _StderrHandler(logging.StreamHandler):

@@ -62,3 +62,29 @@ def test_gdal_block_cache_is_capped_during_a_command_unless_the_user_sets_it(tmp
         out = subprocess.run([sys.executable, "-c", GDAL_CACHE_PROBE, str(tmp_path / str(user_value))],
                              capture_output=True, text=True, env=run_env)
         assert out.stdout.split() == ["0", expected, "True"], out.stderr
+
+
+def test_every_command_given_json_prints_one_document_on_stdout_when_it_fails(tmp_path):
+    """A script reading `evaluate --json` got nothing on stdout when it failed (predict printed its
+    document with failures): every command now prints one, naming the failure and its status."""
+    import json
+
+    from ..conftest import run_cli
+
+    missing = tmp_path / "missing.tif"
+    for args, status in [
+        (["evaluate", "--baseline", "ndwi", "--pair", missing, missing, "--json"], 1),
+        (["compare", "--baseline", "ndwi", "--pair", missing, missing, "--json"], 1),
+        (["chip", "--pair", missing, missing, "-o", tmp_path / "chips", "--json"], 1),
+        (["rivers", missing, "-o", tmp_path / "r.gpkg", "--json"], 1),
+        (["evaluate", "--baseline", "ndwi", "--pair", missing, missing, "--degrade", "9", "--json"], 2),
+        (["evaluate", "--baseline", "ndwi", "--json"], 2),
+    ]:
+        result = run_cli(*args)
+        assert result.returncode == status, (args, result.stderr)
+        doc = json.loads(result.stdout)
+        (failure,) = doc["failures"]
+        assert failure["exit_code"] == status and failure["error"], args
+        assert "Traceback" not in result.stderr
+    # without --json, stdout stays empty
+    assert run_cli("evaluate", "--baseline", "ndwi", "--pair", missing, missing).stdout == ""
