@@ -57,11 +57,6 @@ class DegradedScene:
     height: int
     valid_fraction: float  # of the coarse cells
 
-    @property
-    def covered(self) -> tuple[int, int]:
-        """(height, width) of the original's pixels the degraded scene covers, from its top-left."""
-        return self.height * self.factor, self.width * self.factor
-
 
 def check_factor(factor: int) -> None:
     """ValueError unless ``factor`` is one --degrade takes (2-5)."""
