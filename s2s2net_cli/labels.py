@@ -56,10 +56,12 @@ def said_nodata(values: tuple[float, ...]) -> str:
 
 def open_label(path, nodata: float | None = None) -> Label:
     """A label raster, checked: readable, georeferenced, north-up; ``nodata`` (--nodata) adds to
-    the file's own nodata value, as both mean nodata."""
+    the file's own nodata value, as both mean nodata, except a tag of land's 0 or water's 1 (a
+    GDAL tool's mistake, refused by check_nodata_value), which --nodata replaces."""
     try:
         with rasterio.open(path) as src:
-            info = Label(str(path), src.crs, src.transform, src.width, src.height, nodata_values(src.nodata, nodata))
+            own = None if nodata is not None and src.nodata in (0, 1) else src.nodata
+            info = Label(str(path), src.crs, src.transform, src.width, src.height, nodata_values(own, nodata))
     except RasterioIOError as exc:
         raise InputError(describe(path, "not a readable raster mask")) from exc
     if info.crs is None:

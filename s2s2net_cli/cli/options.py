@@ -117,7 +117,8 @@ manifest_option = click.option("--manifest", "manifests", type=click.Path(dir_ok
                                help="CSV with columns image,mask (optional id, split); paths relative to the file "
                                     "(repeatable).")
 nodata_option = click.option("--nodata", type=float, default=None,
-                             help="Mask value that means nodata, besides NaN and the file's own nodata value.")
+                             help="Mask value that means nodata, besides NaN and the file's own nodata value "
+                                  "(which it replaces where the file tags land's 0 or water's 1).")
 
 
 def require_pairs(ctx, pairs, manifests):
