@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .rulebook import Finding, finding
+
 BAND_NAMES = ("B02", "B03", "B04", "B08", "B11", "B12")
 DEFAULT_SCALE = 10000.0
 # Reflectance mean and spread of a mixed land/water Sentinel-2 scene, per band above.
@@ -80,7 +82,7 @@ def band_name(text: str | None) -> str | None:
     return next((band for band, aliases in BAND_ALIASES.items() if word in aliases), None) or band_token(text)
 
 
-def repeated_band(indexes) -> str | None:
+def repeated_band(indexes) -> Finding | None:
     """What is wrong with 1-based band ``indexes`` (in the model's band order) that name one
     band twice: read twice, it would stand for two of B02, B03, B04, B08, B11, B12 and the
     network be given a wrong band without a word. None when every index is its own."""
@@ -89,4 +91,4 @@ def repeated_band(indexes) -> str | None:
     if twice is None:
         return None
     said = " and ".join(name for name, i in zip(BAND_NAMES, indexes) if i == twice)
-    return f"band {twice} is given twice (as {said}): {', '.join(BAND_NAMES)} are six different bands"
+    return finding("S2N-BANDS-TWICE", None, index=twice, said=said, bands=", ".join(BAND_NAMES))

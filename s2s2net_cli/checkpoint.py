@@ -17,9 +17,9 @@ from safetensors.torch import load_file, save_file
 
 from . import __version__
 from .bands import BandSpec
-from .errors import InputError, describe
 from .io import atomic_path, check_output
 from .model import MAX_NDWI_PRIOR, ModelConfig, S2S2Net, check_index_bands
+from .rulebook import refuse
 
 METADATA_KEY = "s2s2net"
 FORMAT_VERSION = 1
@@ -90,8 +90,7 @@ def weights_file(path) -> Path:
     is installed (unless a file of that name lies in the working folder)."""
     if str(path) == BUNDLED_NAME and not Path(path).exists():
         if not BUNDLED_WEIGHTS.exists():
-            raise InputError(describe(BUNDLED_WEIGHTS.parent, "no bundled default model in this install; "
-                                                              "give a weights file"))
+            raise refuse("S2N-WEIGHTS-NO-BUNDLED", BUNDLED_WEIGHTS.parent)
         return BUNDLED_WEIGHTS
     return Path(path)
 
@@ -103,7 +102,7 @@ def read_card(path) -> WeightsCard:
     try:
         return WeightsCard.from_dict(data)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise InputError(describe(path, f"s2s2net metadata is invalid ({exc})")) from exc
+        raise refuse("S2N-WEIGHTS-METADATA-INVALID", path, error=exc) from exc
 
 
 def load_weights(path) -> tuple[dict[str, torch.Tensor], WeightsCard]:
@@ -113,7 +112,7 @@ def load_weights(path) -> tuple[dict[str, torch.Tensor], WeightsCard]:
     try:
         state = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as exc:
-        raise InputError(describe(path, f"weights file is damaged ({exc})")) from exc
+        raise refuse("S2N-WEIGHTS-DAMAGED", path, error=exc) from exc
     return state, card
 
 
@@ -126,10 +125,10 @@ def load_model(path, device: str | torch.device = "cpu") -> tuple[S2S2Net, Weigh
     unexpected = sorted(set(state) - set(expected))
     if missing or unexpected:
         name = (missing or unexpected)[0]
-        raise InputError(describe(path, f"weights do not match the architecture ({'missing' if missing else 'unexpected'} tensor {name})"))
+        raise refuse("S2N-WEIGHTS-ARCHITECTURE", path, which='missing' if missing else 'unexpected', name=name)
     for name, tensor in state.items():
         if tensor.shape != expected[name].shape:
-            raise InputError(describe(path, f"tensor {name} has shape {tuple(tensor.shape)}, expected {tuple(expected[name].shape)}"))
+            raise refuse("S2N-WEIGHTS-TENSOR-SHAPE", path, name=name, shape=tuple(tensor.shape), expected=tuple(expected[name].shape))
     model.load_state_dict(state)
     return model.to(device).eval(), card
 
@@ -143,24 +142,24 @@ def _header_metadata(path) -> dict:
         with open(path, "rb") as fh:
             head = fh.read(8)
     except IsADirectoryError as exc:
-        raise InputError(describe(path, "is a folder, not a weights file")) from exc
+        raise refuse("S2N-WEIGHTS-IS-FOLDER", path) from exc
     except FileNotFoundError as exc:
-        raise InputError(describe(path, "weights file not found")) from exc
+        raise refuse("S2N-WEIGHTS-NOT-FOUND", path) from exc
     except PermissionError as exc:
-        raise InputError(describe(path, "weights file cannot be read (permission denied)")) from exc
+        raise refuse("S2N-WEIGHTS-PERMISSION", path) from exc
     if len(head) < 8:
-        raise InputError(describe(path, "not a safetensors weights file (too short)"))
+        raise refuse("S2N-WEIGHTS-TOO-SHORT", path)
     try:
         with safe_open(str(path), framework="pt") as weights:
             metadata = weights.metadata() or {}
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
-        raise InputError(describe(path, f"not a safetensors weights file{_kind_hint(head)}")) from exc
+        raise refuse("S2N-WEIGHTS-NOT-SAFETENSORS", path, hint=_kind_hint(head)) from exc
     if METADATA_KEY not in metadata:
-        raise InputError(describe(path, "a safetensors file, but not s2s2net weights (no s2s2net metadata)"))
+        raise refuse("S2N-WEIGHTS-NOT-S2S2NET", path)
     try:
         return json.loads(metadata[METADATA_KEY])
     except (json.JSONDecodeError, TypeError) as exc:
-        raise InputError(describe(path, "s2s2net metadata is not valid JSON")) from exc
+        raise refuse("S2N-WEIGHTS-METADATA-JSON", path) from exc
 
 
 def _kind_hint(head: bytes) -> str:
@@ -187,6 +186,6 @@ def annotate_weights(src, dst, training_notes: dict, threshold: float | None = N
             try:
                 check_index_bands(card.bands, "an NDWI prior")
             except ValueError as exc:
-                raise InputError(describe(src, f"weights of bands {', '.join(card.bands.names)}: {exc}")) from exc
+                raise refuse("S2N-WEIGHTS-ANNOTATE-INVALID", src, bands=', '.join(card.bands.names), error=exc) from exc
     card.__post_init__()
     return save_weights(dst, state, card)

@@ -16,8 +16,8 @@ from rasterio.errors import RasterioIOError
 from rasterio.io import MemoryFile
 from rasterio.shutil import copy as copy_dataset
 
-from .errors import OutputExistsError, S2S2NetError, UsageError, describe, first_line
-
+from .errors import first_line
+from .rulebook import refuse
 
 UMASK = os.umask(0o022)  # the process's umask, read (os.umask sets it too) and restored below
 os.umask(UMASK)
@@ -90,10 +90,10 @@ def check_output(path, overwrite: bool, inputs=()) -> Path:
     path = Path(path)
     check_not_inputs([path], inputs)
     if path.exists() and not overwrite:
-        raise OutputExistsError(describe(path, "already exists (use --overwrite to replace it)"))
+        raise refuse("S2N-OUTPUT-EXISTS", path)
     parent = path.parent if str(path.parent) else Path(".")
     if parent.exists() and not os.access(parent, os.W_OK):
-        raise S2S2NetError(describe(path, f"cannot write into {parent} (permission denied)"))
+        raise refuse("S2N-OUTPUT-PERMISSION", path, parent=parent)
     return path
 
 
@@ -110,8 +110,7 @@ def check_not_inputs(paths, inputs) -> None:
         same = known.get(_file_identity(path))
         if same is not None:
             held = "" if same == str(path) else f" ({same})"
-            raise UsageError(describe(path, f"is also an input{held}: writing it would replace what it is made from; "
-                                            "write the output elsewhere"))
+            raise refuse("S2N-OUTPUT-IS-INPUT", path, held=held)
 
 
 def lies_in(path, folder) -> bool:
@@ -183,11 +182,11 @@ def atomic_path(path):
     except RasterioIOError as exc:  # an OSError too: GDAL's, reading an input or writing our file
         _remove(tmp)
         if tmp.name in str(exc):  # an error writing our file (disk full, ...), not reading an input
-            raise S2S2NetError(describe(path, f"could not be written ({first_line(exc)})")) from exc
+            raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=first_line(exc)) from exc
         raise
     except OSError as exc:
         _remove(tmp)
-        raise S2S2NetError(describe(path, f"could not be written ({exc.strerror or exc})")) from exc
+        raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=exc.strerror or exc) from exc
     except BaseException:
         _remove(tmp)
         raise
@@ -211,7 +210,7 @@ def atomic_file_set(path):
             os.chmod(part, 0o666 & ~UMASK)
             os.replace(part, path.with_name(part.name))
     except OSError as exc:
-        raise S2S2NetError(describe(path, f"could not be written ({exc.strerror or exc})")) from exc
+        raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=exc.strerror or exc) from exc
     finally:
         _remove(folder)
 

@@ -16,14 +16,16 @@ from dataclasses import dataclass
 import numpy as np
 import rasterio
 from pyproj import CRS, Transformer
-from pyproj.exceptions import CRSError as ProjCRSError, ProjError
+from pyproj.exceptions import CRSError as ProjCRSError
+from pyproj.exceptions import ProjError
 from rasterio.errors import CRSError, RasterioIOError
 from rasterio.warp import Resampling, reproject, transform_bounds
 from rasterio.windows import Window, from_bounds
 
-from .errors import InputError, describe, first_line
+from .errors import InputError, first_line
 from .formats import VALUES_TAG
 from .grid import is_rotated
+from .rulebook import finding, refuse
 
 MAX_VALUES_NAMED = 5  # unexpected label values an error names
 
@@ -63,11 +65,11 @@ def open_label(path, nodata: float | None = None) -> Label:
             own = None if nodata is not None and src.nodata in (0, 1) else src.nodata
             info = Label(str(path), src.crs, src.transform, src.width, src.height, nodata_values(own, nodata))
     except RasterioIOError as exc:
-        raise InputError(describe(path, "not a readable raster mask")) from exc
+        raise refuse("S2N-MASK-UNREADABLE", path) from exc
     if info.crs is None:
-        raise InputError(describe(path, "mask has no CRS"))
+        raise refuse("S2N-MASK-NO-CRS", path)
     if is_rotated(info.transform):
-        raise InputError(describe(path, "mask has a rotated transform; only north-up grids are supported"))
+        raise refuse("S2N-MASK-ROTATED", path)
     return info
 
 
@@ -76,7 +78,7 @@ def check_transformable(path, src_crs, dst_crs) -> None:
     try:
         Transformer.from_crs(CRS.from_wkt(src_crs.to_wkt()), CRS.from_wkt(dst_crs.to_wkt()), always_xy=True)
     except (ProjError, ProjCRSError) as exc:
-        raise InputError(describe(path, f"CRS {_crs_name(src_crs)} cannot be transformed to {_crs_name(dst_crs)}")) from exc
+        raise refuse("S2N-MASK-CRS-UNTRANSFORMABLE", path, source_crs=_crs_name(src_crs), target_crs=_crs_name(dst_crs)) from exc
 
 
 def _crs_name(crs) -> str:
@@ -94,9 +96,9 @@ def label_bounds_in(label: Label, crs) -> tuple[float, float, float, float]:
     try:
         bounds = transform_bounds(label.crs, crs, left, min(top, bottom), right, max(top, bottom), densify_pts=21)
     except (CRSError, Exception) as exc:  # PROJ raises various errors
-        raise InputError(describe(label.path, f"mask CRS cannot be transformed to the scene's ({exc})")) from exc
+        raise refuse("S2N-MASK-CRS-TO-SCENE", label.path, error=exc) from exc
     if not all(math.isfinite(b) for b in bounds):
-        raise InputError(describe(label.path, "mask CRS cannot be transformed to the scene's (infinite bounds)"))
+        raise refuse("S2N-MASK-CRS-INFINITE", label.path)
     return bounds
 
 
@@ -115,7 +117,7 @@ def warp_label(label: Label, dst_transform, dst_crs, shape: tuple[int, int], fin
     try:
         src_bounds = transform_bounds(dst_crs, label.crs, dst_left, dst_bottom, dst_right, dst_top, densify_pts=21)
     except Exception as exc:
-        raise InputError(describe(label.path, f"mask CRS cannot be transformed to the scene's ({exc})")) from exc
+        raise refuse("S2N-MASK-CRS-TO-SCENE", label.path, error=exc) from exc
     with rasterio.open(label.path) as src:
         window = from_bounds(*src_bounds, transform=src.transform).round_offsets(op="floor").round_lengths(op="ceil")
         window = Window(window.col_off - 2, window.row_off - 2, window.width + 4, window.height + 4)
@@ -125,7 +127,7 @@ def warp_label(label: Label, dst_transform, dst_crs, shape: tuple[int, int], fin
         try:
             raw = src.read(1, window=clipped)
         except RasterioIOError as exc:
-            raise InputError(describe(label.path, f"mask cannot be read ({first_line(exc)})")) from exc
+            raise refuse("S2N-MASK-READ-FAILED", label.path, error=first_line(exc)) from exc
         src_transform = src.window_transform(clipped)
     binary = binarise(raw, label.nodata)
     reproject(binary, out, src_transform=src_transform, src_crs=label.crs, src_nodata=np.nan,
@@ -181,20 +183,17 @@ def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> list[str]:
     only = next(iter(others)) if len(others) == 1 else None
     if not any_water and only is not None and only > 1:  # a 0/255 mask: its other value may be water
         value = f"{only:g}"
-        raise InputError(describe(label.path, f"holds {value} besides land 0, and no water 1: if {value} is water (a "
-                                              f"0/{value} mask), make it 1; if it means nodata, {declare_nodata}"))
+        raise refuse("S2N-MASK-NO-WATER-VALUE", label.path, value=value, declare_nodata=declare_nodata)
     if others:
         raise unexpected_values(label.path, others, label.nodata, declare_nodata)
     check_nodata_value(label.path, label.nodata, declare_nodata)
     if not any_valid:
-        raise InputError(describe(label.path, "mask has no valid pixel (all nodata)"))
+        raise refuse("S2N-MASK-ALL-NODATA", label.path)
     above = [v for v in label.nodata if v > 1]
     if not any_water and unseen and above and not made_here:
         share = unseen / (label.width * label.height)
         value = said_nodata(tuple(above))
-        return [describe(label.path, f"holds no water 1, and {share:.1%} of it is its nodata {value}, left out as "
-                                     f"unseen: if {value} marks water (a 0/{value} mask tagged nodata {value}), "
-                                     "make it 1 and give it another nodata value")]
+        return [finding("S2N-MASK-NO-WATER-NODATA", label.path, share=share, value=value)]
     return []
 
 
@@ -202,7 +201,7 @@ def check_one_band(path, count: int, hint: str = "") -> None:
     """InputError when a mask has more than one band (a scene, occurrence's output, a class
     raster with a band a class): only its first would be read, as if it were the mask."""
     if count != 1:
-        raise InputError(describe(path, f"has {count} bands, where a mask has one (water 1, land 0){hint}"))
+        raise refuse("S2N-MASK-BAND-COUNT", path, count=count, hint=hint)
 
 
 def check_nodata_value(path, nodata, declare_nodata: str = NODATA_OPTION) -> None:
@@ -213,17 +212,14 @@ def check_nodata_value(path, nodata, declare_nodata: str = NODATA_OPTION) -> Non
     if nodata is None:
         return
     kind = "land" if nodata == 0 else "water"
-    raise InputError(describe(path, f"its nodata value is {nodata:g}, which a mask means as {kind} (water 1, land 0): "
-                                    f"every {kind} pixel would be left out; {declare_nodata} if another value means "
-                                    "it, or remove the nodata value (rio edit-info --unset-nodata)"))
+    raise refuse("S2N-MASK-NODATA-IS-CLASS", path, nodata=nodata, kind=kind, declare_nodata=declare_nodata)
 
 
 def unexpected_values(path, values, nodata, declare_nodata: str = NODATA_OPTION) -> InputError:
     """The error for a mask holding ``values`` besides water 1, land 0 and its ``nodata`` (a value or values)."""
     shown = ", ".join(f"{v:g}" for v in sorted(values)[:MAX_VALUES_NAMED])
     declared = f" and its nodata {said_nodata(nodata_values(nodata))}" if nodata_values(nodata) else ""
-    return InputError(describe(path, f"holds values {shown} besides water 1, land 0{declared}: {declare_nodata}, "
-                                     "or make water 1 and land 0"))
+    return refuse("S2N-MASK-VALUES", path, shown=shown, declared=declared, declare_nodata=declare_nodata)
 
 
 def _overlaps(window: Window, src) -> bool:

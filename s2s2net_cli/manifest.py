@@ -6,9 +6,9 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InputError, describe
 from .formats import is_remote, source_stem
 from .io import atomic_path
+from .rulebook import refuse
 
 
 @dataclass(frozen=True)
@@ -30,14 +30,14 @@ def pairs_from_options(pairs: list[tuple[str, str]] | None, manifests=()) -> lis
     for p in out:
         for f in (p.image, p.mask):
             if not is_remote(f) and not Path(f).exists():
-                raise InputError(describe(f, "file not found"))
+                raise refuse("S2N-MANIFEST-FILE-MISSING", f)
     ids = [p.id for p in out]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
         where = ", ".join(map(str, manifests or ())) or "--pair"
         twice = [str(p.image) for p in out if p.id == sorted(dup)[0]]
         fix = "give each an id in an id column" if manifests else "list them in a --manifest with an id column"
-        raise InputError(describe(where, f"scene id {sorted(dup)[0]!r} appears twice ({twice[0]} and {twice[1]}): {fix}"))
+        raise refuse("S2N-MANIFEST-ID-TWICE", where, scene_id=sorted(dup)[0], first=twice[0], second=twice[1], fix=fix)
     return out
 
 
@@ -50,23 +50,23 @@ def read_manifest(path) -> list[Pair]:
             columns = set(reader.fieldnames or ())
             missing = {"image", "mask"} - columns
             if missing:
-                raise InputError(describe(path, f"manifest lacks column(s) {', '.join(sorted(missing))} (needs image,mask)"))
+                raise refuse("S2N-MANIFEST-COLUMNS", path, missing=', '.join(sorted(missing)))
             rows = list(reader)
     except FileNotFoundError as exc:
-        raise InputError(describe(path, "manifest not found")) from exc
+        raise refuse("S2N-MANIFEST-NOT-FOUND", path) from exc
     except (UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(describe(path, f"not a readable CSV manifest ({exc})")) from exc
+        raise refuse("S2N-MANIFEST-UNREADABLE", path, error=exc) from exc
     if not rows:
-        raise InputError(describe(path, "manifest has no rows"))
+        raise refuse("S2N-MANIFEST-EMPTY", path)
     base = path.parent
     pairs = []
     for n, row in enumerate(rows, start=2):
         image, mask = (row.get("image") or "").strip(), (row.get("mask") or "").strip()
         if not image or not mask:
-            raise InputError(describe(path, f"line {n}: empty image or mask"))
+            raise refuse("S2N-MANIFEST-EMPTY-CELL", path, n=n)
         split = (row.get("split") or "").strip() or None
         if split not in (None, "train", "val", "test"):
-            raise InputError(describe(path, f"line {n}: split {split!r} is not train, val or test"))
+            raise refuse("S2N-MANIFEST-SPLIT", path, n=n, split=split)
         pairs.append(Pair(_image(image, base), base / mask, (row.get("id") or "").strip() or source_stem(image), split))
     return pairs
 

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
 BOUNDARY_TOLERANCE = 2  # pixels: how far a water edge may lie from the reference's and still count
 
 

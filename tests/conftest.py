@@ -1,4 +1,5 @@
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -94,3 +95,18 @@ def run_cli(*args, cwd=None, timeout=600, process=False):
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         stderr += "".join(traceback.format_exception(result.exception))  # "Traceback (most recent call last): ..."
     return CliResult(result.exit_code, result.stdout, stderr)
+
+
+CODE = re.compile(r"\[(S2N-[A-Z0-9-]+)\]$")
+
+
+def codes(text: str) -> list[str]:
+    """The rulebook codes that end the lines of ``text`` (stderr), in order."""
+    return [m.group(1) for line in text.splitlines() if (m := CODE.search(line.strip()))]
+
+
+def refused(r, code: str, exit_code: int = 1, names=None) -> bool:
+    """Whether a run ended with one error line of rule ``code`` and ``exit_code``, naming ``names``."""
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    return (r.returncode == exit_code and bool(lines) and lines[-1].startswith("Error: ")
+            and codes(lines[-1]) == [code] and (names is None or str(names) in lines[-1]))

@@ -124,7 +124,7 @@ def test_a_creation_option_gdal_does_not_take_is_refused_not_dropped(tmp_path, r
     it: --co COMPRESS=banana gave an uncompressed mask, exit 0."""
     scene = write_raster(tmp_path / "s.tif", np.ones((6, 8, 8), "uint16") * 500, transform=T10)
     r = run_cli("predict", scene, "-o", tmp_path / "o.tif", "--weights", random_weights, "--co", co)
-    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1] == f"Error: Invalid value for '--co': {says}", r.stderr
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1] == f"Error: Invalid value for '--co': {says} [S2N-CREATION-OPTIONS]", r.stderr
     assert not (tmp_path / "o.tif").exists()
     r = run_cli("predict", scene, "-o", tmp_path / "o.tif", "--weights", random_weights, "--co", "COMPRESS=LZW",
                 "--co", "blockxsize=256")
@@ -146,7 +146,7 @@ def test_with_cog_the_creation_options_are_the_cog_drivers(tmp_path, random_weig
                        (["--cog", "--co", "BLOCKXSIZE=64"], "'64' is an unexpected value for BLOCKSIZE creation option "
                                                           "that should be >= 128")):
         r = run_cli("predict", scene, "-o", tmp_path / "p.tif", "--weights", random_weights, *args)
-        assert r.returncode == 2 and r.stderr.strip().splitlines()[-1] == f"Error: Invalid value for '--co': {says}", r.stderr
+        assert r.returncode == 2 and r.stderr.strip().splitlines()[-1] == f"Error: Invalid value for '--co': {says} [S2N-CREATION-OPTIONS]", r.stderr
     assert not (tmp_path / "p.tif").exists()
 
 

@@ -8,10 +8,21 @@ from pathlib import Path
 
 import click
 
+from ..rulebook import finding
 from ..training.chips import ChipOptions, chip_pairs
-from .options import (degrade_option, json_option, manifest_option, nodata_option, overwrite_option, pair_option,
-                      require_pairs, scene_options)
-from .render import progress_bar, summary_table
+from .options import (
+    bad_parameter,
+    degrade_option,
+    exclusive,
+    json_option,
+    manifest_option,
+    nodata_option,
+    overwrite_option,
+    pair_option,
+    require_pairs,
+    scene_options,
+)
+from .render import log_findings, progress_bar, summary_table
 
 log = logging.getLogger("s2s2net")
 
@@ -57,7 +68,7 @@ def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, tes
       s2s2net chip --manifest labels_10m.csv -o chips_sr/ --degrade 5 --size 32 --stride 16
     """
     if test_ids and test_regions:
-        raise click.BadParameter("give --test-ids or --test-regions, not both", ctx, param_hint="'--test-regions'")
+        raise bad_parameter(exclusive("--test-ids", "--test-regions"), ctx, hint="--test-regions")
     pair_list = require_pairs(ctx, pairs, manifests)
     options = ChipOptions(size=size, stride=stride or size, max_nodata=max_nodata,
                           test_ids=tuple(t.strip() for t in test_ids.split(",") if t.strip()) if test_ids else (),
@@ -66,8 +77,7 @@ def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, tes
     with progress_bar("chips", quiet=ctx.obj.get("quiet")) as on_step:
         summary = chip_pairs(pair_list, out_dir, options,
                              on_progress=(lambda scene_id, done, total: on_step(done, total)) if on_step else None)
-    for warning in summary.warnings:
-        log.warning(warning)
+    log_findings(summary.warnings)
     if as_json:
         click.echo(json.dumps(summary.to_dict(), indent=2))
     elif not ctx.obj.get("quiet"):
@@ -78,5 +88,4 @@ def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, tes
             rows.append(["masks kept at 10 m (coarse label)", str(summary.labels_10m), ""])
         summary_table(f"{summary.scenes} scene(s) -> {summary.index}", ["split", "chips", "water"], rows)
     if not sum(summary.chips.values()) and summary.skipped["nodata"]:
-        log.warning(f"{out_dir}: no chip was cut: all {summary.skipped['nodata']} chip windows hold more nodata than "
-                    f"--max-nodata {max_nodata:g} allows (a scene reprojected to another grid has nodata corners)")
+        log_findings([finding("S2N-CHIP-NONE-CUT", out_dir, windows=summary.skipped["nodata"], max_nodata=max_nodata)])

@@ -14,10 +14,28 @@ from ..evaluation.report import write_csv
 from ..inference.baselines import BASELINES
 from ..inference.predictor import PredictOptions
 from ..io import check_output
-from .options import (CSV_SUFFIXES, PNG_SUFFIXES, degrade_option, device_option, flips_option, json_option,
-                      manifest_option, named_as, nodata_option, overlap_option, overwrite_option, pair_option,
-                      precision_option, require_pairs, scene_options, tile_size_option)
-from .render import stderr, summary_table
+from .options import (
+    CSV_SUFFIXES,
+    PNG_SUFFIXES,
+    bad_parameter,
+    check_overlap,
+    degrade_option,
+    device_option,
+    exclusive,
+    flips_option,
+    json_option,
+    manifest_option,
+    named_as,
+    nodata_option,
+    overlap_option,
+    overwrite_option,
+    pair_option,
+    precision_option,
+    require_pairs,
+    scene_options,
+    tile_size_option,
+)
+from .render import log_findings, stderr, summary_table
 
 log = logging.getLogger("s2s2net")
 
@@ -53,9 +71,7 @@ def scoring_options(command):
 def _score(ctx, scoring: dict, weights, baselines, default_baselines=(), threshold=None, plot=None):
     """Every model scored on every pair, run as predict runs it (the same options, the same defaults)."""
     pairs = require_pairs(ctx, scoring["pairs"], scoring["manifests"])
-    if scoring["overlap"] is not None and scoring["overlap"] > scoring["tile_size"]:
-        raise click.BadParameter(f"overlap {scoring['overlap']} is larger than the tile size {scoring['tile_size']}",
-                                 ctx, param_hint="'--overlap'")
+    check_overlap(scoring["overlap"], scoring["tile_size"], ctx)
     options = PredictOptions(tile_size=scoring["tile_size"], overlap=scoring["overlap"], device=scoring["device"],
                              precision=scoring["precision"], scene=scoring["scene"],
                              threshold=threshold, flips=scoring["flips"],
@@ -69,8 +85,7 @@ def _score(ctx, scoring: dict, weights, baselines, default_baselines=(), thresho
 
     results = run_comparison(models, pairs, scoring["nodata"], scoring["scene"], scoring["save_predictions"],
                              plot, progress, scoring["degrade"])
-    for warning in dict.fromkeys(w for r in results for img in r.images for w in img["warnings"]):
-        log.warning(warning)
+    log_findings(w for r in results for img in r.images for w in img["warnings"])
     return results
 
 
@@ -102,7 +117,7 @@ def evaluate(ctx, weights, baseline, threshold, scoring, as_json):
       s2s2net evaluate --pair scene.tif label_10m.tif --degrade 5
     """
     if weights and baseline:
-        raise click.BadParameter("give --weights or --baseline, not both", ctx, param_hint="'--baseline'")
+        raise bad_parameter(exclusive("--weights", "--baseline"), ctx, hint="--baseline")
     results = _score(ctx, scoring, [weights] if weights else [], [baseline] if baseline else [], threshold=threshold)
     result = results[0]
     if as_json:

@@ -15,6 +15,7 @@ from rasterio.errors import RasterioError
 
 from .. import __version__
 from ..errors import S2S2NetError, first_line
+from ..rulebook import code_of
 from ..world import World
 
 # GDAL's block cache defaults to 5 % of RAM and keeps dirty output blocks in it: on a full
@@ -31,7 +32,7 @@ GLOBAL_FLAGS = ("-q", "--quiet", "-v", "-vv", "-vvv", "--verbose", "--debug")
 # does), so that a command that needs no torch (rivers, occurrence --from-masks, synth, chip)
 # starts without it: importing torch alone takes seconds and hundreds of MB.
 COMMANDS = {
-    "chip": ("chip", "chip"), "compare": ("evaluate", "compare"), "evaluate": ("evaluate", "evaluate"),
+    "checks": ("checks", "checks"), "chip": ("chip", "chip"), "compare": ("evaluate", "compare"), "evaluate": ("evaluate", "evaluate"),
     "occurrence": ("occurrence", "occurrence"), "predict": ("predict", "predict"), "rivers": ("rivers", "rivers"),
     "synth": ("synth", "synth"), "train": ("train", "train"), "weights": ("weights", "weights"),
 }
@@ -65,8 +66,9 @@ class S2S2NetGroup(click.Group):
         except S2S2NetError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            _json_failure(ctx, str(exc), exc.exit_code)
-            click.echo(f"Error: {exc}", err=True)
+            code = code_of(exc)
+            _json_failure(ctx, str(exc), exc.exit_code, code)
+            click.echo(f"Error: {exc}" + (f" [{code}]" if code else ""), err=True)
             ctx.exit(exc.exit_code)
         except RasterioError as exc:  # GDAL's messages name the file
             if ctx.obj and ctx.obj.get("debug"):
@@ -84,11 +86,11 @@ class S2S2NetGroup(click.Group):
             ctx.exit(128 + getattr(exc, "signum", signal.SIGINT))
 
 
-def _json_failure(ctx: click.Context, message: str, exit_code: int) -> None:
+def _json_failure(ctx: click.Context, message: str, exit_code: int, code: str | None = None) -> None:
     """With --json, a command that fails still prints one JSON document on stdout: its failure,
     as predict's batch document lists failed scenes."""
     if ctx.meta.get("s2s2net.json"):
-        click.echo(json.dumps({"failures": [{"error": message, "exit_code": exit_code}]}, indent=2))
+        click.echo(json.dumps({"failures": [{"error": message, "code": code, "exit_code": exit_code}]}, indent=2))
 
 
 class _StderrHandler(logging.StreamHandler):

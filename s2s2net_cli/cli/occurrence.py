@@ -12,13 +12,24 @@ import click
 
 from ..formats import GEOTIFF_SUFFIXES
 from ..grid import SCALE_FACTOR, fine_transform
-from ..io import check_output
 from ..hydrology.occurrence import DateMask, Grid, OccurrenceOptions, water_occurrence
+from ..io import check_output
 from ..sources import stac
 from ..sources.dates import read_dates_csv, scene_date
-from .options import (PNG_SUFFIXES, check_creation_options, creation_options, device_option, json_option, named_as,
-                      overlap_option, overwrite_option, precision_option, scene_options, tile_size_option)
-from .render import progress_bar
+from .options import (
+    PNG_SUFFIXES,
+    check_creation_options,
+    creation_options,
+    device_option,
+    json_option,
+    named_as,
+    overlap_option,
+    overwrite_option,
+    precision_option,
+    scene_options,
+    tile_size_option,
+)
+from .render import log_findings, progress_bar
 
 log = logging.getLogger("s2s2net")
 
@@ -90,8 +101,7 @@ def occurrence(ctx, scenes, output, from_masks, like, dates_csv, classes, strict
     if summary is None:
         return
     for d in summary.dates:
-        for warning in d.warnings:
-            log.warning(warning)
+        log_findings(d.warnings)
     if plot:
         from ..hydrology.plot import plot_water_area  # heavy: matplotlib
 
@@ -123,7 +133,9 @@ def _date_of(source: str, named: dict) -> str | None:
 
 
 def _scene_grid(source: str, scene_opts) -> Grid:
-    from ..sources.open import open_scene  # heavy: GDAL's drivers for products and items
+    from ..sources.open import (
+        open_scene,  # heavy: GDAL's drivers for products and items
+    )
 
     s = open_scene(source, scene_opts)
     return Grid(s.crs, fine_transform(s.transform), s.width * SCALE_FACTOR, s.height * SCALE_FACTOR)

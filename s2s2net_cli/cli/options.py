@@ -11,8 +11,10 @@ from pathlib import Path
 import click
 
 from ..bands import BAND_NAMES, repeated_band
+from ..errors import S2S2NetError
 from ..io import creation_option_problems
 from ..manifest import pairs_from_options
+from ..rulebook import finding
 from ..sources.aoi import check_bbox
 from ..sources.options import SceneOptions
 
@@ -27,19 +29,40 @@ def parse_bands(ctx, param, value):
     try:
         indexes = tuple(int(v) for v in value.split(","))
     except ValueError:
-        raise click.BadParameter(f"{value!r} is not a comma-separated list of band numbers", ctx, param)
+        raise bad_parameter(finding("S2N-BANDS-NOT-LIST", value=value), ctx, param)
     if len(indexes) != 6:
-        raise click.BadParameter(f"needs 6 band indexes ({','.join(BAND_NAMES)}), got {len(indexes)}", ctx, param)
+        raise bad_parameter(finding("S2N-BANDS-OPTION-COUNT", bands=",".join(BAND_NAMES), count=len(indexes)), ctx, param)
     if min(indexes) < 1:
-        raise click.BadParameter("band indexes are 1-based", ctx, param)
+        raise bad_parameter(finding("S2N-BANDS-ONE-BASED"), ctx, param)
     twice = repeated_band(indexes)
     if twice:
-        raise click.BadParameter(twice, ctx, param)
+        raise bad_parameter(twice, ctx, param)
     return indexes
 
 
 bands_option = click.option("--bands", callback=parse_bands, metavar="I,I,I,I,I,I",
                             help="1-based band indexes of B02,B03,B04,B08,B11,B12 in the scene (default 1..6).")
+
+
+def bad_parameter(found, ctx=None, param=None, hint: str | None = None) -> click.BadParameter:
+    """Click's usage error (exit 2, the option named) for a rulebook finding, with its code."""
+    return click.BadParameter(coded(found), ctx, param, param_hint=f"'{hint}'" if hint else None)
+
+
+def coded(found) -> str:
+    """A finding's problem as Click says it, with its code."""
+    return f"{found.problem()} [{found.code}]"
+
+
+def exclusive(first: str, second: str):
+    """The finding of two options given together that exclude each other."""
+    return finding("S2N-OPTIONS-EXCLUSIVE", first=first, second=second)
+
+
+def check_overlap(overlap, tile_size: int, ctx) -> None:
+    """Refuse a tile overlap larger than the tile."""
+    if overlap is not None and overlap > tile_size:
+        raise bad_parameter(finding("S2N-OVERLAP-TILE", overlap=overlap, tile_size=tile_size), ctx, hint="--overlap")
 
 
 def parse_name_values(ctx, param, values) -> dict:
@@ -48,7 +71,7 @@ def parse_name_values(ctx, param, values) -> dict:
     for item in values or ():
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise click.BadParameter(f"{item!r} is not NAME=VALUE", ctx, param)
+            raise bad_parameter(finding("S2N-NAME-VALUE", item=item), ctx, param)
         out[name.strip()] = value.strip()
     return out
 
@@ -66,7 +89,8 @@ def named_as(suffixes: tuple[str, ...], writes: str):
         if value is not None and Path(value).suffix.lower() not in suffixes:
             named = [s for s in suffixes if s]
             named = " or ".join([", ".join(named[:-1]), named[-1]] if len(named) > 1 else named)
-            raise click.BadParameter(f"{Path(value).name}: {writes}: name it {named}", ctx, param)
+            raise bad_parameter(finding("S2N-OUTPUT-SUFFIX", name=Path(value).name, writes=writes, named=named),
+                                ctx, param)
         return value
     return check
 
@@ -76,7 +100,7 @@ def check_creation_options(creation_options: dict, cog: bool) -> None:
     would only warn, out of sight, and write the file without them."""
     problems = creation_option_problems(creation_options, cog) if creation_options else []
     if problems:
-        raise click.BadParameter("; ".join(problems), param_hint="'--co'")
+        raise bad_parameter(finding("S2N-CREATION-OPTIONS", problems="; ".join(problems)), hint="--co")
 
 
 creation_options = click.option("--co", "creation_options", multiple=True, callback=parse_name_values,
@@ -85,7 +109,7 @@ creation_options = click.option("--co", "creation_options", multiple=True, callb
 
 def _check_device(ctx, param, value):
     if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", value):
-        raise click.BadParameter(f"{value!r} is not auto, cpu, cuda or cuda:N", ctx, param)
+        raise bad_parameter(finding("S2N-DEVICE-UNKNOWN", value=value), ctx, param)
     return value
 
 
@@ -124,7 +148,7 @@ nodata_option = click.option("--nodata", type=float, default=None,
 def require_pairs(ctx, pairs, manifests):
     """Pairs from --pair and --manifest (at least one of them)."""
     if not pairs and not manifests:
-        raise click.UsageError("give --pair IMAGE MASK or --manifest FILE", ctx)
+        raise click.UsageError(coded(finding("S2N-PAIRS-MISSING")), ctx)
     return pairs_from_options(list(pairs), manifests)
 
 
@@ -150,11 +174,11 @@ def _parse_bbox(ctx, param, value):
     try:
         numbers = [float(v) for v in value.split(",")]
     except ValueError:
-        raise click.BadParameter(f"{value!r} is not four numbers W,S,E,N", ctx, param) from None
+        raise bad_parameter(finding("S2N-BBOX-NOT-NUMBERS", value=value), ctx, param) from None
     try:
         return check_bbox(numbers)
-    except ValueError as exc:
-        raise click.BadParameter(f"{value!r}: {exc}", ctx, param) from None
+    except S2S2NetError as exc:
+        raise bad_parameter(exc.finding, ctx, param) from None
 
 
 bbox_option = click.option("--bbox", callback=_parse_bbox, metavar="W,S,E,N",
@@ -176,7 +200,7 @@ def scene_options(command):
     def wrapper(*args, **kwargs):
         values = {name: kwargs.pop(name) for name in names}
         if values["bbox"] and values["aoi"]:
-            raise click.BadParameter("give --bbox or --aoi, not both", click.get_current_context(), param_hint="'--aoi'")
+            raise bad_parameter(exclusive("--bbox", "--aoi"), click.get_current_context(), hint="--aoi")
         return command(*args, scene=SceneOptions(**values), **kwargs)
 
     for option in reversed(SCENE_OPTIONS):

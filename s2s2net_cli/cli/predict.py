@@ -8,14 +8,34 @@ from pathlib import Path
 
 import click
 
-from ..inference.batch import is_folder, output_targets, predict_scenes, rivers_path, vector_path
+from ..inference.batch import (
+    is_folder,
+    output_targets,
+    predict_scenes,
+    rivers_path,
+    vector_path,
+)
 from ..inference.predictor import PredictOptions, Predictor
 from ..inference.runtime import default_weights
 from ..io import check_not_inputs, check_output
-from .options import (GEOPACKAGE_SUFFIXES, check_creation_options, creation_options, device_option, flips_option,
-                      json_option, named_as, overlap_option, overwrite_option, precision_option, scene_options,
-                      tile_size_option)
-from .render import progress_bar, report_error
+from .options import (
+    GEOPACKAGE_SUFFIXES,
+    bad_parameter,
+    check_creation_options,
+    check_overlap,
+    creation_options,
+    device_option,
+    exclusive,
+    flips_option,
+    json_option,
+    named_as,
+    overlap_option,
+    overwrite_option,
+    precision_option,
+    scene_options,
+    tile_size_option,
+)
+from .render import log_findings, progress_bar, report_error
 
 log = logging.getLogger("s2s2net")
 VECTOR_SUFFIXES = (".gpkg", ".geojson", ".json", ".shp", ".fgb")
@@ -76,10 +96,9 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
     Under a launcher (deepspeed --module, torchrun) several scenes are shared among the
     ranks, and one scene's rows of tiles are.
     """
-    if overlap is not None and overlap > tile_size:
-        raise click.BadParameter(f"overlap {overlap} is larger than the tile size {tile_size}", ctx, param_hint="'--overlap'")
+    check_overlap(overlap, tile_size, ctx)
     if overwrite and skip_existing:
-        raise click.BadParameter("give --overwrite or --skip-existing, not both", ctx, param_hint="'--skip-existing'")
+        raise bad_parameter(exclusive("--overwrite", "--skip-existing"), ctx, hint="--skip-existing")
     check_creation_options(creation_options, cog)
     targets = output_targets(scenes, output)
     one_file = len(scenes) == 1 and not is_folder(output)
@@ -113,13 +132,15 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
 
             write_water_polygons(mask, vector_path(mask, vector, one_file), overwrite=overwrite)
         if rivers and not (missing_only and rivers_path(mask, rivers, one_file).exists()):
-            from ..hydrology.rivers import RiverOptions, measure_rivers  # heavy: geopandas
+            from ..hydrology.rivers import (  # heavy: geopandas
+                RiverOptions,
+                measure_rivers,
+            )
 
             measure_rivers(mask, rivers_path(mask, rivers, one_file), RiverOptions(overwrite=overwrite))
 
     def after(result):
-        for w in result.warnings:
-            log.warning(w)
+        log_findings(result.warnings)
         beside(result.output)
 
     summary = predict_scenes(predictor, targets, world, progress, after, lambda exc: report_error(ctx, exc),

@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 import traceback
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 stderr = Console(stderr=True)
+log = logging.getLogger("s2s2net")
+
+
+def log_findings(findings) -> None:
+    """Each rulebook finding (a Finding, or its JSON form) once on stderr, with its code."""
+    said = dict.fromkeys((f["message"], f["code"]) if isinstance(f, dict) else (str(f), f.code) for f in findings)
+    for message, code in said:
+        log.warning(f"{message} [{code}]")
 
 
 PLAIN_LINE_SECONDS = 10.0  # a log file gets a progress line at most this often (and the last)

@@ -12,6 +12,7 @@ from ..manifest import write_manifest
 from ..synthetic.painted import background_reading, make_painted_pair
 from ..synthetic.scenes import make_pair, write_pair, write_river_truth
 from .options import bands_option, offset_option, overwrite_option
+from .render import log_findings
 
 log = logging.getLogger("s2s2net")
 
@@ -59,8 +60,7 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
     for bg in dict.fromkeys(backgrounds):
         indexes, offsets, said = background_reading(bg, bands, offset)
         readings[bg] = (indexes, offsets)
-        for warning in said:
-            log.warning(warning)
+        log_findings(said)
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
     for i in range(count):

@@ -8,10 +8,17 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
+from ..rulebook import finding
 from ..training.config import TrainOptions, read_deepspeed_config
 from ..training.loop import train as run_training
 from ..training.losses import LABEL_EDGES
-from .options import overwrite_option, parse_name_values, precision_option
+from .options import (
+    bad_parameter,
+    exclusive,
+    overwrite_option,
+    parse_name_values,
+    precision_option,
+)
 from .render import progress_bar, stderr
 
 
@@ -21,9 +28,9 @@ def _parse_weights(ctx, param, values) -> dict:
         try:
             out[name.rstrip("/")] = float(value)
         except ValueError:
-            raise click.BadParameter(f"{value!r} is not a number (NAME=W)", ctx, param) from None
+            raise bad_parameter(finding("S2N-SOURCE-WEIGHT-NUMBER", value=value), ctx, param) from None
         if not out[name.rstrip("/")] >= 0:
-            raise click.BadParameter(f"{name}={value}: a weight is 0 or more", ctx, param)
+            raise bad_parameter(finding("S2N-SOURCE-WEIGHT-NEGATIVE", name=name, value=value), ctx, param)
     return out
 
 
@@ -80,9 +87,9 @@ def train(ctx, chips_dirs, run_dir, max_steps, epochs, batch_size, lr, weight_de
       s2s2net train chips/ -o run/ --resume
     """
     if max_steps and epochs:
-        raise click.BadParameter("give --max-steps or --epochs, not both", ctx, param_hint="'--epochs'")
+        raise bad_parameter(exclusive("--max-steps", "--epochs"), ctx, hint="--epochs")
     if resume and overwrite:
-        raise click.BadParameter("--resume continues a run; --overwrite starts over: not both", ctx, param_hint="'--resume'")
+        raise bad_parameter(finding("S2N-RESUME-OVERWRITE"), ctx, hint="--resume")
     explicit = frozenset(name for name in ("batch_size", "zero_stage", "precision", "lr", "weight_decay")
                          if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE)
     options = TrainOptions(max_steps=max_steps, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,

@@ -25,14 +25,20 @@ from typing import Callable
 import numpy as np
 import rasterio
 
-from ..errors import InputError, describe
 from ..formats import NODATA, safe_name
 from ..inference.baselines import IndexBaseline
 from ..inference.predictor import PredictOptions, Predictor
 from ..inference.runtime import default_weights
-from ..labels import binarise, check_transformable, label_resolution_in, open_label, warp_label
+from ..labels import (
+    binarise,
+    check_transformable,
+    label_resolution_in,
+    open_label,
+    warp_label,
+)
 from ..manifest import Pair
 from ..metrics import BOUNDARY_TOLERANCE, Counts, boundary_counts, count
+from ..rulebook import refuse
 from ..sources.checks import scene_warnings
 from ..sources.degraded import DEGRADED_READING, degrade_scene, degraded_shape
 from ..sources.open import OpenPair, open_pair
@@ -74,7 +80,7 @@ def make_models(weights: list, baselines: list[str], options: PredictOptions | N
     models += [Predictor(f, options) for f in forwards]
     names = [m.model_name for m in models]
     if len(set(names)) != len(names):
-        raise InputError(describe(names[0], "two models have the same name (a weights file given twice?)"))
+        raise refuse("S2N-EVALUATE-MODEL-TWICE", names[0])
     return models
 
 
@@ -164,7 +170,7 @@ def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | N
             result.counts += counts
             result.images.append({"image": str(pair.image), "reference": str(pair.mask), "id": pair.id,
                                   **_public(counts.scores()), "edges": list(counts.edges), "prediction": str(path),
-                                  "warnings": list(said),
+                                  "warnings": [w.to_dict() for w in said],
                                   **({"degrade": degrade} if degrade else {})})
     return results
 
@@ -176,9 +182,7 @@ def check_degradable(opened: OpenPair, pair: Pair, factor: int) -> None:
     reference = label_resolution_in(opened.label, opened.scene.crs)
     coarse = abs(opened.scene.transform.a) * factor
     if reference >= coarse * 0.999:
-        raise InputError(describe(pair.mask, f"its pixels ({reference:.4g}) are not finer than the scene degraded "
-                                             f"by --degrade {factor} ({coarse:.4g}, in the scene's CRS units): "
-                                             "it cannot test the detail the network adds"))
+        raise refuse("S2N-DEGRADE-REFERENCE-COARSE", pair.mask, reference=reference, factor=factor, coarse=coarse)
 
 
 def prediction_path(out_dir: Path, pair: Pair, model_name: str) -> Path:

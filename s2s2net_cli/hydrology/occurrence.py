@@ -33,11 +33,24 @@ from rasterio.warp import transform_bounds
 from rasterio.windows import Window
 
 from ..bands import BAND_NAMES
-from ..errors import InputError, S2S2NetError, describe
+from ..errors import InputError, S2S2NetError
 from ..formats import WATER, probability_cut
 from ..grid import row_pixel_areas
-from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, temporary_sibling
-from ..labels import MAX_VALUES_NAMED, NODATA_TAG, check_nodata_value, check_one_band, unexpected_values
+from ..io import (
+    atomic_path,
+    check_output,
+    copy_to_cog,
+    geotiff_profile,
+    temporary_sibling,
+)
+from ..labels import (
+    MAX_VALUES_NAMED,
+    NODATA_TAG,
+    check_nodata_value,
+    check_one_band,
+    unexpected_values,
+)
+from ..rulebook import code_of, refuse
 from ..sources.dates import acquisition
 from ..world import World
 
@@ -60,7 +73,7 @@ class Grid:
             with rasterio.open(path) as src:
                 return cls(src.crs, src.transform, src.width, src.height)
         except rasterio.errors.RasterioIOError as exc:
-            raise InputError(describe(path, "not a raster rasterio can read")) from exc
+            raise refuse("S2N-RASTER-UNREADABLE", path) from exc
 
     @property
     def bounds(self) -> tuple[float, float, float, float]:
@@ -88,12 +101,14 @@ class DateMask:
     water_km2: float = 0.0
     valid_share: float = 0.0  # of the output grid
     error: str | None = None
-    warnings: list = field(default_factory=list)  # what reading its scene said (predict's warnings)
+    warnings: list = field(default_factory=list)  # what reading its scene said (predict's findings)
+    code: str | None = None  # the rule its error was raised by
 
     def to_dict(self) -> dict:
         out = {"source": self.source, "date": self.date, "water_km2": round(self.water_km2, 6),
-               "valid_share": round(self.valid_share, 6), "warnings": list(self.warnings)}
-        return out if self.error is None else {"source": self.source, "date": self.date, "error": self.error}
+               "valid_share": round(self.valid_share, 6), "warnings": [w.to_dict() for w in self.warnings]}
+        return out if self.error is None else {"source": self.source, "date": self.date, "error": self.error,
+                                               "code": self.code}
 
 
 @dataclass
@@ -154,13 +169,11 @@ def check_each_date_once(dates: list[DateMask]) -> None:
     for d in dates:
         where = os.path.realpath(d.source) if os.path.exists(d.source) else d.source
         if where in files:
-            raise InputError(describe(d.source, f"is named twice (also as {files[where]}): each date is counted once, "
-                                                "so name it once"))
+            raise refuse("S2N-OCCURRENCE-SCENE-TWICE", d.source, other=files[where])
         files[where] = d.source
         key = acquisition(d.source)
         if key in acquisitions:
-            raise InputError(describe(d.source, f"holds the same acquisition as {acquisitions[key]} ({' '.join(key)}): "
-                                                "it would be counted as two dates; name one of them"))
+            raise refuse("S2N-OCCURRENCE-ACQUISITION-TWICE", d.source, other=acquisitions[key], acquisition=' '.join(key))
         if key:
             acquisitions[key] = d.source
 
@@ -176,6 +189,7 @@ def _prepare(d: DateMask, grid: Grid, predict, scratch: Path | None, k: int, str
         if strict:
             raise
         d.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        d.code = code_of(exc)
 
 
 def _check_mask(d: DateMask, grid: Grid) -> None:
@@ -190,10 +204,10 @@ def _check_mask(d: DateMask, grid: Grid) -> None:
             if probability_cut(src.tags()) is None:
                 check_nodata_value(d.mask, src.nodata, NODATA_TAG)
     except rasterio.errors.RasterioIOError as exc:
-        raise InputError(describe(d.mask, "mask cannot be read")) from exc
+        raise refuse("S2N-OCCURRENCE-MASK-UNREADABLE", d.mask) from exc
     g_left, g_bottom, g_right, g_top = grid.bounds
     if left >= g_right or right <= g_left or bottom >= g_top or top <= g_bottom:
-        raise InputError(describe(d.source, "does not overlap the output grid"))
+        raise refuse("S2N-OCCURRENCE-NO-OVERLAP", d.source)
 
 
 def _count_and_write(dates: list[DateMask], out_path: Path, grid: Grid, options: OccurrenceOptions, world: World,
@@ -244,7 +258,7 @@ def _stop_together(error: InputError | None, world: World) -> None:
     """Raise ``error`` on this rank, and on every rank when one of them has one (each rank reads
     its own dates: one that stopped alone would leave the others waiting in the next sum)."""
     if world.is_shared and torch_sum([error is not None], world)[0] and error is None:
-        error = InputError("occurrence stopped: a date of another rank cannot be counted (that rank's error names it)")
+        error = refuse("S2N-OCCURRENCE-RANK-FAILED")
     if error is not None:
         raise error
 
@@ -322,9 +336,9 @@ def _gather(mine: list[DateMask], world: World) -> list[DateMask]:
     import torch.distributed as dist  # heavy: only a shared run gathers
 
     gathered = [None] * world.size
-    dist.all_gather_object(gathered, [(d.source, d.date, d.water_km2, d.valid_share, d.error, d.warnings)
-                                      for d in mine])
-    return [DateMask(s, date, None, w, v, e, said) for part in gathered for (s, date, w, v, e, said) in part]
+    dist.all_gather_object(gathered, [(d.source, d.date, d.water_km2, d.valid_share, d.error, d.warnings,
+                                       d.code) for d in mine])
+    return [DateMask(s, date, None, w, v, e, said, code) for part in gathered for (s, date, w, v, e, said, code) in part]
 
 
 class _OutputFile:

@@ -28,14 +28,14 @@ from typing import Callable
 import numpy as np
 import rasterio
 from rasterio.windows import Window
+from scipy import ndimage
 from shapely import STRtree, line_merge
 from shapely.geometry import LineString, MultiLineString, Point, box
-from scipy import ndimage
 
-from ..errors import InputError, describe
 from ..formats import NODATA, WATER, probability_cut
 from ..io import atomic_path, check_output
 from ..labels import NODATA_TAG, check_label, check_one_band, open_label
+from ..rulebook import refuse
 from .bridges import bridge_gaps
 from .centrelines import centreline_branches
 from .widths import smooth_path, transects
@@ -111,17 +111,15 @@ class MaskReader:
                 self.width, self.height, self.crs, self.transform = src.width, src.height, src.crs, src.transform
                 self.nodata, tags, self.count = src.nodata, src.tags(), src.count
         except rasterio.errors.RasterioIOError as exc:
-            raise InputError(describe(self.path, "not a raster rasterio can read")) from exc
+            raise refuse("S2N-RASTER-UNREADABLE", self.path) from exc
         if self.crs is None or self.crs.is_geographic:
-            raise InputError(describe(self.path, "mask has no projected CRS (widths are measured in metres: "
-                                                 "reproject it to UTM first)"))
+            raise refuse("S2N-RIVERS-NOT-PROJECTED", self.path)
         units, metres = self.crs.linear_units_factor
         if metres != 1.0:
-            raise InputError(describe(self.path, f"mask's CRS unit is the {units}, not the metre (widths and "
-                                                 "lengths are measured in metres: reproject it to UTM first)"))
+            raise refuse("S2N-RIVERS-NOT-METRES", self.path, units=units)
         if abs(abs(self.transform.a) - abs(self.transform.e)) > 1e-6 * abs(self.transform.a) or self.transform.b or \
                 self.transform.d:
-            raise InputError(describe(self.path, "mask pixels are not square and north-up"))
+            raise refuse("S2N-RIVERS-NOT-SQUARE", self.path)
         check_one_band(self.path, self.count)
         self.cut = probability_cut(tags)
         if self.cut is None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 from rasterio.windows import Window
 
-from ..errors import InputError, describe
 from ..grid import SCALE_FACTOR, to_fine
 from ..indices import bilinear_to_fine, index_histogram, otsu_threshold, water_index
+from ..rulebook import refuse
 from ..sources.scene import Scene, SceneReader
 from .stream import Forward
 
@@ -29,7 +29,7 @@ class IndexBaseline(Forward):
 
     def __init__(self, name: str, index_threshold: float = 0.0):
         if name not in BASELINES:
-            raise InputError(describe(name, f"unknown baseline (choose from {', '.join(BASELINES)})"))
+            raise refuse("S2N-BASELINE-UNKNOWN", name, choices=', '.join(BASELINES))
         self.name = name
         self.index_threshold = index_threshold
         self.threshold_per_scene = name.endswith("-otsu")

@@ -21,13 +21,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
-from ..errors import OutputExistsError, S2S2NetError, UsageError, describe
+from ..errors import S2S2NetError
 from ..formats import GEOTIFF_SUFFIXES, safe_name, source_name, source_stem
+from ..rulebook import code_of, refuse
 from ..sources import stac
 from ..world import World
 from .predictor import Predictor, SceneResult
-from .writer import SOURCE_TAG, mask_tags
 from .shared_scene import gather_on_rank0, predict_scene_shared
+from .writer import SOURCE_TAG, mask_tags
 
 # one rank may wait for another's share of a whole scene
 PROCESS_GROUP_TIMEOUT = timedelta(hours=12)
@@ -70,19 +71,17 @@ def output_targets(scenes: list, output) -> list[tuple]:
     suffix = folder.suffix.lower()
     if len(scenes) == 1 and not is_folder(output):
         if suffix not in GEOTIFF_SUFFIXES:
-            raise UsageError(describe(folder, "predict writes a GeoTIFF: name it .tif (or give a folder, ending in /)"))
+            raise refuse("S2N-OUTPUT-NOT-TIF", folder)
         return [(scenes[0], folder)]
     if folder.exists() and not folder.is_dir():
-        raise UsageError(describe(folder, "is a file; with several scenes -o names a folder"))
+        raise refuse("S2N-OUTPUT-IS-FILE", folder)
     if not folder.exists() and not is_folder(output) and suffix and suffix in GEOTIFF_SUFFIXES:
-        raise UsageError(describe(folder, f"names one mask; {len(scenes)} scenes need a folder (one mask a scene in it): "
-                                          f"give one ending in /"))
+        raise refuse("S2N-OUTPUT-NEEDS-FOLDER", folder, count=len(scenes))
     names = [f"{output_name(s)}_water.tif" for s in scenes]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         same = [s for s, n in zip(scenes, names) if n == twice[0]]
-        raise UsageError(f"{same[0]} and {same[1]} would both be written to {folder / twice[0]}; "
-                         "predict them into separate folders")
+        raise refuse("S2N-OUTPUT-SAME-NAME", None, first=same[0], second=same[1], target=folder / twice[0])
     return [(s, folder / n) for s, n in zip(scenes, names)]
 
 
@@ -99,14 +98,12 @@ def finished_output(scene, target, made_with: dict | None = None) -> bool:
     made_from = tags.get(SOURCE_TAG)
     if made_from != name:
         held = f"holds the mask of {made_from}, not of {name}" if made_from else "is no mask s2s2net predict wrote"
-        raise OutputExistsError(describe(target, f"{held}: {name} not skipped (--overwrite replaces it; "
-                                                 "an -o ending in / writes one mask a scene into a folder)"))
+        raise refuse("S2N-OUTPUT-HELD", target, held=held, name=name)
     differ = [k for k in (made_with or {}) if k in tags and tags[k] != made_with[k]]
     if differ:
         was = ", ".join(f"{k} {tags[k]}" for k in differ)
         now = ", ".join(f"{k} {made_with[k]}" for k in differ)
-        raise OutputExistsError(describe(target, f"holds {name}'s mask made with {was}; this run makes it with {now}: "
-                                                 "not skipped (--overwrite replaces it)"))
+        raise refuse("S2N-OUTPUT-OTHER-MODEL", target, name=name, was=was, now=now)
     return True
 
 
@@ -159,7 +156,8 @@ def predict_scenes(predictor: Predictor, targets: list[tuple], world: World = Wo
                     continue
                 if on_failure:
                     on_failure(exc)
-                summary.failures.append({"scene": str(scene), "error": str(exc), "exit_code": exc.exit_code})
+                summary.failures.append({"scene": str(scene), "error": str(exc), "code": code_of(exc),
+                                         "exit_code": exc.exit_code})
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: what finished is reported, the rest is not
         summary.interrupted = getattr(exc, "signum", 2)
         return summary if world.leads else None

@@ -4,7 +4,7 @@ The input is what odc-stac or stackstac give (a ``band`` dimension, a CRS and tr
 through rioxarray's ``.rio``). Bands are taken by name when the ``band`` coordinate names
 them (B02 ... B12 or blue, green, red, nir, swir16, swir22), else in the model's order, with a
 warning. What predict warns of (an offset left out, the order assumed) is warned of
-(``warnings.warn``) and kept in the result's ``attrs["warnings"]``.
+(an ``S2S2NetWarning`` of the rulebook, its ``.finding.code`` the rule) and kept in the result's ``attrs["warnings"]`` (their codes in ``attrs["warning_codes"]``).
 The array goes through the same streaming predictor as ``s2s2net predict`` (written to a
 temporary GeoTIFF, so a lazy dask array is computed window by window) and comes back with
 ``.rio`` CRS and transform on the exact 5x sub-grid: transform x Affine.scale(1/5).
@@ -17,35 +17,36 @@ temporary GeoTIFF, so a lazy dask array is computed window by window) and comes 
 from __future__ import annotations
 
 import tempfile
-import warnings
 from pathlib import Path
 
 import numpy as np
 import rasterio
 
 from ..bands import BAND_NAMES
-from ..errors import InputError
+from ..rulebook import Finding, refuse, warn
 from ..sources.stac import ASSET_NAMES
 from .predictor import PredictOptions, Predictor
 from .runtime import default_weights
+
+DATAARRAY = "DataArray"  # what a finding names in place of a file
 
 
 def select_bands(da):
     """``da`` with its six bands in the model's order (by name when the band coordinate names
     them), and whether they were chosen by name."""
     if "band" not in da.dims or da.ndim != 3:
-        raise InputError(f"DataArray: needs dimensions (band, y, x), has {da.dims}")
+        raise refuse("S2N-DATAARRAY-DIMS", DATAARRAY, dims=da.dims)
     names = [str(v) for v in da["band"].values] if "band" in da.coords else []
     if names and not all(n.isdigit() for n in names):
         order = []
         for band in BAND_NAMES:
             found = next((n for n in ASSET_NAMES[band] if n in names), None)
             if found is None:
-                raise InputError(f"DataArray: no band {band} (looked for {', '.join(ASSET_NAMES[band])} in {names})")
+                raise refuse("S2N-DATAARRAY-NO-BAND", DATAARRAY, band=band, looked_for=', '.join(ASSET_NAMES[band]), names=names)
             order.append(found)
         return da.sel(band=order), True
     if da.sizes["band"] != len(BAND_NAMES):
-        raise InputError(f"DataArray: {da.sizes['band']} unnamed bands; the model needs 6 ({', '.join(BAND_NAMES)})")
+        raise refuse("S2N-DATAARRAY-BAND-COUNT", DATAARRAY, count=da.sizes['band'], needs=', '.join(BAND_NAMES))
     return da, False
 
 
@@ -57,7 +58,7 @@ def predict_dataarray(da, weights=None, probability: bool = False, **options):
     import rioxarray  # noqa: F401  (registers .rio; heavy: xarray)
 
     if da.rio.crs is None:
-        raise InputError("DataArray: has no CRS (set one with da.rio.write_crs)")
+        raise refuse("S2N-DATAARRAY-NO-CRS", DATAARRAY)
     stack, named = select_bands(da)
     stack = stack.fillna(0) if np.issubdtype(stack.dtype, np.floating) else stack
     nodata = stack.rio.nodata if stack.rio.nodata is not None else 0
@@ -68,19 +69,20 @@ def predict_dataarray(da, weights=None, probability: bool = False, **options):
         if named:  # chosen by name: the file says so, and no order is assumed
             with rasterio.open(scene, "r+") as dst:
                 dst.descriptions = BAND_NAMES
-        said = [in_notebook_terms(w, str(scene)) for w in predictor.predict_scene(scene, out).warnings]
+        said = [in_notebook_terms(w) for w in predictor.predict_scene(scene, out).warnings]
         result = rioxarray.open_rasterio(out, mask_and_scale=False).squeeze("band", drop=True).load()
-    for warning in said:  # what predict warns of on stderr (an offset left out, the band order assumed)
-        warnings.warn(warning, stacklevel=2)
+    for found in said:  # what predict warns of on stderr (an offset left out, the band order assumed)
+        warn(found, stacklevel=2)
     result.name = "water"
     result.attrs["long_name"] = "water probability (percent)" if probability else "water (1), land (0)"
-    result.attrs["warnings"] = said
+    result.attrs["warnings"] = [found.message("python") for found in said]
+    result.attrs["warning_codes"] = [found.code for found in said]
     return result
 
 
-def in_notebook_terms(warning: str, scene_path: str) -> str:
-    """A warning of predict's said of the DataArray (not its temporary file) and in the
-    arguments of predict_dataarray: offset=, scale=, names in the band coordinate."""
-    said = warning.replace(scene_path, "DataArray").replace("--offset ", "offset=").replace("--scale", "scale=")
-    return said.replace("give their 1-based indexes with --bands (e.g. --bands 3,2,1,4,5,6 for red, green, blue first)",
-                        "name them in its band coordinate (B02 ... B12, or blue, green, red, nir, swir16, swir22)")
+def in_notebook_terms(found: Finding) -> Finding:
+    """A finding of predict's said of the DataArray (not its temporary file); its bands, read in
+    the model's order, are unnamed in its band coordinate rather than undescribed in a file."""
+    if found.code == "S2N-BANDS-UNDESCRIBED":
+        return Finding("S2N-DATAARRAY-BANDS-UNNAMED", DATAARRAY, found.values)
+    return found.at(DATAARRAY)

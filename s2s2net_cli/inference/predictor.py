@@ -16,6 +16,7 @@ from typing import Callable
 
 from ..grid import SCALE_FACTOR
 from ..io import check_output
+from ..rulebook import Finding
 from ..sources.checks import scene_warnings
 from ..sources.open import open_scene
 from ..sources.options import SceneOptions
@@ -25,7 +26,6 @@ from ..world import World
 from .runtime import ModelRuntime
 from .stream import Forward, run_rows
 from .writer import MaskWriter, PredictionStats, made_with, reading_tags
-
 
 DEFAULT_OVERLAP = 64  # 10 m pixels of context, or the whole tile size when that is smaller
 
@@ -71,7 +71,7 @@ class SceneResult:
     water_km2: float
     nodata_fraction: float
     tiles: int
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
     masked_fraction: float = 0.0  # of the output's pixels: data left out (clouds, --mask, outside --aoi)
     gpu_peak_mb: float | None = None  # the most GPU memory torch held at once (GPUs only)
     precision: str = "fp32"  # the arithmetic the network ran in
@@ -80,7 +80,8 @@ class SceneResult:
     def to_dict(self) -> dict:
         out = {"scene": self.scene, "output": self.output, "seconds": round(self.seconds, 3),
                "water_km2": self.water_km2, "nodata_fraction": self.nodata_fraction,
-               "masked_fraction": self.masked_fraction, "tiles": self.tiles, "warnings": self.warnings,
+               "masked_fraction": self.masked_fraction, "tiles": self.tiles,
+               "warnings": [w.to_dict() for w in self.warnings],
                "precision": self.precision, "fused_mish": self.fused_mish}
         if self.gpu_peak_mb is not None:
             out["gpu_peak_mb"] = round(self.gpu_peak_mb, 1)
@@ -93,7 +94,7 @@ class PreparedScene:
 
     scene: Scene
     output: Path
-    warnings: list[str]
+    warnings: list[Finding]
     grid: TileGrid
     forward: Forward
     writer: MaskWriter

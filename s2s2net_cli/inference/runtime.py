@@ -12,9 +12,9 @@ import torch
 
 from ..bands import BAND_NAMES
 from ..checkpoint import BUNDLED_NAME, BUNDLED_WEIGHTS, load_model, weights_file
-from ..errors import InputError, describe
-from .stream import Forward
+from ..rulebook import refuse
 from .folded_decoder import FoldedDecoder
+from .stream import Forward
 from .subpixel_head import FusedMish, SubpixelHead
 
 DEFAULT_WEIGHTS = BUNDLED_WEIGHTS
@@ -31,7 +31,7 @@ def resolve_device(device: str, local_rank: int = 0) -> torch.device:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise InputError(describe(device, "CUDA was asked for but no GPU is available"))
+        raise refuse("S2N-DEVICE-NO-CUDA", device)
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", local_rank % torch.cuda.device_count())
     return dev
@@ -86,8 +86,7 @@ class ModelRuntime(Forward):
         self.mish = FusedMish()
         self.model = inference_network(self.model, self.mish)
         if tuple(self.card.bands.names) != BAND_NAMES:
-            raise InputError(describe(self.weights, f"weights were trained on bands {', '.join(self.card.bands.names)}; "
-                                                    f"s2s2net reads {', '.join(BAND_NAMES)}"))
+            raise refuse("S2N-WEIGHTS-BANDS", self.weights, trained=', '.join(self.card.bands.names), reads=', '.join(BAND_NAMES))
         self.amp = autocast_dtype(precision, self.device)
         self.spec = self.card.bands
         self.flips = flips

@@ -25,9 +25,10 @@ from rasterio.windows import Window
 
 from ..errors import S2S2NetError, first_line
 from ..grid import SCALE_FACTOR
+from ..rulebook import refuse
 from ..sources.scene import SceneReader
 from ..world import World
-from .predictor import PreparedScene, Predictor, SceneResult
+from .predictor import Predictor, PreparedScene, SceneResult
 from .stream import run_rows
 from .writer import PredictionStats, mask_profile
 
@@ -148,16 +149,19 @@ def _on_every_rank(fn: Callable, world: World, gather: bool = False):
         value, error = None, exc
     except (OSError, RuntimeError, MemoryError) as exc:  # disk, GDAL, CUDA out of memory: the others must hear
         name = type(exc).__name__
-        value, error = None, S2S2NetError(f"{name}: {first_line(exc)}" if str(exc).strip() else name)
+        value, error = None, refuse("S2N-SYSTEM-ERROR", None, kind=name, error=first_line(exc) if str(exc).strip() else "no message")
         error.__cause__ = exc
     outcomes = [None] * world.size
-    dist.all_gather_object(outcomes, ("error", str(error)) if error else ("ok", value if gather else None))
+    dist.all_gather_object(outcomes, ("error", (str(error), getattr(error, "finding", None))) if error
+                           else ("ok", value if gather else None))
     if error is not None:
         raise error
     failed = [(k, message) for k, (kind, message) in enumerate(outcomes) if kind == "error"]
     if failed:
         if world.leads:
-            k, message = failed[0]
-            raise S2S2NetError(f"{message} (on rank {k})")
+            k, (message, found) = failed[0]
+            error = S2S2NetError(f"{message} (on rank {k})")
+            error.finding = found
+            raise error
         return None
     return [v for _, v in outcomes] if gather else value

@@ -15,10 +15,17 @@ from rasterio.errors import RasterioIOError
 from rasterio.windows import Window
 
 from .. import __version__
-from ..errors import InputError, describe, first_line
+from ..errors import first_line
 from ..formats import NODATA, VALUES_TAG, source_name
 from ..grid import SCALE_FACTOR, fine_transform, row_pixel_areas
-from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, temporary_sibling
+from ..io import (
+    atomic_path,
+    check_output,
+    copy_to_cog,
+    geotiff_profile,
+    temporary_sibling,
+)
+from ..rulebook import refuse
 
 WRITE_ROWS = 512  # 2 m rows converted and written at a time
 SOURCE_TAG = "source_scene"  # the tag naming the scene a mask was made from
@@ -107,7 +114,7 @@ class MaskWriter:
                     except RasterioIOError as exc:
                         if gtiff.name in str(exc):
                             raise
-                        raise InputError(describe(scene.path, f"cannot be read ({first_line(exc)})")) from exc
+                        raise refuse("S2N-SCENE-READ-FAILED", scene.path, error=first_line(exc)) from exc
                     dst.set_band_description(1, "water probability (percent)" if self.probability else "water (1), land (0)")
                     dst.update_tags(**self.tags(scene))
                 if self.cog:

@@ -15,26 +15,27 @@ from dataclasses import replace
 import shapely
 from affine import Affine
 
-from ..errors import InputError, describe, first_line
+from ..errors import first_line
 from ..grid import PAD_MULTIPLE
+from ..rulebook import refuse
 from .scene import Scene
 
 
 def check_bbox(bbox) -> tuple[float, float, float, float]:
-    """(W, S, E, N) in degrees; ValueError saying what is wrong."""
+    """(W, S, E, N) in degrees; UsageError saying what is wrong."""
     if len(bbox) != 4:
-        raise ValueError("needs four numbers W,S,E,N")
+        raise refuse("S2N-BBOX-NOT-FOUR", "--bbox")
     west, south, east, north = (float(v) for v in bbox)
     if not all(math.isfinite(v) for v in (west, south, east, north)):
-        raise ValueError("values must be finite")
+        raise refuse("S2N-BBOX-NOT-FINITE", "--bbox")
     if not (-180 <= west <= 180 and -180 <= east <= 180):
-        raise ValueError("longitudes must lie in -180..180")
+        raise refuse("S2N-BBOX-LONGITUDE", "--bbox")
     if not (-90 <= south <= 90 and -90 <= north <= 90):
-        raise ValueError("latitudes must lie in -90..90")
+        raise refuse("S2N-BBOX-LATITUDE", "--bbox")
     if west >= east:
-        raise ValueError(f"west {west:g} is not less than east {east:g}")
+        raise refuse("S2N-BBOX-WEST-EAST", "--bbox", west=west, east=east)
     if south >= north:
-        raise ValueError(f"south {south:g} is not less than north {north:g}")
+        raise refuse("S2N-BBOX-SOUTH-NORTH", "--bbox", south=south, north=north)
     return west, south, east, north
 
 
@@ -51,21 +52,21 @@ def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
         try:
             frame = gpd.read_file(aoi)
         except Exception as exc:  # pyogrio raises its own errors
-            raise InputError(describe(aoi, f"not a vector file geopandas can read ({first_line(exc)})")) from exc
+            raise refuse("S2N-VECTOR-UNREADABLE", aoi, error=first_line(exc)) from exc
         if frame.crs is None:
-            raise InputError(describe(aoi, "AOI has no CRS"))
+            raise refuse("S2N-AOI-NO-CRS", aoi)
         shapes = frame.geometry[~(frame.geometry.is_empty | frame.geometry.isna())]
         if shapes.empty:
-            raise InputError(describe(aoi, "AOI holds no geometry"))
+            raise refuse("S2N-AOI-EMPTY", aoi)
         label = str(aoi)
     try:
         shapes = shapes.to_crs(scene.crs)
     except Exception as exc:
-        raise InputError(describe(label, f"AOI cannot be transformed to the scene's CRS ({exc})")) from exc
+        raise refuse("S2N-AOI-CRS", label, error=exc) from exc
     shapes = [g if g.is_valid else g.buffer(0) for g in shapes if g is not None and not g.is_empty]
     left, bottom, right, top = shapely.union_all(shapes).bounds
     if not all(math.isfinite(v) for v in (left, bottom, right, top)):  # far from the scene's projection
-        raise InputError(describe(label, f"AOI does not overlap the scene {scene.name}"))
+        raise refuse("S2N-AOI-NO-OVERLAP", label, scene_name=scene.name)
     inverse = ~scene.dataset_transform
     cols, rows = zip(*(inverse * xy for xy in ((left, top), (right, bottom), (left, bottom), (right, top))))
     H, W = scene.dataset_shape
@@ -75,7 +76,7 @@ def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
     row0 = max(math.floor(min(rows) / PAD_MULTIPLE) * PAD_MULTIPLE, 0)
     col1, row1 = min(math.ceil(max(cols)), W), min(math.ceil(max(rows)), H)
     if col1 <= col0 or row1 <= row0:
-        raise InputError(describe(label, f"AOI does not overlap the scene {scene.name}"))
+        raise refuse("S2N-AOI-NO-OVERLAP", label, scene_name=scene.name)
     transform = scene.dataset_transform * Affine.translation(col0, row0)
     return replace(scene, transform=transform, width=col1 - col0, height=row1 - row0, origin=(row0, col0),
                    aoi=tuple(shapes), aoi_name=label)

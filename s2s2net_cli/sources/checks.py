@@ -10,13 +10,13 @@ import math
 import numpy as np
 
 from ..bands import BAND_NAMES, BandSpec, band_token
-from ..errors import describe
 from ..formats import valid_mask
 from ..grid import row_pixel_areas
+from ..rulebook import Finding, finding
 from .scene import Scene, check_has_valid_pixels
 
 
-def scene_warnings(scene: Scene, spec: BandSpec) -> list[str]:
+def scene_warnings(scene: Scene, spec: BandSpec) -> list[Finding]:
     """Check that ``scene`` holds valid pixels (InputError if not); the warnings about how it
     was read (band order, scale, offset), from a decimated sample."""
     warnings = band_order_warnings(scene, spec)
@@ -29,7 +29,7 @@ def scene_warnings(scene: Scene, spec: BandSpec) -> list[str]:
     return warnings + [w for w in found if w]
 
 
-def band_order_warnings(scene: Scene, spec: BandSpec) -> list[str]:
+def band_order_warnings(scene: Scene, spec: BandSpec) -> list[Finding]:
     """Warnings when the scene's band descriptions name other bands than the model expects, or
     name none and the bands were read in the model's order without --bands."""
     assumed = assumed_order_warning(scene, spec.names)
@@ -37,20 +37,18 @@ def band_order_warnings(scene: Scene, spec: BandSpec) -> list[str]:
     for pos, (index, expected) in enumerate(zip(scene.indexes, spec.names)):
         desc = scene.descriptions[index - 1] if index - 1 < len(scene.descriptions) else None
         if desc and band_token(desc) and band_token(desc) != band_token(expected):
-            warnings.append(describe(scene.path, f"band {index} is described as {desc!r} but the model reads "
-                                                 f"{expected} there (input {pos + 1})"))
+            warnings.append(finding("S2N-BANDS-DESCRIBED-OTHER", scene.path, index=index, description=desc,
+                                    expected=expected, position=pos + 1))
     return warnings
 
 
-def assumed_order_warning(scene: Scene, names) -> str | None:
+def assumed_order_warning(scene: Scene, names) -> Finding | None:
     """A warning when a stack's bands say nothing of what they are (no description, no colour
     interpretation) and were read as ``names`` in that order: a stack of red, green and blue
     first, as many exports are, would be mapped without a word, and wrongly."""
     if not scene.order_assumed:
         return None
-    return describe(scene.path, f"its bands are not described, so they are read as {', '.join(names)} in that order; "
-                                "give their 1-based indexes with --bands (e.g. --bands 3,2,1,4,5,6 for red, green, "
-                                "blue first) to say so and silence this")
+    return finding("S2N-BANDS-UNDESCRIBED", scene.path, names=", ".join(names))
 
 
 # The largest value of an 8-bit picture. Reflectance x 10000 of 0.0255 or less in all six bands
@@ -59,7 +57,7 @@ def assumed_order_warning(scene: Scene, names) -> str | None:
 EIGHT_BIT_MAX = 255
 
 
-def scale_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> str | None:
+def scale_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> Finding | None:
     """A warning when the valid pixels' median reflectance is implausible for the scene's scale,
     or when an integer stack read as reflectance x 10000 holds no value above 255: an 8-bit
     picture of the scene (a display stretch to 0-255) saved in a wider type, whose dark values
@@ -68,17 +66,10 @@ def scale_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> str | 
         return None
     median = float(np.median(scene.reflectance(sample)[:, valid]))
     if median > 1.5 or median < 0.002:
-        return describe(
-            scene.path,
-            f"median reflectance is {median:.4g} with scale {scene.scale:g}; values look like another scale (see --scale)",
-        )
+        return finding("S2N-SCALE-IMPLAUSIBLE", scene.path, median=median, scale=scene.scale)
     brightest = sample[:, valid].max()
     if np.issubdtype(sample.dtype, np.integer) and scene.scale > EIGHT_BIT_MAX and brightest <= EIGHT_BIT_MAX:
-        return describe(
-            scene.path,
-            f"no value is above {brightest}: this looks like an 8-bit picture of the scene (0-255), not reflectance x "
-            f"{scene.scale:g}; map the bands' own values (see --scale)",
-        )
+        return finding("S2N-SCALE-EIGHT-BIT", scene.path, brightest=brightest, scale=scene.scale)
     return None
 
 
@@ -88,19 +79,14 @@ def scale_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> str | 
 OFFSET_SUSPECT_REFLECTANCE = 0.09
 
 
-def offset_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> str | None:
+def offset_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> Finding | None:
     """A warning when a stack read without offset looks like DNs that still carry the +1000 of
     processing baseline 04.00 and later: even the darkest pixels of every band are bright."""
     if scene.kind != "stack" or any(scene.offset) or valid.sum() < 100:
         return None
     darkest = np.percentile(scene.reflectance(sample)[:, valid], 1, axis=1)
     if float(darkest.min()) >= OFFSET_SUSPECT_REFLECTANCE:
-        return describe(
-            scene.path,
-            f"even the darkest 1 % of every band is brighter than {OFFSET_SUSPECT_REFLECTANCE:g} reflectance; "
-            "a stack from a product of processing baseline 04.00 or later (2022 on) stores DN = 10000 x "
-            "reflectance + 1000: pass --offset -1000",
-        )
+        return finding("S2N-OFFSET-MISSING", scene.path, limit=OFFSET_SUSPECT_REFLECTANCE)
     return None
 
 
@@ -110,7 +96,7 @@ def offset_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> str |
 NEGATIVE_SUSPECT_REFLECTANCE = -0.03
 
 
-def negative_offset_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> str | None:
+def negative_offset_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> Finding | None:
     """A warning when a negative offset (--offset -1000, or the product's own) leaves the darkest
     1 % of some band well below zero reflectance: the DNs do not carry the +1000 it takes away
     (a product before processing baseline 04.00, or a harmonized collection's), and every band
@@ -122,12 +108,8 @@ def negative_offset_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray)
     if float(darkest[band]) >= NEGATIVE_SUSPECT_REFLECTANCE:
         return None
     offset = f"{scene.offset[band]:g}" if len(set(scene.offset)) == 1 else f"{scene.offset[band]:g} on {BAND_NAMES[band]}"
-    return describe(
-        scene.path,
-        f"with the offset {offset} the darkest 1 % of {BAND_NAMES[band]} is {float(darkest[band]):.3g} reflectance, "
-        "below zero: its DNs do not seem to carry the +1000 of processing baseline 04.00 (a product before 2022, "
-        "or a harmonized collection's); without the offset (--offset 0 for a stack) the scene is 0.1 brighter",
-    )
+    return finding("S2N-OFFSET-NOT-CARRIED", scene.path, offset=offset, band=BAND_NAMES[band],
+                   darkest=float(darkest[band]))
 
 
 # The network reads 10 m pixels; a grid reprojected from them (to degrees, say) stays near that.
@@ -140,12 +122,11 @@ def pixel_metres(scene: Scene) -> float:
     return math.sqrt(row_pixel_areas(scene.crs, scene.transform, scene.height // 2, 1)[0])
 
 
-def resolution_warning(scene: Scene) -> str | None:
+def resolution_warning(scene: Scene) -> Finding | None:
     """A warning when the scene's pixels are not about 10 m: the network reads Sentinel-2's 10 m
     bands, and on 20 m or 60 m pixels (a stack resampled to them) it sees every shape at the
     wrong size, and the output's pixels are a fifth of the input's, not 2 m."""
     metres = pixel_metres(scene)
     if TEN_METRE_PIXELS[0] <= metres <= TEN_METRE_PIXELS[1]:
         return None
-    return describe(scene.path, f"pixels are about {metres:.3g} m, not Sentinel-2's 10 m that the network reads: "
-                                f"resample the scene to 10 m first (the output's pixels are {metres / 5:.3g} m)")
+    return finding("S2N-PIXELS-NOT-10M", scene.path, metres=metres, output_metres=metres / 5)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import rasterio
 
-from ..errors import InputError, describe
 from ..formats import source_stem
+from ..rulebook import refuse
 from . import stac
 
 PRODUCT_TIME = re.compile(r"_MSIL(?:1C|2A)_(\d{8})T(\d{6})")
@@ -64,18 +64,18 @@ def read_dates_csv(path) -> dict[str, str]:
             reader = csv.DictReader(fh)
             columns, rows = reader.fieldnames or [], list(reader)
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(describe(path, f"cannot be read ({getattr(exc, 'strerror', None) or exc})")) from exc
+        raise refuse("S2N-DATES-UNREADABLE", path, error=getattr(exc, 'strerror', None) or exc) from exc
     if not {"scene", "date"} <= set(columns):
-        raise InputError(describe(path, "needs the columns scene,date"))
+        raise refuse("S2N-DATES-COLUMNS", path)
     dates: dict[str, str] = {}
     for line, row in enumerate(rows, start=2):
         scene, text = (row["scene"] or "").strip(), (row["date"] or "").strip()
         try:
             date = datetime.fromisoformat(text.replace("Z", "+00:00")).date().isoformat()
         except ValueError:
-            raise InputError(describe(path, f"line {line}: {text!r} for {scene} is not an ISO date (YYYY-MM-DD)")) from None
+            raise refuse("S2N-DATES-NOT-ISO", path, line=line, text=text, scene=scene) from None
         if dates.get(scene, date) != date:
-            raise InputError(describe(path, f"line {line}: {scene} is given two dates, {dates[scene]} and {date}"))
+            raise refuse("S2N-DATES-TWICE", path, line=line, scene=scene, first=dates[scene], date=date)
         dates[scene] = date
     return dates
 

@@ -31,8 +31,8 @@ from affine import Affine
 from rasterio.windows import Window
 
 from ..bands import BAND_NAMES
-from ..errors import InputError, describe
 from ..io import atomic_path, geotiff_profile
+from ..rulebook import refuse
 from .options import SceneOptions
 from .scene import Scene, SceneReader
 
@@ -70,8 +70,7 @@ def degraded_shape(scene: Scene, factor: int) -> tuple[int, int]:
     block = SWIR_BLOCK * factor
     rows, cols = scene.height // block, scene.width // block
     if rows == 0 or cols == 0:
-        raise InputError(describe(scene.path, f"is {scene.width} x {scene.height} px, smaller than one {block} x {block} "
-                                              f"px block of --degrade {factor} (N x N cells, its SWIR 2 x 2 of those)"))
+        raise refuse("S2N-DEGRADE-SCENE-SMALL", scene.path, width=scene.width, height=scene.height, block=block, factor=factor)
     return rows * SWIR_BLOCK, cols * SWIR_BLOCK
 
 

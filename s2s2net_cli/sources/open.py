@@ -17,9 +17,10 @@ import rasterio
 from rasterio.errors import RasterioIOError
 
 from ..bands import BAND_NAMES, DEFAULT_SCALE
-from ..errors import InputError, describe, first_line
+from ..errors import first_line
 from ..formats import valid_mask
 from ..labels import Label, check_label, label_bounds_in, open_label
+from ..rulebook import refuse
 from . import safe, stac
 from .aoi import restrict_to_aoi
 from .options import SceneOptions
@@ -44,10 +45,9 @@ def open_scene(source, options: SceneOptions = SceneOptions(), n_bands: int = le
                         cloud_band=None if options.keep_clouds else scene.cloud_band)
     else:
         if options.bands is not None:
-            raise InputError(describe(text, f"--bands applies to stacks; a {band_files.kind} names its bands"))
+            raise refuse("S2N-BANDS-NOT-STACK", text, kind=band_files.kind)
         if options.offset:
-            raise InputError(describe(text, f"--offset applies to stacks; a {band_files.kind} states its offset "
-                                            f"in its metadata ({', '.join(f'{v:g}' for v in band_files.offset)})"))
+            raise refuse("S2N-OFFSET-NOT-STACK", text, kind=band_files.kind, offsets=', '.join(f'{v:g}' for v in band_files.offset))
         scene = band_files_scene(band_files, keep_clouds=options.keep_clouds)
     if options.leave_out:
         scene = replace(scene, leave_out=check_leave_out_file(options.leave_out, scene))
@@ -68,15 +68,12 @@ def stack_radiometry(scene: Scene, options: SceneOptions) -> tuple[float, tuple[
         scale = options.scale or (1.0 if holds_float_reflectance(scene) else DEFAULT_SCALE)
         return scale, (float(options.offset),) * len(scene.indexes)
     if len(set(scales)) > 1 or not scales[0]:
-        raise InputError(describe(scene.path, f"its bands' scale metadata differ or are 0 ({', '.join(map(str, scales))}): "
-                                              "give --scale and --offset for the bands as stored"))
+        raise refuse("S2N-SCENE-SCALES-DIFFER", scene.path, scales=', '.join(map(str, scales)))
     scale, offset = 1 / scales[0], tuple(o / scales[0] for o in offsets)
     agrees = (options.scale is None or math.isclose(options.scale, scale)) and (
         not options.offset or all(math.isclose(options.offset, o) for o in offset))
     if not agrees:
-        raise InputError(describe(scene.path, f"its band metadata say reflectance = DN x {scales[0]:g} + "
-                                              f"{offsets[0]:g} (--scale {scale:g} --offset {offset[0]:g}), which "
-                                              "--scale/--offset contradict: leave them out"))
+        raise refuse("S2N-SCENE-SCALE-CONTRADICTED", scene.path, stored_scale=scales[0], stored_offset=offsets[0], scale=scale, offset=offset[0])
     return scale, offset
 
 
@@ -100,11 +97,11 @@ def check_leave_out_file(path, scene: Scene) -> str:
         with rasterio.open(path) as src:
             crs = src.crs
     except RasterioIOError as exc:
-        raise InputError(describe(path, f"--mask is not a readable raster ({first_line(exc)})")) from exc
+        raise refuse("S2N-LEAVE-OUT-UNREADABLE", path, error=first_line(exc)) from exc
     if crs is None:
-        raise InputError(describe(path, "--mask has no CRS"))
+        raise refuse("S2N-LEAVE-OUT-NO-CRS", path)
     if not _overlap(label_bounds_in(open_label(path), scene.crs), scene.bounds):
-        raise InputError(describe(path, f"--mask does not overlap the scene {scene.name}, so it would leave nothing out"))
+        raise refuse("S2N-LEAVE-OUT-NO-OVERLAP", path, scene_name=scene.name)
     return str(path)
 
 
@@ -130,5 +127,5 @@ def open_pair(image, label_path, options: SceneOptions | None = None, nodata: fl
     label = open_label(label_path, nodata)
     bounds = label_bounds_in(label, scene.crs)
     if not _overlap(bounds, scene.bounds):
-        raise InputError(describe(label_path, f"does not overlap its scene {scene.name}"))
+        raise refuse("S2N-MASK-NO-OVERLAP", label_path, scene_name=scene.name)
     return OpenPair(scene, label, bounds, check_label(label))

@@ -11,17 +11,16 @@ band is taken at its finest resolution; 0 is nodata by the product's convention.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
 
-import math
-
 from ..bands import BAND_NAMES, DEFAULT_SCALE
-from ..errors import InputError, describe
 from ..formats import gdal_path, is_remote
+from ..rulebook import refuse
 from .vrt import BandFiles
 
 METADATA_NAMES = ("MTD_MSIL2A.xml", "MTD_MSIL1C.xml")
@@ -43,8 +42,7 @@ def is_product(text: str) -> bool:
 def product_bands(source: str) -> BandFiles:
     """The six bands (and SCL for L2A) of the product ``source`` with its offsets and scale."""
     if is_remote(source):
-        raise InputError(describe(source, "remote SAFE products are not read; give a local .SAFE folder or .zip, "
-                                          "or the product's STAC item"))
+        raise refuse("S2N-SAFE-REMOTE", source)
     if source.lower().endswith(".zip"):
         root, metadata_name, xml_bytes, exists = _from_zip(source)
     else:
@@ -53,15 +51,14 @@ def product_bands(source: str) -> BandFiles:
     try:
         tree = ET.fromstring(xml_bytes)
     except ET.ParseError as exc:
-        raise InputError(describe(source, f"{metadata_name} is not readable XML ({exc})")) from exc
+        raise refuse("S2N-SAFE-XML", source, metadata_name=metadata_name, error=exc) from exc
     elements = [(el.tag.rsplit("}", 1)[-1], el) for el in tree.iter()]
     granules = sum(1 for tag, _ in elements if tag == "Granule" or tag == "Granules")
     if granules > 1:
-        raise InputError(describe(source, f"holds {granules} granules (a product from before 2016); "
-                                          "only single-tile products are read"))
+        raise refuse("S2N-SAFE-GRANULES", source, granules=granules)
     image_files = [el.text.strip() for tag, el in elements if tag == "IMAGE_FILE" and el.text]
     if not image_files:
-        raise InputError(describe(source, f"{metadata_name} lists no band files (IMAGE_FILE)"))
+        raise refuse("S2N-SAFE-NO-BAND-FILES", source, metadata_name=metadata_name)
     finest = _finest_band_files(image_files)
     wanted = list(BAND_NAMES) + (["SCL"] if level == "L2A" else [])
     files = {}
@@ -69,17 +66,17 @@ def product_bands(source: str) -> BandFiles:
         if band not in finest:
             if band == "SCL":
                 continue  # an L2A product without scene classification: no cloud mask
-            raise InputError(describe(source, f"{metadata_name} lists no file for band {band}"))
+            raise refuse("S2N-SAFE-NO-BAND-FILE", source, metadata_name=metadata_name, band=band)
         member = finest[band] + ".jp2"
         if not exists(member):
-            raise InputError(describe(source, f"band file {member} is missing"))
+            raise refuse("S2N-SAFE-BAND-MISSING", source, member=member)
         files[band] = f"{root}/{member}"
 
     prefix = "BOA_" if level == "L2A" else ""
     quantification = [el.text for tag, el in elements if tag == f"{prefix}QUANTIFICATION_VALUE"]
     scale = offset_value(quantification[0], source, f"{prefix}QUANTIFICATION_VALUE") if quantification else DEFAULT_SCALE
     if scale <= 0:
-        raise InputError(describe(source, f"{prefix}QUANTIFICATION_VALUE {scale:g} is not positive"))
+        raise refuse("S2N-SAFE-SCALE", source, prefix=prefix, scale=scale)
     offset_tag = "BOA_ADD_OFFSET" if level == "L2A" else "RADIO_ADD_OFFSET"
     offsets = {el.get("band_id"): offset_value(el.text, source, offset_tag) for tag, el in elements if tag == offset_tag}
     offset = tuple(offsets.get(str(BAND_IDS[b]), 0.0) for b in BAND_NAMES)
@@ -106,12 +103,12 @@ def _from_folder(source: str):
     elif path.is_dir():
         found = [path / m for m in METADATA_NAMES if (path / m).exists()]
         if not found:
-            raise InputError(describe(source, "is not a Sentinel-2 product: no MTD_MSIL1C.xml or MTD_MSIL2A.xml in it"))
+            raise refuse("S2N-SAFE-NO-METADATA", source)
         metadata = found[0]
     elif not path.exists():
-        raise InputError(describe(source, "not found"))
+        raise refuse("S2N-FILE-NOT-FOUND", source)
     else:
-        raise InputError(describe(source, "is not a Sentinel-2 product's metadata (MTD_MSIL1C.xml or MTD_MSIL2A.xml)"))
+        raise refuse("S2N-SAFE-NOT-METADATA", source)
     root = gdal_path(metadata.parent)
     return root, metadata.name, metadata.read_bytes(), lambda member: (metadata.parent / member).is_file()
 
@@ -120,15 +117,15 @@ def _from_zip(source: str):
     try:
         archive = zipfile.ZipFile(source)
     except FileNotFoundError as exc:
-        raise InputError(describe(source, "not found")) from exc
+        raise refuse("S2N-FILE-NOT-FOUND", source) from exc
     except (zipfile.BadZipFile, OSError) as exc:
-        raise InputError(describe(source, f"is not a readable zip file ({exc})")) from exc
+        raise refuse("S2N-SAFE-ZIP", source, error=exc) from exc
     with archive:
         names = set(archive.namelist())
         candidates = sorted((n for n in names if n.rsplit("/", 1)[-1] in METADATA_NAMES and n.count("/") <= 1),
                             key=lambda n: n.count("/"))
         if not candidates:
-            raise InputError(describe(source, "is not a Sentinel-2 product: no MTD_MSIL1C.xml or MTD_MSIL2A.xml in the zip"))
+            raise refuse("S2N-SAFE-NO-METADATA-ZIP", source)
         member = candidates[0]
         xml_bytes = archive.read(member)
     folder = member.rsplit("/", 1)[0] if "/" in member else ""
@@ -141,7 +138,7 @@ def offset_value(text, source: str, what: str) -> float:
     try:
         value = float(text)
     except (TypeError, ValueError):
-        raise InputError(describe(source, f"{what} {text!r} is not a number")) from None
+        raise refuse("S2N-SAFE-NOT-NUMBER", source, what=what, text=text) from None
     if not math.isfinite(value):
-        raise InputError(describe(source, f"{what} is not finite"))
+        raise refuse("S2N-SAFE-NOT-FINITE", source, what=what)
     return value

@@ -19,10 +19,18 @@ from rasterio.vrt import WarpedVRT
 from rasterio.warp import Resampling
 from rasterio.windows import Window
 
-from ..bands import BAND_NAMES, DEFAULT_SCALE, BandSpec, band_name, normalise, repeated_band
-from ..errors import InputError, describe, first_line
+from ..bands import (
+    BAND_NAMES,
+    DEFAULT_SCALE,
+    BandSpec,
+    band_name,
+    normalise,
+    repeated_band,
+)
+from ..errors import first_line
 from ..formats import source_name, valid_mask
 from ..grid import is_rotated
+from ..rulebook import refuse
 
 _REFLECTANCE_DTYPES = {"uint16", "int16", "uint32", "int32", "float32", "float64"}
 
@@ -111,24 +119,24 @@ def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(
             nodata, descriptions = src.nodata, tuple(src.descriptions)
             named = tuple(band_name(d) or band_name(c.name) for d, c in zip(src.descriptions, src.colorinterp))
     except RasterioIOError as exc:
-        raise InputError(describe(path, f"not a readable raster ({first_line(exc)})")) from exc
+        raise refuse("S2N-SCENE-UNREADABLE", path, error=first_line(exc)) from exc
     scl = [i for i, d in enumerate(descriptions, start=1) if d and d.strip().upper() in SCL_NAMES]
     check_grid(path, crs, transform)
     if dtype not in _REFLECTANCE_DTYPES:
-        raise InputError(describe(path, f"has dtype {dtype}, which cannot hold reflectance (expected uint16, int16 or float)"))
+        raise refuse("S2N-SCENE-DTYPE", path, dtype=dtype)
     order_assumed = indexes is None and not any(named)
     if indexes is None:
         indexes = stack_band_indexes(path, named, BAND_NAMES if n_bands == len(BAND_NAMES) else None, n_bands)
     else:
         indexes = tuple(int(i) for i in indexes)
         if len(indexes) != n_bands:
-            raise InputError(describe(path, f"{len(indexes)} band indexes given; the model needs {n_bands}"))
+            raise refuse("S2N-BANDS-COUNT", path, count=len(indexes), n_bands=n_bands)
         bad = [i for i in indexes if not 1 <= i <= count]
         if bad:
-            raise InputError(describe(path, f"has {count} band(s); band index {bad[0]} does not exist"))
+            raise refuse("S2N-BANDS-INDEX", path, count=count, index=bad[0])
         twice = repeated_band(indexes)
         if twice:
-            raise InputError(describe(path, twice))
+            raise refuse(twice.code, path, **twice.values)
     return Scene(str(path), crs, transform, width, height, dtype, count, indexes, nodata, descriptions,
                  cloud_band=scl[0] if len(scl) == 1 else None, order_assumed=order_assumed)
 
@@ -140,7 +148,7 @@ def stack_band_indexes(path, named: tuple[str | None, ...], wanted: tuple[str, .
     else InputError asking for --bands."""
     count, needs = len(named), ", ".join(BAND_NAMES)
     if count < n_bands:
-        raise InputError(describe(path, f"has {count} band(s); the model needs {n_bands} ({needs})"))
+        raise refuse("S2N-SCENE-BAND-COUNT", path, count=count, n_bands=n_bands, needs=needs)
     if wanted is not None:
         where = {band: [i for i, n in enumerate(named, start=1) if n == band] for band in wanted}
         if all(len(found) == 1 for found in where.values()):
@@ -150,18 +158,17 @@ def stack_band_indexes(path, named: tuple[str | None, ...], wanted: tuple[str, .
     if count == n_bands and not any(named):
         return tuple(range(1, n_bands + 1))
     said = ", ".join(f"{i}={n}" for i, n in enumerate(named, start=1) if n) or "nothing"
-    raise InputError(describe(path, f"has {count} bands and its band descriptions do not say which are {needs} "
-                                    f"(they name {said}): give their 1-based indexes with --bands"))
+    raise refuse("S2N-BANDS-AMBIGUOUS", path, count=count, needs=needs, said=said)
 
 
 def check_grid(path, crs, transform) -> None:
     """InputError unless the grid is georeferenced, north-up and unrotated."""
     if crs is None:
-        raise InputError(describe(path, "has no CRS; a scene must be georeferenced"))
+        raise refuse("S2N-SCENE-NO-CRS", path)
     if is_rotated(transform):
-        raise InputError(describe(path, "has a rotated or sheared transform; only north-up grids are supported"))
+        raise refuse("S2N-SCENE-ROTATED", path)
     if transform.is_identity or transform.a <= 0 or transform.e >= 0:
-        raise InputError(describe(path, "has no usable geotransform (expected north-up pixels)"))
+        raise refuse("S2N-SCENE-NO-TRANSFORM", path)
 
 
 # Scene classification (L2A SCL) classes left out unless --keep-clouds: saturated or
@@ -221,8 +228,7 @@ class SceneReader:
             raw = self.src.read(list(scene.indexes), window=inner)
             clouds = self.src.read(scene.cloud_band, window=inner) if scene.cloud_band else None
         except RasterioIOError as exc:
-            raise InputError(describe(scene.path, f"cannot be read at rows {r0}-{r1}, columns {c0}-{c1} "
-                                                  f"({first_line(exc)})")) from exc
+            raise refuse("S2N-SCENE-WINDOW-UNREADABLE", scene.path, r0=r0, r1=r1, c0=c0, c1=c1, error=first_line(exc)) from exc
         valid = valid_mask(raw, scene.nodata)
         left_out = np.zeros(valid.shape, dtype=bool)
         if clouds is not None:
@@ -231,7 +237,7 @@ class SceneReader:
             try:
                 left_out |= self.leave_out_vrt.read(1, window=inner) != 0
             except RasterioIOError as exc:
-                raise InputError(describe(scene.leave_out, f"--mask cannot be read ({first_line(exc)})")) from exc
+                raise refuse("S2N-LEAVE-OUT-READ-FAILED", scene.leave_out, error=first_line(exc)) from exc
         if scene.aoi:
             left_out |= geometry_mask(scene.aoi, out_shape=valid.shape, transform=self.src.window_transform(inner),
                                       all_touched=True)
@@ -253,7 +259,7 @@ def read_sample(scene: Scene, size: int = 256) -> np.ndarray:
         with rasterio.open(scene.dataset) as src:
             return src.read(list(scene.indexes), out_shape=shape, window=window)
     except RasterioIOError as exc:
-        raise InputError(describe(scene.path, f"cannot be read, damaged or truncated ({first_line(exc)})")) from exc
+        raise refuse("S2N-SCENE-DAMAGED", scene.path, error=first_line(exc)) from exc
 
 
 def check_has_valid_pixels(scene: Scene) -> np.ndarray:
@@ -266,7 +272,7 @@ def check_has_valid_pixels(scene: Scene) -> np.ndarray:
             _, valid, _ = reader.read(Window(0, row0, scene.width, min(256, scene.height - row0)))
             if valid.any():
                 return sample
-    raise InputError(describe(scene.path, "has no valid pixel (all nodata)"))
+    raise refuse("S2N-SCENE-ALL-NODATA", scene.path)
 
 
 def read_normalised(reader: SceneReader, window: Window, spec: BandSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -18,8 +18,9 @@ import urllib.parse
 import urllib.request
 
 from ..bands import BAND_NAMES, DEFAULT_SCALE
-from ..errors import InputError, describe
+from ..errors import InputError
 from ..formats import gdal_path, is_remote
+from ..rulebook import refuse
 from .vrt import BandFiles
 
 ASSET_NAMES = {
@@ -76,7 +77,7 @@ def collection_items(source: str, folder) -> list[str]:
     data = _load(str(source))
     features = [f for f in data.get("features") or [] if isinstance(f, dict) and f.get("type") == "Feature"]
     if not features:
-        raise InputError(describe(source, "ItemCollection holds no items"))
+        raise refuse("S2N-STAC-EMPTY", source)
     features.sort(key=lambda f: str((f.get("properties") or {}).get("datetime") or ""))
     paths = []
     for k, feature in enumerate(features):
@@ -105,7 +106,7 @@ def item_datetime(source: str) -> str | None:
 def item_bands(source: str) -> BandFiles:
     item = _load(source)
     if not isinstance(item, dict) or item.get("type") != "Feature" or not isinstance(item.get("assets"), dict):
-        raise InputError(describe(source, "is not a STAC item (a GeoJSON Feature with assets)"))
+        raise refuse("S2N-STAC-NOT-ITEM", source)
     assets = item["assets"]
     props = item.get("properties") or {}
     files, offsets, scales = {}, [], []
@@ -114,18 +115,17 @@ def item_bands(source: str) -> BandFiles:
         if key is None:
             if band == "SCL":
                 continue
-            raise InputError(describe(source, f"item has no asset for band {band} "
-                                              f"(looked for {', '.join(ASSET_NAMES[band])})"))
+            raise refuse("S2N-STAC-NO-ASSET", source, band=band, looked_for=', '.join(ASSET_NAMES[band]))
         href = assets[key].get("href") if isinstance(assets[key], dict) else None
         if not href:
-            raise InputError(describe(source, f"asset {key!r} has no href"))
+            raise refuse("S2N-STAC-NO-HREF", source, key=key)
         files[band] = _resolve(source, href)
         if band != "SCL":
             scale, offset = _radiometry(assets[key], props)
             scales.append(scale)
             offsets.append(offset)
     if len(set(scales)) > 1:
-        raise InputError(describe(source, f"the bands' raster:bands scales differ ({sorted(set(scales))})"))
+        raise refuse("S2N-STAC-SCALES-DIFFER", source, scales=sorted(set(scales)))
     return BandFiles(source, "STAC item", files, tuple(offsets), scales[0])
 
 
@@ -137,9 +137,9 @@ def _load(source: str):
         with open(source, encoding="utf-8") as fh:
             return json.load(fh)
     except FileNotFoundError as exc:
-        raise InputError(describe(source, "not found")) from exc
+        raise refuse("S2N-FILE-NOT-FOUND", source) from exc
     except (OSError, ValueError) as exc:  # URLError and JSONDecodeError among them
-        raise InputError(describe(source, f"cannot be read as a STAC item ({exc})")) from exc
+        raise refuse("S2N-STAC-UNREADABLE", source, error=exc) from exc
 
 
 def _resolve(source: str, href: str) -> str:
@@ -152,7 +152,7 @@ def _resolve(source: str, href: str) -> str:
         return gdal_path(urllib.parse.urljoin(source, href))
     path = href if os.path.isabs(href) else os.path.join(os.path.dirname(os.path.abspath(source)), href)
     if not os.path.exists(path):
-        raise InputError(describe(source, f"asset href {href} does not exist"))
+        raise refuse("S2N-STAC-HREF-MISSING", source, href=href)
     return gdal_path(path)
 
 

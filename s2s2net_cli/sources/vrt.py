@@ -13,7 +13,8 @@ import rasterio
 from rasterio.errors import RasterioIOError
 
 from ..bands import BAND_NAMES
-from ..errors import InputError, describe, first_line
+from ..errors import first_line
+from ..rulebook import refuse
 from .scene import Scene, check_grid
 
 
@@ -37,7 +38,7 @@ def band_files_scene(band_files: BandFiles, keep_clouds: bool = False) -> Scene:
     bands_xml = []
     for k, (name, grid) in enumerate(zip(names, grids), start=1):
         if grid["crs"] != ref["crs"]:
-            raise InputError(describe(band_files.source, f"band {name} is in another CRS than B02"))
+            raise refuse("S2N-PRODUCT-BAND-CRS", band_files.source, name=name)
         bands_xml.append(_vrt_band(k, name, band_files.files[name], grid, ref, band_files.source))
     xml = (f'<VRTDataset rasterXSize="{ref["width"]}" rasterYSize="{ref["height"]}">'
            f'<SRS>{escape(ref["crs"].to_wkt())}</SRS>'
@@ -55,7 +56,7 @@ def _band_grid(source: str, path: str, name: str) -> dict:
             return {"crs": src.crs, "transform": src.transform, "width": src.width, "height": src.height,
                     "dtype": src.dtypes[0]}
     except RasterioIOError as exc:
-        raise InputError(describe(source, f"band {name} cannot be read from {path} ({first_line(exc)})")) from exc
+        raise refuse("S2N-PRODUCT-BAND-UNREADABLE", source, name=name, file=path, error=first_line(exc)) from exc
 
 
 def _vrt_band(k: int, name: str, path: str, grid: dict, ref: dict, source: str) -> str:
@@ -65,8 +66,7 @@ def _vrt_band(k: int, name: str, path: str, grid: dict, ref: dict, source: str) 
     x_off, y_off = (t.c - rt.c) / rt.a, (t.f - rt.f) / rt.e
     values = (ratio_x, ratio_y, x_off, y_off)
     if any(abs(v - round(v)) > 1e-6 for v in values) or min(ratio_x, ratio_y) < 1:
-        raise InputError(describe(source, f"band {name} is not on the 10 m grid of B02 or a multiple of it "
-                                          f"({abs(t.a):g} m pixels at offset {x_off:g}, {y_off:g})"))
+        raise refuse("S2N-PRODUCT-BAND-GRID", source, name=name, metres=abs(t.a), x_off=x_off, y_off=y_off)
     ratio_x, ratio_y, x_off, y_off = (int(round(v)) for v in values)
     return (f'<VRTRasterBand dataType="UInt16" band="{k}"><Description>{name}</Description>'
             f'<SimpleSource resampling="nearest"><SourceFilename relativeToVRT="0">{escape(path)}</SourceFilename>'

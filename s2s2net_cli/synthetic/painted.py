@@ -22,15 +22,24 @@ from rasterio.windows import Window
 from scipy import ndimage
 
 from ..bands import DEFAULT_SCALE, BandSpec
-from ..errors import InputError, describe
 from ..formats import dn_to_reflectance, reflectance_to_dn
 from ..grid import SCALE_FACTOR, to_fine
 from ..indices import NIR, water_index
+from ..rulebook import refuse
 from ..sources.checks import scene_warnings
 from ..sources.open import open_scene
 from ..sources.options import SceneOptions
-from .scenes import (CLASSES, SPECTRA, WATER_CLASSES, SyntheticPair, class_fractions, draw_water, scene_spectra,
-                        smooth_noise, through_20m)
+from .scenes import (
+    CLASSES,
+    SPECTRA,
+    WATER_CLASSES,
+    SyntheticPair,
+    class_fractions,
+    draw_water,
+    scene_spectra,
+    smooth_noise,
+    through_20m,
+)
 
 BACKGROUND = 255  # class code of unpainted 2 m pixels
 RED = 2
@@ -124,8 +133,7 @@ def background_reading(path, bands: tuple[int, ...] | None = None,
     to its DNs, and what predict would warn of (band order, pixel size, the +1000 offset)."""
     scene = open_scene(path, SceneOptions(bands=bands, offset=offset))
     if scene.kind != "stack" or scene.scale != DEFAULT_SCALE:
-        raise InputError(describe(path, f"background must be a stack of DNs of scale {DEFAULT_SCALE:g} "
-                                        f"(it is a {scene.kind} of scale {scene.scale:g})"))
+        raise refuse("S2N-BACKGROUND-SCALE", path, expected=DEFAULT_SCALE, kind=scene.kind, scale=scene.scale)
     return tuple(scene.indexes), tuple(scene.offset), scene_warnings(scene, BandSpec())
 
 
@@ -140,14 +148,13 @@ def read_background(path, size: int, rng: np.random.Generator, tries: int = 20, 
     try:
         src = rasterio.open(path)
     except rasterio.errors.RasterioIOError as exc:
-        raise InputError(describe(path, "cannot open background scene")) from exc
+        raise refuse("S2N-BACKGROUND-UNREADABLE", path) from exc
     with src:
         if (indexes is None and src.count != 6) or src.dtypes[0] != "uint16":
-            raise InputError(describe(path, f"background must be 6 uint16 bands B02..B12 (has {src.count} "
-                                            f"{src.dtypes[0]})"))
+            raise refuse("S2N-BACKGROUND-BANDS", path, count=src.count, dtype=src.dtypes[0])
         level = src.tags().get("level", "L2A").upper()
         if level not in ("L1C", "L2A"):
-            raise InputError(describe(path, f"tag level={level!r} is not L1C or L2A"))
+            raise refuse("S2N-BACKGROUND-LEVEL", path, level=level)
         hh, ww = min(size, src.height), min(size, src.width)
         best = None
         for _ in range(tries):

@@ -14,7 +14,8 @@ import torch
 import torch.distributed as dist
 
 from ..checkpoint import WeightsCard, save_weights
-from ..errors import InputError, describe, first_line
+from ..errors import first_line
+from ..rulebook import refuse
 from ..world import World
 from .run_folder import CHECKPOINTS
 
@@ -25,7 +26,10 @@ KEEP_CHECKPOINTS = 2
 def weights_only_loading(ckpt_dir):
     """Load DeepSpeed checkpoints with torch's weights-only unpickler: tensors, plain
     containers and the few DeepSpeed records a checkpoint holds, never arbitrary code."""
-    from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler  # heavy: DeepSpeed
+    from deepspeed.runtime.fp16.loss_scaler import (  # heavy: DeepSpeed
+        DynamicLossScaler,
+        LossScaler,
+    )
     from deepspeed.runtime.zero.config import ZeroStageEnum
     from deepspeed.utils.tensor_fragment import fragment_address
 
@@ -35,8 +39,7 @@ def weights_only_loading(ckpt_dir):
     try:
         yield
     except pickle.UnpicklingError as exc:
-        raise InputError(describe(ckpt_dir, f"checkpoint holds objects that are not weights; refusing to load it "
-                                            f"({first_line(exc)[:200]})")) from exc
+        raise refuse("S2N-CHECKPOINT-NOT-WEIGHTS", ckpt_dir, error=first_line(exc)[:200]) from exc
     finally:
         if previous is None:
             os.environ.pop("TORCH_FORCE_WEIGHTS_ONLY_LOAD", None)
@@ -59,7 +62,9 @@ def save_checkpoint(engine, ckpt_dir: Path, step: int, best_f1: float | None, wo
 def consolidated_state_dict(engine, ckpt_dir: Path, tag: str) -> dict:
     """Full fp32 weights: from the ZeRO checkpoint (the fp32 master copies), else the module."""
     if engine.zero_optimization_stage() >= 1:
-        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint  # heavy: DeepSpeed
+        from deepspeed.utils.zero_to_fp32 import (
+            get_fp32_state_dict_from_zero_checkpoint,  # heavy: DeepSpeed
+        )
 
         with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
             state = get_fp32_state_dict_from_zero_checkpoint(str(ckpt_dir), tag=tag)

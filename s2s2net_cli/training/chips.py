@@ -32,17 +32,19 @@ from shapely import STRtree
 from shapely.geometry import box
 
 from ..bands import BAND_NAMES, BandSpec
-from ..errors import InputError, OutputExistsError, UsageError, describe, first_line
+from ..errors import first_line
 from ..formats import NODATA, reflectance_to_dn, safe_name
 from ..grid import SCALE_FACTOR, fine_transform, to_fine
 from ..io import atomic_path, geotiff_profile, lies_in
 from ..labels import Label, label_resolution_in, warp_label
 from ..manifest import Pair, write_manifest
+from ..rulebook import refuse
 from ..sources.checks import scene_warnings
 from ..sources.degraded import DEGRADED_READING, degrade_scene
 from ..sources.open import open_pair, open_scene
 from ..sources.options import SceneOptions
 from ..sources.scene import SceneReader
+
 VAL_BLOCK = 4  # validation blocks are VAL_BLOCK x VAL_BLOCK chip positions
 COARSE_FROM = 1.5  # a mask whose cells are this many 2 m cells or more is kept at 10 m
 
@@ -77,7 +79,8 @@ class ChipSummary:
     def to_dict(self) -> dict:
         return {"chips": self.chips, "skipped": self.skipped, "water_fraction": self.water_fraction,
                 "scenes": self.scenes, "index": self.index, "test_manifest": self.test_manifest,
-                "labels_10m": self.labels_10m, "warnings": self.warnings}
+                "labels_10m": self.labels_10m,
+                "warnings": [w.to_dict() for w in self.warnings]}
 
 
 @dataclass
@@ -132,19 +135,17 @@ def _chip_pairs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degraded
 
 def _check_inputs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degraded_dir: Path) -> list["_Prepared"]:
     if not pairs:
-        raise InputError(describe("--pair/--manifest", "no scene/mask pairs given"))
+        raise refuse("S2N-CHIP-NO-PAIRS", "--pair/--manifest")
     if options.overwrite:
         _check_none_cleared(pairs, out_dir, options)
     if out_dir.exists() and any(out_dir.iterdir()) and not options.overwrite:
         if any((out_dir / name).exists() for name in ("index.gpkg", "images", "masks")):
-            raise OutputExistsError(describe(out_dir, "already holds chips (use --overwrite to replace them)"))
-        raise OutputExistsError(describe(out_dir, "is not empty and holds no chips: chip into a new or empty folder "
-                                                  "(--overwrite would add them beside what it holds)"))
+            raise refuse("S2N-CHIP-FOLDER-HAS-CHIPS", out_dir)
+        raise refuse("S2N-CHIP-FOLDER-NOT-EMPTY", out_dir)
     prepared = [_prepare(p, options, degraded_dir / f"{k}.tif") for k, p in enumerate(pairs)]
     unknown = set(options.test_ids) - {p.pair.id for p in prepared}
     if unknown:
-        raise InputError(describe("--test-ids", f"no scene with id {sorted(unknown)[0]!r} "
-                                                f"(ids: {', '.join(p.pair.id for p in prepared)})"))
+        raise refuse("S2N-CHIP-TEST-ID", "--test-ids", scene_id=sorted(unknown)[0], ids=', '.join(p.pair.id for p in prepared))
     return prepared
 
 
@@ -160,8 +161,7 @@ def _check_none_cleared(pairs: list[Pair], out_dir: Path, options: ChipOptions) 
     for path in filter(None, inputs):
         where = next((name for name in (*CLEARED_FOLDERS, *CLEARED_FILES) if lies_in(path, out_dir / name)), None)
         if where is not None:
-            raise UsageError(describe(path, f"lies in {out_dir / where}, which --overwrite clears before chipping: "
-                                            "chip into another folder"))
+            raise refuse("S2N-CHIP-INPUT-INSIDE", path, folder=out_dir / where)
 
 
 def _clear_outputs(out_dir: Path, overwrite: bool) -> None:
@@ -218,8 +218,7 @@ def _prepare(pair: Pair, options: ChipOptions, degraded_path: Path) -> _Prepared
     size, stride = options.size, options.stride
     if scene.height < size or scene.width < size:
         made = f" degraded {options.degrade}x" if options.degrade else ""
-        raise InputError(describe(pair.image, f"is {scene.width} x {scene.height} px{made}, smaller than one chip of "
-                                              f"{size} px (give a smaller --size)"))
+        raise refuse("S2N-CHIP-SCENE-SMALL", pair.image, width=scene.width, height=scene.height, made=made, size=size)
     # chip windows that overlap the mask's bounds, on a grid of stride
     inv = ~scene.transform
     c_a, r_a = inv * (left, top)
@@ -385,7 +384,7 @@ def _read_regions(path):
     try:
         regions = gpd.read_file(path)
     except Exception as exc:
-        raise InputError(describe(path, f"not a vector file geopandas can read ({first_line(exc)})")) from exc
+        raise refuse("S2N-VECTOR-UNREADABLE", path, error=first_line(exc)) from exc
     if regions.empty or regions.crs is None:
-        raise InputError(describe(path, "test regions are empty or have no CRS"))
+        raise refuse("S2N-CHIP-TEST-REGIONS", path)
     return regions

@@ -8,7 +8,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from ..errors import InputError, describe
+from ..rulebook import refuse
 
 
 @dataclass
@@ -41,7 +41,7 @@ def build_ds_config(options: TrainOptions, world_size: int, device_type: str, bf
     """The DeepSpeed config from the options, with --deepspeed-config merged over it key by key
     (``bf16_supported``: whether the GPU has bf16, for precision "auto")."""
     if options.batch_size % world_size:
-        raise InputError(describe("--batch-size", f"{options.batch_size} is not divisible by the world size {world_size}"))
+        raise refuse("S2N-TRAIN-BATCH-WORLD", "--batch-size", batch_size=options.batch_size, world_size=world_size)
     precision = options.precision
     if precision == "auto":
         precision = ("bf16" if bf16_supported else "16") if device_type == "cuda" else "32"
@@ -84,7 +84,7 @@ def _check_contradictions(config: dict, options: TrainOptions) -> None:
                 ours = getattr(options, option)
             if theirs is not None and ours is not None and theirs != ours:
                 flag = "--" + option.replace("_", "-")
-                raise InputError(describe("--deepspeed-config", f"{'.'.join(path)} = {theirs!r} contradicts {flag} ({ours!r})"))
+                raise refuse("S2N-DEEPSPEED-CONFIG-CONTRADICTS", "--deepspeed-config", key='.'.join(path), theirs=theirs, flag=flag, ours=ours)
 
 
 def _get(d: dict, path: tuple):
@@ -107,11 +107,11 @@ def read_deepspeed_config(path) -> dict:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
     except FileNotFoundError as exc:
-        raise InputError(describe(path, "DeepSpeed config not found")) from exc
+        raise refuse("S2N-DEEPSPEED-CONFIG-NOT-FOUND", path) from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(describe(path, f"DeepSpeed config is not valid JSON ({exc})")) from exc
+        raise refuse("S2N-DEEPSPEED-CONFIG-JSON", path, error=exc) from exc
     if not isinstance(data, dict):
-        raise InputError(describe(path, "DeepSpeed config must be a JSON object"))
+        raise refuse("S2N-DEEPSPEED-CONFIG-OBJECT", path)
     return data
 
 

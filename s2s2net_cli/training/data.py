@@ -17,15 +17,15 @@ from pathlib import Path
 import numpy as np
 import rasterio
 import torch
+from rasterio.errors import RasterioIOError
 from scipy import ndimage
 from torch.utils.data import Dataset
 
-from rasterio.errors import RasterioIOError
-
 from ..bands import BandSpec, normalise
-from ..errors import InputError, describe, first_line
+from ..errors import first_line
 from ..formats import NODATA, dn_to_reflectance, valid_mask
 from ..grid import SCALE_FACTOR
+from ..rulebook import refuse
 from .losses import IGNORE
 
 
@@ -66,16 +66,16 @@ def read_chip_index(chips_dir):
     chips_dir = Path(chips_dir)
     index = chips_dir / "index.gpkg"
     if not chips_dir.is_dir():
-        raise InputError(describe(chips_dir, "chips folder not found"))
+        raise refuse("S2N-CHIPS-NOT-FOUND", chips_dir)
     if not index.exists():
-        raise InputError(describe(chips_dir, "has no index.gpkg; make chips with `s2s2net chip`"))
+        raise refuse("S2N-CHIPS-NO-INDEX", chips_dir)
     try:
         gdf = gpd.read_file(index)
     except Exception as exc:
-        raise InputError(describe(index, f"chip index cannot be read ({first_line(exc)})")) from exc
+        raise refuse("S2N-CHIPS-INDEX-UNREADABLE", index, error=first_line(exc)) from exc
     missing = {"image", "mask", "split"} - set(gdf.columns)
     if missing:
-        raise InputError(describe(index, f"chip index lacks column(s) {', '.join(sorted(missing))}"))
+        raise refuse("S2N-CHIPS-INDEX-COLUMNS", index, missing=', '.join(sorted(missing)))
     return gdf
 
 
@@ -140,8 +140,7 @@ def _on_fine_grid(mask: np.ndarray, image_shape: tuple[int, int], path: Path) ->
         return mask, 1
     if mask.shape == tuple(image_shape):
         return np.repeat(np.repeat(mask, SCALE_FACTOR, axis=0), SCALE_FACTOR, axis=1), SCALE_FACTOR
-    raise InputError(describe(path, f"mask is {mask.shape[1]} x {mask.shape[0]} px; its image needs "
-                                    f"{fine[1]} x {fine[0]} (2 m) or {image_shape[1]} x {image_shape[0]} (10 m)"))
+    raise refuse("S2N-CHIPS-MASK-SIZE", path, width=mask.shape[1], height=mask.shape[0], fine_width=fine[1], fine_height=fine[0], width_10m=image_shape[1], height_10m=image_shape[0])
 
 
 def _read_chip(path: Path):
@@ -149,7 +148,7 @@ def _read_chip(path: Path):
         with rasterio.open(path) as src:
             return src.read(), src.nodata
     except RasterioIOError as exc:
-        raise InputError(describe(path, f"chip cannot be read ({first_line(exc)})")) from exc
+        raise refuse("S2N-CHIPS-CHIP-UNREADABLE", path, error=first_line(exc)) from exc
 
 
 def chip_splits(chips_dir, seed: int = 42, val_fraction: float = 0.1) -> tuple[list[ChipRecord], list[ChipRecord]]:
@@ -161,11 +160,11 @@ def chip_splits(chips_dir, seed: int = 42, val_fraction: float = 0.1) -> tuple[l
     train = [ChipRecord(chips_dir / r.image, chips_dir / r.mask, source) for r in gdf.itertuples() if r.split == "train"]
     val = [ChipRecord(chips_dir / r.image, chips_dir / r.mask, source) for r in gdf.itertuples() if r.split == "val"]
     if not train and not val:
-        raise InputError(describe(chips_dir / "index.gpkg", "has no chips in the train or val split"))
+        raise refuse("S2N-CHIPS-NO-TRAIN-VAL", chips_dir / "index.gpkg")
     for record in train[:1] + val[:1]:
         for path in (record.image, record.mask):
             if not path.exists():
-                raise InputError(describe(path, "listed in index.gpkg but missing"))
+                raise refuse("S2N-CHIPS-CHIP-MISSING", path)
     return (train, val) if val else held_out(train, seed, val_fraction)
 
 
@@ -195,7 +194,7 @@ def source_splits(chips_dirs: list, seed: int = 42) -> tuple[list[ChipRecord], l
         train += [ChipRecord(r.image, r.mask, name) for r in t]
         val += [ChipRecord(r.image, r.mask, name) for r in v]
     if not train:
-        raise InputError(describe(dirs[0] / "index.gpkg", "has no chips in the train split"))
+        raise refuse("S2N-CHIPS-NO-TRAIN", dirs[0] / "index.gpkg")
     return train, val
 
 
@@ -204,8 +203,7 @@ def check_source_weights(weights: dict[str, float], records: list[ChipRecord]) -
     sources = sorted({r.source for r in records})
     for name in weights:
         if name not in sources:
-            raise InputError(describe("--source-weight", f"no chips folder named {name!r} among the training "
-                                                         f"sources ({', '.join(sources)})"))
+            raise refuse("S2N-TRAIN-SOURCE-WEIGHT", "--source-weight", name=name, sources=', '.join(sources))
 
 
 def weighted_order(records: list[ChipRecord], weights: dict[str, float], seed: int, epoch: int) -> list[int]:

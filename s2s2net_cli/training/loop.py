@@ -25,17 +25,30 @@ from torch.utils.data import DataLoader, default_collate
 
 from ..bands import BAND_NAMES, BandSpec
 from ..checkpoint import WeightsCard, load_weights
-from ..errors import InputError, describe
 from ..formats import NODATA
 from ..metrics import scores_from_counts
 from ..model import ModelConfig, S2S2Net, widen_inputs
+from ..rulebook import refuse
 from ..world import World
 from .checkpoints import export_weights, save_checkpoint, weights_only_loading
 from .config import TrainOptions, build_ds_config, lr_factor
-from .data import Augment, ChipDataset, check_source_weights, source_splits, weighted_order
+from .data import (
+    Augment,
+    ChipDataset,
+    check_source_weights,
+    source_splits,
+    weighted_order,
+)
 from .losses import WaterLoss
-from .run_folder import (CHECKPOINTS, Records, check_resume_matches, check_run_dir, prepare_run_dir, truncate_metrics,
-                         write_config)
+from .run_folder import (
+    CHECKPOINTS,
+    Records,
+    check_resume_matches,
+    check_run_dir,
+    prepare_run_dir,
+    truncate_metrics,
+    write_config,
+)
 
 AUGMENTS = {"none": Augment.none, "geometric": Augment, "full": Augment.radiometric}
 
@@ -67,8 +80,7 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
         options.max_steps = 1000
     init_state, init_card = (load_weights(options.init_weights) if options.init_weights else (None, None))
     if options.water_indices and init_card and tuple(init_card.bands.names) != BAND_NAMES:
-        raise InputError(describe(options.init_weights, f"reads bands {', '.join(init_card.bands.names)}; --water-indices "
-                                                         f"needs {', '.join(BAND_NAMES)} in that order"))
+        raise refuse("S2N-TRAIN-INIT-BANDS", options.init_weights, bands=', '.join(init_card.bands.names), needs=', '.join(BAND_NAMES))
     splits = source_splits(chips_dirs, options.seed)
     check_source_weights(options.source_weights, splits[0])
     check_run_dir(run_dir, options, inputs=[*chips_dirs, options.init_weights])
@@ -214,8 +226,7 @@ def plan_steps(n_train: int, world: World, micro: int, options: TrainOptions, ch
     """Steps per epoch (each rank takes ``micro`` of its share of the chips a step) and steps in all."""
     steps_per_epoch = (n_train // world.size) // micro
     if steps_per_epoch == 0:
-        raise InputError(describe(chips_dir, f"{n_train} training chips are fewer than one global batch of "
-                                             f"{options.batch_size}"))
+        raise refuse("S2N-TRAIN-TOO-FEW-CHIPS", chips_dir, n_train=n_train, batch_size=options.batch_size)
     return steps_per_epoch, options.max_steps if options.max_steps is not None else options.epochs * steps_per_epoch
 
 
@@ -224,7 +235,7 @@ def resume(engine, ckpt_dir: Path, dtype: torch.dtype) -> tuple[int, float | Non
     with weights_only_loading(ckpt_dir):
         _, client = engine.load_checkpoint(str(ckpt_dir), load_optimizer_states=True, load_lr_scheduler_states=True)
     if client is None:
-        raise InputError(describe(ckpt_dir, "checkpoint could not be loaded"))
+        raise refuse("S2N-TRAIN-CHECKPOINT-UNLOADABLE", ckpt_dir)
     cast_norm_buffers(engine.module, dtype)
     return int(client["step"]), client.get("best_f1")
 
@@ -291,7 +302,9 @@ def validate(engine, val_ds: ChipDataset, world: World, micro: int, dtype: torch
     averaged over each cell, water where half of it is, as ``evaluate`` scores it); with
     several sources each score is the mean of the sources' scores, so that each counts alike
     whatever its number of pixels, and ``sources`` holds each one's."""
-    from torchmetrics.classification import BinaryStatScores  # heavy: only validation needs it
+    from torchmetrics.classification import (
+        BinaryStatScores,  # heavy: only validation needs it
+    )
 
     engine.eval()
     if len(val_ds) == 0:

@@ -14,8 +14,9 @@ import segmentation_models_pytorch
 import torch
 
 from .. import __version__
-from ..errors import InputError, OutputExistsError, UsageError, describe, first_line
+from ..errors import first_line
 from ..io import atomic_path, lies_in
+from ..rulebook import refuse
 from .config import TrainOptions
 
 CHECKPOINTS = "checkpoints"  # the DeepSpeed checkpoints' folder inside the run folder
@@ -33,14 +34,13 @@ def check_run_dir(run_dir: Path, options: TrainOptions, inputs=()) -> None:
     ckpt = run_dir / CHECKPOINTS
     if options.resume:
         if not (ckpt / "latest").exists():
-            raise InputError(describe(run_dir, "nothing to resume (no checkpoints/latest)"))
+            raise refuse("S2N-RESUME-NOTHING", run_dir)
     elif run_dir.exists() and any(run_dir.iterdir()) and not options.overwrite:
-        raise OutputExistsError(describe(run_dir, "already exists (use --resume to continue or --overwrite to start over)"))
+        raise refuse("S2N-RUN-EXISTS", run_dir)
     elif run_dir.exists() and options.overwrite:
         inside = next((i for i in inputs if i is not None and lies_in(i, run_dir)), None)
         if inside is not None:
-            raise UsageError(describe(inside, f"lies in {run_dir}, which --overwrite empties before training: "
-                                              "train into another folder (or move it out first)"))
+            raise refuse("S2N-RUN-INPUT-INSIDE", inside, run_dir=run_dir)
 
 
 def prepare_run_dir(run_dir: Path, options: TrainOptions) -> None:
@@ -63,28 +63,23 @@ def check_resume_matches(run_dir: Path, options: TrainOptions, world: int, chips
         config = json.loads((run_dir / "config.json").read_text())
         was = int(config["world_size"]), int(config["options"]["batch_size"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InputError(describe(run_dir / "config.json", f"cannot be read to resume the run ({first_line(exc)})")) from exc
+        raise refuse("S2N-RESUME-CONFIG-UNREADABLE", run_dir / "config.json", error=first_line(exc)) from exc
     if was != (world, options.batch_size):
-        raise InputError(describe(run_dir, f"was started with {ranks_text(was[0])} and --batch-size {was[1]}; resume it with "
-                                           f"the same (this run: {ranks_text(world)}, --batch-size {options.batch_size})"))
+        raise refuse("S2N-RESUME-WORLD", run_dir, ranks=ranks_text(was[0]), batch_was=was[1], ranks_now=ranks_text(world), batch_size=options.batch_size)
     started_with_indices = bool(config["options"].get("water_indices", False))
     if started_with_indices != options.water_indices:  # the network's first layer differs: its checkpoints would not load
-        raise InputError(describe(run_dir, f"was started {'with' if started_with_indices else 'without'} --water-indices; "
-                                           "resume it the same way"))
+        raise refuse("S2N-RESUME-WATER-INDICES", run_dir, with_or_without='with' if started_with_indices else 'without')
     started_edges = config["options"].get("label_edges", "whole")
     if started_edges != options.label_edges:
-        raise InputError(describe(run_dir, f"was started with --label-edges {started_edges}; resume it the same way"))
+        raise refuse("S2N-RESUME-LABEL-EDGES", run_dir, started_edges=started_edges)
     started_on = config.get("chips_folders") or config.get("chips", "").split(", ")  # the joined names: before the list
     if any(started_on) and _folder_names(started_on) != _folder_names(chips_dirs):
-        raise InputError(describe(run_dir, f"was started on the chips of {config['chips']}; resume it on the same (this "
-                                           f"run: {', '.join(map(str, chips_dirs))})"))
+        raise refuse("S2N-RESUME-CHIPS", run_dir, was=config['chips'], now=', '.join(map(str, chips_dirs)))
     now = asdict(options)
     for name in KEPT_ON_RESUME:
         if name in config["options"] and config["options"][name] != now[name]:
             flag = "--source-weight" if name == "source_weights" else "--" + name.replace("_", "-")
-            raise InputError(describe(run_dir, f"was started with {flag} {_shown(config['options'][name])}; resume it with "
-                                               f"the same (this run: {_shown(now[name])}), or start a new run from its "
-                                               f"weights (--init-weights {run_dir / 'last.safetensors'})"))
+            raise refuse("S2N-RESUME-OPTION", run_dir, flag=flag, was=_shown(config['options'][name]), now=_shown(now[name]), weights=run_dir / 'last.safetensors')
 
 
 def _folder_names(paths) -> list[str]:

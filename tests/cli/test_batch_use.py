@@ -18,7 +18,7 @@ from affine import Affine
 
 from s2s2net_cli.synthetic.scenes import make_pair, write_pair
 
-from ..conftest import run_cli, write_raster
+from ..conftest import codes, refused, run_cli, write_raster
 from ..sources.product_factory import write_band_files, write_item
 
 FAST = ("--tile-size", 32, "--overlap", 8)
@@ -164,10 +164,9 @@ def test_skip_existing_makes_the_vectors_and_rivers_a_skipped_mask_lacks(tmp_pat
 def test_a_file_name_of_another_format_or_one_mask_for_several_scenes_is_refused(tmp_path, random_weights):
     a, b = scene(tmp_path, "a.tif", 1), scene(tmp_path, "b.tif", 2)
     r = run_cli("predict", a, "-o", tmp_path / "water.png", "--weights", random_weights, *FAST)
-    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
-        f"Error: {tmp_path / 'water.png'}: predict writes a GeoTIFF: name it .tif (or give a folder, ending in /)"]
+    assert refused(r, "S2N-OUTPUT-NOT-TIF", 2, tmp_path / "water.png") and len(r.stderr.strip().splitlines()) == 1
     r = run_cli("predict", a, b, "-o", tmp_path / "water.tif", "--weights", random_weights, *FAST)
-    assert r.returncode == 2 and "2 scenes need a folder" in r.stderr
+    assert refused(r, "S2N-OUTPUT-NEEDS-FOLDER", 2, tmp_path / "water.tif"), r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tif", "b.tif"]
 
 
@@ -195,7 +194,7 @@ def test_an_output_named_for_another_format_is_refused_in_one_line(tmp_path, ran
     before = sorted(p.name for p in tmp_path.iterdir())
     r = run_cli(command, *args, option, tmp_path / name)
     assert r.returncode == 2
-    assert r.stderr.strip().splitlines()[-1] == f"Error: Invalid value for {_hint(option)}: {name}: {writes}"
+    assert r.stderr.strip().splitlines()[-1] == f"Error: Invalid value for {_hint(option)}: {name}: {writes} [S2N-OUTPUT-SUFFIX]"
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
@@ -263,14 +262,13 @@ def test_a_0_255_label_is_not_told_to_declare_its_water_nodata(tmp_path):
     path = write_raster(tmp_path / "label.tif", label, transform=p.transform, crs=p.crs)
     r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", path)
     lines = [l for l in r.stderr.splitlines() if l.strip()]
-    assert r.returncode == 1 and lines == [f"Error: {path}: holds 255 besides land 0, and no water 1: if 255 is water "
-                                           "(a 0/255 mask), make it 1; if it means nodata, give the value that means "
-                                           "nodata with --nodata"]
+    assert refused(r, "S2N-MASK-NO-WATER-VALUE", 1, path) and len(lines) == 1
+    assert lines[0].index("if 255 is water") < lines[0].index("--nodata")  # water first: --nodata would drop it
     # a chip with no water and clouds as -1 (a Sen1Floods11 negative): -1 is not taken for water
     negative = write_raster(tmp_path / "negative.tif", np.where(label > 0, -1, 0).astype("int16"), transform=p.transform,
                             crs=p.crs)
     r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", negative)
-    assert r.returncode == 1 and f"{negative}: holds values -1 besides water 1, land 0: give the value" in r.stderr
+    assert refused(r, "S2N-MASK-VALUES", 1, negative) and "holds values -1 besides" in r.stderr
 
 
 def test_a_0_255_label_tagged_nodata_255_is_warned_of(tmp_path, random_weights):
@@ -282,15 +280,17 @@ def test_a_0_255_label_tagged_nodata_255_is_warned_of(tmp_path, random_weights):
     water = p.mask.reshape(40, 5, 40, 5).mean(axis=(1, 3)) >= 0.5
     path = write_raster(tmp_path / "label.tif", water.astype("uint8") * 255, transform=p.transform, crs=p.crs,
                         nodata=255)
-    said = (f"{path}: holds no water 1, and {water.mean():.1%} of it is its nodata 255, left out as unseen: if 255 "
-            "marks water (a 0/255 mask tagged nodata 255), make it 1 and give it another nodata value")
+    said = f"{path}: holds no water 1, and {water.mean():.1%} of it is its nodata 255"
     r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", path, "--json")
-    assert r.returncode == 0 and said in r.stderr and json.loads(r.stdout)["rows"][0]["images"][0]["warnings"] == [said]
+    warned = json.loads(r.stdout)["rows"][0]["images"][0]["warnings"]
+    assert r.returncode == 0 and codes(r.stderr) == ["S2N-MASK-NO-WATER-NODATA"] and said in r.stderr
+    assert [w["code"] for w in warned] == ["S2N-MASK-NO-WATER-NODATA"] and warned[0]["message"].startswith(said)
     r = run_cli("chip", "--pair", tmp_path / "s.tif", path, "-o", tmp_path / "chips", "--size", 16, "--json")
-    assert r.returncode == 0 and said in r.stderr and json.loads(r.stdout)["warnings"] == [said]
+    warned = json.loads(r.stdout)["warnings"]
+    assert r.returncode == 0 and codes(r.stderr)[0] == "S2N-MASK-NO-WATER-NODATA" and warned[0]["message"].startswith(said)
     fine = write_raster(tmp_path / "fine.tif", water.astype("uint8"), transform=p.transform, crs=p.crs, nodata=255)
     r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", fine, "--json")
-    assert r.returncode == 0 and "no water 1" not in r.stderr and json.loads(r.stdout)["rows"][0]["images"][0]["warnings"] == []
+    assert r.returncode == 0 and codes(r.stderr) == [] and json.loads(r.stdout)["rows"][0]["images"][0]["warnings"] == []
     dry = write_raster(tmp_path / "dry.tif", np.full((6, 40, 40), 900, "uint16"), transform=p.transform, crs=p.crs)
     r = run_cli("predict", dry, "-o", tmp_path / "dry_water.tif", "--weights", random_weights, *FAST, "--bands",
                 "1,2,3,4,5,6", "--threshold", 1.0)
@@ -314,10 +314,8 @@ def test_a_label_whose_nodata_is_land_or_water_is_refused(tmp_path, nodata):
                     ["chip", "--pair", tmp_path / "s.tif", path, "-o", tmp_path / "chips", "--size", 16]):
         r = run_cli(*command)
         lines = [l for l in r.stderr.splitlines() if l.strip()]
-        assert r.returncode == 1 and len(lines) == 1, r.stderr
-        assert lines[0] == (f"Error: {path}: its nodata value is {nodata}, which a mask means as {kind} "
-                            f"(water 1, land 0): every {kind} pixel would be left out; give the value that means nodata with --nodata if "
-                            "another value means it, or remove the nodata value (rio edit-info --unset-nodata)")
+        assert refused(r, "S2N-MASK-NODATA-IS-CLASS", 1, path) and len(lines) == 1, r.stderr
+        assert f"its nodata value is {nodata}, which a mask means as {kind}" in lines[0]
     assert not (tmp_path / "chips").exists()
     r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", path, "--json", "--nodata", 255)
     assert r.returncode == 0 and json.loads(r.stdout)["rows"][0]["pixels"] == 40 * 40  # land and water both counted
@@ -331,18 +329,16 @@ def test_a_raster_of_several_bands_given_as_a_mask_is_refused(tmp_path):
     write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
     two = np.stack([p.mask, 1 - p.mask]).astype("uint8")
     path = write_raster(tmp_path / "two.tif", two, transform=p.transform * Affine.scale(1 / 5), crs=p.crs)
-    said = f"Error: {path}: has 2 bands, where a mask has one (water 1, land 0)"
+
     for command in (["evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", path],
                     ["chip", "--pair", tmp_path / "s.tif", path, "-o", tmp_path / "chips", "--size", 16],
                     ["rivers", path, "-o", tmp_path / "rivers.gpkg"],
                     ["occurrence", "--from-masks", path, tmp_path / "m.tif", "-o", tmp_path / "occ.tif", "--strict"]):
         r = run_cli(*command)
-        assert r.returncode == 1 and [l for l in r.stderr.splitlines() if l.strip()] == [said], r.stderr
+        assert refused(r, "S2N-MASK-BAND-COUNT", 1, path) and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not [f for f in ("chips", "rivers.gpkg", "occ.tif") if (tmp_path / f).exists()]
     r = run_cli("occurrence", "--from-masks", tmp_path / "s.tif", "-o", tmp_path / "occ.tif", "--strict")
-    assert r.returncode == 1 and r.stderr.strip().splitlines()[-1] == (
-        f"Error: {tmp_path / 's.tif'}: has 6 bands, where a mask has one (water 1, land 0): a scene is read as a date "
-        "without --from-masks")
+    assert refused(r, "S2N-MASK-BAND-COUNT", 1, tmp_path / "s.tif") and "a scene is read as a date" in r.stderr
 
 
 def test_compare_plot_draws_declared_nodata_as_left_out(tmp_path):

@@ -24,7 +24,7 @@ def test_python_dash_m_is_the_same_cli_and_takes_the_launchers_local_rank(tmp_pa
     again = subprocess.run([sys.executable, "-m", "s2s2net_cli", "--local-rank", "1", "synth", str(tmp_path), "--size", "16"],
                            capture_output=True, text=True)
     assert again.returncode == 1
-    assert again.stderr.strip().splitlines() == [f"Error: {tmp_path / 'synth_0_scene.tif'}: already exists (use --overwrite to replace it)"]
+    assert again.stderr.strip().splitlines() == [f"Error: {tmp_path / 'synth_0_scene.tif'}: already exists (use --overwrite to replace it) [S2N-OUTPUT-EXISTS]"]
 
 
 

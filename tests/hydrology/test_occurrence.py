@@ -12,7 +12,7 @@ from affine import Affine
 
 from s2s2net_cli.world import free_port
 
-from ..conftest import run_cli, write_raster
+from ..conftest import codes, refused, run_cli, write_raster
 
 T2 = Affine(2, 0, 600000, 0, -2, 5000000)
 N = 96  # px a side
@@ -128,9 +128,8 @@ def test_a_probability_raster_counts_from_its_threshold_and_a_mask_of_other_valu
     assert {d["source"]: d["water_km2"] for d in json.loads(r.stdout)["dates"]}[str(prob)] == pytest.approx(wet_then.sum() * 4e-6, abs=1e-6)
     classes = write_raster(tmp_path / "classes.tif", mask * 255, transform=T2)  # water 255, no nodata tag
     r = run_cli("occurrence", paths[0], classes, "--from-masks", "-o", tmp_path / "occ2.tif")  # not a date to skip
-    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
-        f"Error: {classes}: holds values 255 besides water 1, land 0: tag the value that means nodata "
-        "(rio edit-info --nodata), or make water 1 and land 0"]
+    assert refused(r, "S2N-MASK-VALUES", 1, classes) and len(r.stderr.strip().splitlines()) == 1
+    assert "holds values 255 besides water 1, land 0: tag the value that means nodata (rio edit-info" in r.stderr
     assert not (tmp_path / "occ2.tif").exists()
 
 
@@ -181,8 +180,8 @@ def test_occurrence_from_scenes_counts_what_predict_writes(tmp_path):
     r = run_cli("occurrence", *scenes, "-o", tmp_path / "occ.tif", "--json", *args)
     assert r.returncode == 0, r.stderr
     said = {Path(d["source"]).name: d["warnings"] for d in json.loads(r.stdout)["dates"]}
-    assert said["s0.tif"] == [] and len(said["s1.tif"]) == 1
-    assert said["s1.tif"][0].startswith(f"{scenes[1]}: its bands are not described") and said["s1.tif"][0] in r.stderr
+    assert said["s0.tif"] == [] and [w["code"] for w in said["s1.tif"]] == ["S2N-BANDS-UNDESCRIBED"]
+    assert said["s1.tif"][0]["message"].startswith(f"{scenes[1]}: ") and codes(r.stderr) == ["S2N-BANDS-UNDESCRIBED"]
     masks = []
     for k, s in enumerate(scenes):
         assert run_cli("predict", s, "-o", tmp_path / f"p{k}.tif", *args).returncode == 0
@@ -259,19 +258,18 @@ def test_one_file_or_one_acquisition_named_twice_is_refused(tmp_path):
     r = run_cli("occurrence", *paths, tmp_path / "." / paths[0].name, "--from-masks", "-o", tmp_path / "o.tif")
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     again = tmp_path / "." / paths[0].name
-    assert r.returncode == 1 and lines == [f"Error: {again}: is named twice (also as {paths[0]}): each date is counted "
-                                           "once, so name it once"]
+    assert refused(r, "S2N-OCCURRENCE-SCENE-TWICE", 1, again) and len(lines) == 1 and f"(also as {paths[0]})" in r.stderr
     l2a, l1c, next_tile = (shutil.copy(source, tmp_path / name) for name, source in (
         ("S2A_MSIL2A_20210315T103021_N0509_R108_T31UFU_20210315T140000_water.tif", paths[1]),
         ("S2A_MSIL1C_20210315T103021_N0500_R108_T31UFU_20210315T120000_water.tif", paths[1]),
         ("S2A_MSIL2A_20210315T103021_N0509_R108_T31UFV_20210315T140000_water.tif", paths[2])))
     r = run_cli("occurrence", paths[0], l2a, l1c, "--from-masks", "-o", tmp_path / "o.tif")
     said = f"{l1c}: holds the same acquisition as {l2a} (S2A 20210315T103021 R108 T31UFU)"
-    assert r.returncode == 1 and said in r.stderr
+    assert refused(r, "S2N-OCCURRENCE-ACQUISITION-TWICE", 1, said)
     assert not (tmp_path / "o.tif").exists()
     item = shutil.copy(paths[1], tmp_path / "S2A_MSIL2A_20210315T103021_R108_T31UFU_20210316T000000.tif")  # an MPC id
     r = run_cli("occurrence", paths[0], l2a, item, "--from-masks", "-o", tmp_path / "o.tif")
-    assert r.returncode == 1 and f"{item}: holds the same acquisition as {l2a}" in r.stderr
+    assert refused(r, "S2N-OCCURRENCE-ACQUISITION-TWICE", 1, f"{item}: holds the same acquisition as {l2a}")
     r = run_cli("occurrence", paths[0], l2a, next_tile, "--from-masks", "-o", tmp_path / "o.tif", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["counted"] == 3
     assert np.array_equal(read(tmp_path / "o.tif")[0][1], water)
@@ -289,17 +287,15 @@ def test_dates_from_a_csv_order_the_dates_and_a_date_that_is_not_iso_is_refused(
     assert r.returncode == 0, r.stderr
     assert [(Path(d["source"]).name, d["date"]) for d in json.loads(r.stdout)["dates"]] == [
         ("lake_1.tif", "2021-01-15"), ("lake_2.tif", "2021-02-15"), ("lake_0.tif", "2021-03-15")]
-    for text, says in (("scene,date\nlake_0.tif,15/03/2021\n", "line 2: '15/03/2021' for lake_0.tif is not an ISO "
-                                                              "date (YYYY-MM-DD)"),
-                       ("scene,date\nlake_0.tif,2021-03-15\nlake_1.tif,\n", "line 3: '' for lake_1.tif is not an ISO "
-                                                                          "date (YYYY-MM-DD)"),
-                       ("scene,date\nlake_0.tif,2021-03-15\nlake_0.tif,2021-04-15\n",
-                        "line 3: lake_0.tif is given two dates, 2021-03-15 and 2021-04-15"),
-                       ("name,when\nlake_0.tif,2021-03-15\n", "needs the columns scene,date")):
+    for text, code, says in (("scene,date\nlake_0.tif,15/03/2021\n", "S2N-DATES-NOT-ISO", "line 2: '15/03/2021'"),
+                             ("scene,date\nlake_0.tif,2021-03-15\nlake_1.tif,\n", "S2N-DATES-NOT-ISO", "line 3: ''"),
+                             ("scene,date\nlake_0.tif,2021-03-15\nlake_0.tif,2021-04-15\n", "S2N-DATES-TWICE",
+                              "line 3: lake_0.tif is given two dates, 2021-03-15 and 2021-04-15"),
+                             ("name,when\nlake_0.tif,2021-03-15\n", "S2N-DATES-COLUMNS", "")):
         bad = tmp_path / "bad.csv"
         bad.write_text(text)
         r = run_cli("occurrence", *named, "--from-masks", "-o", tmp_path / "occ2.tif", "--dates", bad)
-        assert r.returncode == 1 and r.stderr.strip().splitlines() == [f"Error: {bad}: {says}"], r.stderr
+        assert refused(r, code, 1, f"{bad}: {says}") and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not (tmp_path / "occ2.tif").exists()
 
 
@@ -319,9 +315,8 @@ def test_two_stac_items_of_one_acquisition_are_refused_by_their_product_names(tm
                         "datetime": "2021-03-25T10:30:21Z"})
     fast = ("--weights", random_weights, "--tile-size", 32, "--overlap", 8)
     r = run_cli("occurrence", l2a, l1c, "-o", tmp_path / "o.tif", *fast)
-    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
-        f"Error: {l1c}: holds the same acquisition as {l2a} (S2A 20210315T103021 R108 T31UFU): it would be counted as "
-        "two dates; name one of them"]
+    assert refused(r, "S2N-OCCURRENCE-ACQUISITION-TWICE", 1, f"{l1c}: holds the same acquisition as {l2a} (S2A "
+                                                             "20210315T103021 R108 T31UFU)")
     zipped = tmp_path / uri.format("2A").replace(".SAFE", ".SAFE.zip")
     r = run_cli("occurrence", l2a, zipped, "-o", tmp_path / "o.tif", *fast)  # refused before the .zip is read
     assert r.returncode == 1 and f"{zipped}: holds the same acquisition as {l2a}" in r.stderr

@@ -105,7 +105,7 @@ def test_the_warnings_under_degrade_are_the_users_scenes_not_the_degraded_files(
     undescribed = write_raster(tmp_path / "undescribed.tif", dn, transform=T10, nodata=0)
     result = run_cli("evaluate", "--baseline", "ndwi", "--pair", undescribed, label, "--degrade", "5", "--json")
     said = json.loads(result.stdout)["rows"][0]["images"][0]["warnings"]
-    assert len(said) == 1 and said[0].startswith(f"{undescribed}: its bands are not described")
+    assert [w["code"] for w in said] == ["S2N-BANDS-UNDESCRIBED"] and said[0]["message"].startswith(f"{undescribed}: ")
 
 
 def test_compare_degrade_runs_models_and_baselines_on_the_same_degraded_pixels(tmp_path, random_weights):

@@ -16,6 +16,7 @@ from s2s2net_cli.formats import source_name, source_stem
 from s2s2net_cli.sources.scene import SceneReader
 from s2s2net_cli.cli.main import cli
 from s2s2net_cli.errors import InputError
+from s2s2net_cli.rulebook import S2S2NetWarning
 from s2s2net_cli.inference.predictor import PredictOptions, Predictor
 from s2s2net_cli.inference.runtime import DEFAULT_WEIGHTS
 from s2s2net_cli.formats import gdal_path
@@ -256,7 +257,8 @@ def test_an_offset_stack_warns_and_offset_option_restores_the_mask(tmp_path, cro
     expected, _, _ = predict(stack, tmp_path / "e.tif")
     r = invoke("predict", shifted, "-o", tmp_path / "w.tif", "--tile-size", SIZE, "--json")
     assert r.exit_code == 0
-    assert "--offset -1000" in json.loads(r.stdout)["scenes"][0]["warnings"][0]
+    warned = json.loads(r.stdout)["scenes"][0]["warnings"]
+    assert [w["code"] for w in warned] == ["S2N-OFFSET-MISSING"] and "--offset -1000" in warned[0]["message"]
     r = invoke("predict", shifted, "-o", tmp_path / "f.tif", "--tile-size", SIZE, "--overlap", 16, "--offset", -1000,
                "--json")
     assert json.loads(r.stdout)["scenes"][0]["warnings"] == []
@@ -268,7 +270,8 @@ def test_an_offset_stack_warns_and_offset_option_restores_the_mask(tmp_path, cro
                          .astype("uint8"), transform=t, crs=crs, nodata=255)
     scores = [json.loads(invoke("evaluate", "--pair", shifted, label, "--tile-size", SIZE, "--json", *extra).stdout)
               ["rows"][0] for extra in ([], ["--offset", -1000])]
-    assert "--offset -1000" in scores[0]["images"][0]["warnings"][0] and scores[1]["images"][0]["warnings"] == []
+    assert [w["code"] for w in scores[0]["images"][0]["warnings"]] == ["S2N-OFFSET-MISSING"]
+    assert scores[1]["images"][0]["warnings"] == []
     assert scores[1]["f1"] > scores[0]["f1"]
 
 
@@ -340,19 +343,22 @@ def test_a_dataarray_is_warned_of_as_a_scene_is(tmp_path, crop, stack):
     names = ["blue", "green", "red", "nir", "swir16", "swir22"]
     plain = rioxarray.open_rasterio(stack)
     shifted = (plain + 1000).where(plain > 0, 0).astype("uint16").assign_coords(band=names)
-    with pytest.warns(UserWarning, match="^DataArray: even the darkest 1 % of every band") as caught:
+    with pytest.warns(S2S2NetWarning, match="^DataArray: ") as caught:
         water = predict_dataarray(shifted, tile_size=SIZE, overlap=16)
-    said = [str(w.message) for w in caught if str(w.message).startswith("DataArray")]
-    assert water.attrs["warnings"] == said and len(said) == 1 and said[0].endswith("pass offset=-1000")
+    said = [w.message for w in caught if isinstance(w.message, S2S2NetWarning)]
+    assert [w.finding.code for w in said] == ["S2N-OFFSET-MISSING"] == water.attrs["warning_codes"]
+    assert water.attrs["warnings"] == [str(w) for w in said] and str(said[0]).endswith("pass offset=-1000")
     with warnings.catch_warnings(record=True) as caught:  # with its offset, bands by name: nothing to say
         warnings.simplefilter("always")
         assert predict_dataarray(shifted, offset=-1000, tile_size=SIZE, overlap=16).attrs["warnings"] == []
     assert not [w for w in caught if str(w.message).startswith("DataArray")]
     unnamed = plain.assign_coords(band=[1, 2, 3, 4, 5, 6])
     unnamed.attrs.pop("long_name", None)  # the stack's band descriptions, which rioxarray writes back
-    with pytest.warns(UserWarning, match="^DataArray: its bands are not described, so they are read as B02") as caught:
-        predict_dataarray(unnamed, tile_size=SIZE, overlap=16)
-    assert any("name them in its band coordinate (B02 ... B12, or blue" in str(w.message) for w in caught)
+    with pytest.warns(S2S2NetWarning, match="^DataArray: ") as caught:
+        water = predict_dataarray(unnamed, tile_size=SIZE, overlap=16)
+    assert water.attrs["warning_codes"] == ["S2N-DATAARRAY-BANDS-UNNAMED"]
+    assert [w.message.finding.code for w in caught if isinstance(w.message, S2S2NetWarning)] == [
+        "S2N-DATAARRAY-BANDS-UNNAMED"]
 
 
 def test_a_stac_item_given_by_url_is_fetched(tmp_path, crop, stack):

@@ -11,7 +11,7 @@ from shapely.geometry import Polygon, box
 
 from s2s2net_cli.synthetic.scenes import make_pair, write_pair
 
-from ..conftest import run_cli, write_raster
+from ..conftest import codes, run_cli, write_raster
 
 
 @pytest.fixture
@@ -125,8 +125,8 @@ def test_a_stack_that_still_carries_the_1000_offset_is_chipped_with_a_warning(tm
     r = run_cli("chip", "--pair", plus, tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 32, "--json")
     assert r.returncode == 0, r.stderr
     said = json.loads(r.stdout)["warnings"]
-    assert len(said) == 1 and said[0].startswith(f"{plus}: even the darkest 1 % of every band is brighter") and (
-        "pass --offset -1000" in said[0])
+    assert [w["code"] for w in said] == ["S2N-OFFSET-MISSING"] and said[0]["message"].startswith(f"{plus}: ")
+    assert said[0]["message"].endswith("pass --offset -1000")
     r = run_cli("chip", "--pair", plus, tmp_path / "m.tif", "-o", tmp_path / "fixed", "--size", 32, "--json",
                 "--offset", -1000)
     assert r.returncode == 0 and json.loads(r.stdout)["warnings"] == []
@@ -153,9 +153,9 @@ def test_a_scene_of_20m_pixels_is_chipped_with_a_warning(tmp_path):
                 "--json")
     assert r.returncode == 0, r.stderr
     said = json.loads(r.stdout)["warnings"]  # s20.tif's bands are undescribed: read in order, and said so
-    assert len(said) == 2 and said[0].startswith(f"{tmp_path / 's20.tif'}: its bands are not described")
-    assert said[1].startswith(f"{tmp_path / 's20.tif'}: pixels are about 20 m")
-    assert all(w in r.stderr for w in said)
+    assert [w["code"] for w in said] == ["S2N-BANDS-UNDESCRIBED", "S2N-PIXELS-NOT-10M"]
+    assert all(w["message"].startswith(f"{tmp_path / 's20.tif'}: ") and w["message"] in r.stderr for w in said)
+    assert codes(r.stderr) == ["S2N-BANDS-UNDESCRIBED", "S2N-PIXELS-NOT-10M"]
 
 
 def test_mask_in_web_mercator_at_1_3_m_lands_on_the_sub_grid(tmp_path):

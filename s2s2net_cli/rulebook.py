@@ -1,0 +1,481 @@
+"""The rulebook: every check s2s2net makes of what it is given, warnings and refusals alike.
+
+Each rule has a stable code (``S2N-SCENE-NO-CRS``), what it is (a warning, or a refusal of bad
+input, of options used together wrongly, of an output that exists, or a failure), and a message
+template. A template names the options that settle it as ``{o.NAME}`` (``{o.offset:-1000}`` with
+a value): the command line shows ``--offset -1000``, Python ``offset=-1000``. A check reports a
+:class:`Finding` (``finding``) or raises one (``raise refuse(...)``); the command line prints it
+with its code, ``--json`` carries the code, notebooks get it as an :class:`S2S2NetWarning`.
+
+    >>> raise refuse("S2N-SCENE-NO-CRS", "scene.tif")
+    >>> finding("S2N-OFFSET-MISSING", "scene.tif").message("python")
+
+``s2s2net checks`` lists the rules; tests assert codes, not prose.
+"""
+
+from __future__ import annotations
+
+import string
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .errors import InputError, OutputExistsError, S2S2NetError, UsageError, describe
+
+WARNING, INPUT, USAGE, EXISTS, FAILURE = "warning", "input", "usage", "exists", "failure"
+ERRORS = {INPUT: InputError, USAGE: UsageError, EXISTS: OutputExistsError, FAILURE: S2S2NetError}
+INTERFACES = ("cli", "python")
+
+# Options whose Python keyword is not the flag's name with "_" for "-".
+PYTHON_KEYWORDS = {"mask": "leave_out", "source_weight": "source_weights"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One check: its code, its kind (``warning``, ``input``, ``usage``, ``exists``, ``failure``)
+    and the template of its message (without the file it names)."""
+
+    code: str
+    kind: str
+    template: str
+
+    @property
+    def severity(self) -> str:
+        return "warning" if self.kind == WARNING else "error"
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The options that settle it, by name (``offset``, ``overwrite``)."""
+        fields = (f for _, f, _, _ in string.Formatter().parse(self.template) if f)
+        return tuple(dict.fromkeys(f[2:] for f in fields if f.startswith("o.")))
+
+    def text(self, interface: str = "cli") -> str:
+        """The template as ``interface`` reads it: its options named, its values as ``{name}``."""
+        return _Shown(interface).format(self.template)
+
+    def settled_by(self, interface: str) -> tuple[str, ...]:
+        """The options that settle it as ``interface`` (``cli`` or ``python``) names them."""
+        return tuple(format(_Option(name, interface)) for name in self.options)
+
+
+class _Option:
+    """An option as one interface names it: ``--offset -1000`` or ``offset=-1000``."""
+
+    def __init__(self, name: str, interface: str):
+        self.name, self.interface = name, interface
+
+    def __format__(self, value: str) -> str:
+        if self.interface == "cli":
+            flag = "--" + self.name.replace("_", "-")
+            return f"{flag} {value}" if value else flag
+        keyword = PYTHON_KEYWORDS.get(self.name, self.name)
+        return f"{keyword}={value}" if value else keyword
+
+
+class _Value:
+    """A value of a template, shown by its name."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __format__(self, spec: str) -> str:
+        return "{" + self.name + "}"
+
+
+class _Shown(string.Formatter):
+    """Formats a template with its options named and its values left as ``{name}``."""
+
+    def __init__(self, interface: str):
+        self.interface = interface
+
+    def get_field(self, field_name, args, kwargs):
+        if field_name.startswith("o."):
+            return _Option(field_name[2:], self.interface), field_name
+        return _Value(field_name), field_name
+
+    def convert_field(self, value, conversion):
+        return value
+
+
+class _Options:
+    def __init__(self, interface: str):
+        self.interface = interface
+
+    def __getattr__(self, name: str) -> _Option:
+        return _Option(name, self.interface)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one check found: its code, the file (or option) it names, and the values its message
+    is made of. ``str()`` is the command line's one line."""
+
+    code: str
+    path: Any = None
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def rule(self) -> Rule:
+        return RULES[self.code]
+
+    @property
+    def severity(self) -> str:
+        return self.rule.severity
+
+    def problem(self, interface: str = "cli") -> str:
+        """The message without the file it names."""
+        return self.rule.template.format(o=_Options(interface), **self.values)
+
+    def message(self, interface: str = "cli") -> str:
+        """``PATH: problem`` (just the problem when it names no file)."""
+        problem = self.problem(interface)
+        return problem if self.path is None else describe(self.path, problem)
+
+    def __str__(self) -> str:
+        return self.message("cli")
+
+    def __hash__(self) -> int:  # its values may be lists: the same message is the same finding
+        return hash((self.code, str(self.path), self.message("cli")))
+
+    def to_dict(self) -> dict:
+        """The finding as JSON carries it."""
+        return {"code": self.code, "severity": self.severity, "message": self.message("cli")}
+
+    def at(self, path) -> Finding:
+        """The same finding said of another file (a notebook's DataArray, not its temporary file)."""
+        return Finding(self.code, path, self.values)
+
+
+class S2S2NetWarning(UserWarning):
+    """A warning of s2s2net's rulebook, as notebooks see it; ``.finding.code`` names the rule."""
+
+    def __init__(self, finding: Finding):
+        super().__init__(finding.message("python"))
+        self.finding = finding
+
+
+def finding(code: str, path=None, **values) -> Finding:
+    """A finding of rule ``code`` about ``path``; KeyError for a code the rulebook lacks, and for
+    a value its template needs and is not given."""
+    result = Finding(code, path, values)
+    result.problem()  # a template and its values that do not fit fail here, where the check is
+    return result
+
+
+def refuse(code: str, path=None, **values) -> S2S2NetError:
+    """The error to raise for a refusal of rule ``code`` (``raise refuse(...) from exc``)."""
+    found = finding(code, path, **values)
+    if found.rule.kind == WARNING:
+        raise ValueError(f"{code} is a warning, not a refusal")
+    error = ERRORS[found.rule.kind](found.message("cli"))
+    error.finding = found
+    return error
+
+
+def warn(found: Finding, stacklevel: int = 2) -> None:
+    """Say ``found`` to Python's warnings machinery, in Python's terms."""
+    warnings.warn(S2S2NetWarning(found), stacklevel=stacklevel + 1)
+
+
+def code_of(exc: BaseException) -> str | None:
+    """The rule an error was raised by, if any."""
+    found = getattr(exc, "finding", None)
+    return found.code if found is not None else None
+
+
+def rules_table() -> list[dict]:
+    """Every rule, as ``s2s2net checks`` lists it."""
+    return [{"code": r.code, "severity": r.severity, "kind": r.kind, "message": r.text("cli"), "python_message": r.text("python"),
+             "cli": list(r.settled_by("cli")), "python": list(r.settled_by("python"))} for r in RULES.values()]
+
+
+def _book(*rules: Rule) -> dict[str, Rule]:
+    book = {}
+    for rule in rules:
+        if rule.code in book:
+            raise ValueError(f"rule {rule.code} is written twice")
+        if rule.kind not in (WARNING, *ERRORS):
+            raise ValueError(f"rule {rule.code}: unknown kind {rule.kind!r}")
+        book[rule.code] = rule
+    return book
+
+
+RULES = _book(
+    # options the command line parses (and their Python keywords)
+    Rule("S2N-SYSTEM-ERROR", FAILURE, "{kind}: {error}"),
+    Rule("S2N-OCCURRENCE-RANK-FAILED", FAILURE, "occurrence stopped: a date of another rank cannot be counted (that "
+                                                "rank's error names it)"),
+    Rule("S2N-CHECK-UNKNOWN", USAGE, "no rule {name} (s2s2net checks lists them)"),
+    Rule("S2N-OPTIONS-EXCLUSIVE", USAGE, "give {first} or {second}, not both"),
+    Rule("S2N-RESUME-OVERWRITE", USAGE, "{o.resume} continues a run; {o.overwrite} starts over: not both"),
+    Rule("S2N-PAIRS-MISSING", USAGE, "give {o.pair:IMAGE MASK} or {o.manifest:FILE}"),
+    Rule("S2N-OVERLAP-TILE", USAGE, "overlap {overlap} is larger than the tile size {tile_size}"),
+    Rule("S2N-BANDS-NOT-LIST", USAGE, "{value!r} is not a comma-separated list of band numbers"),
+    Rule("S2N-BANDS-OPTION-COUNT", USAGE, "needs 6 band indexes ({bands}), got {count}"),
+    Rule("S2N-BANDS-ONE-BASED", USAGE, "band indexes are 1-based"),
+    Rule("S2N-NAME-VALUE", USAGE, "{item!r} is not NAME=VALUE"),
+    Rule("S2N-OUTPUT-SUFFIX", USAGE, "{name}: {writes}: name it {named}"),
+    Rule("S2N-CREATION-OPTIONS", USAGE, "{problems}"),
+    Rule("S2N-DEVICE-UNKNOWN", USAGE, "{value!r} is not auto, cpu, cuda or cuda:N"),
+    Rule("S2N-BBOX-NOT-NUMBERS", USAGE, "{value!r} is not four numbers W,S,E,N"),
+    Rule("S2N-BBOX-NOT-FOUR", USAGE, "needs four numbers W,S,E,N"),
+    Rule("S2N-BBOX-NOT-FINITE", USAGE, "values must be finite"),
+    Rule("S2N-BBOX-LONGITUDE", USAGE, "longitudes must lie in -180..180"),
+    Rule("S2N-BBOX-LATITUDE", USAGE, "latitudes must lie in -90..90"),
+    Rule("S2N-BBOX-WEST-EAST", USAGE, "west {west:g} is not less than east {east:g}"),
+    Rule("S2N-BBOX-SOUTH-NORTH", USAGE, "south {south:g} is not less than north {north:g}"),
+    Rule("S2N-SOURCE-WEIGHT-NUMBER", USAGE, "{value!r} is not a number (NAME=W)"),
+    Rule("S2N-SOURCE-WEIGHT-NEGATIVE", USAGE, "{name}={value}: a weight is 0 or more"),
+    # sources/checks.py: how a scene was read (warnings)
+    Rule("S2N-BANDS-DESCRIBED-OTHER", WARNING, "band {index} is described as {description!r} but the model reads "
+                                               "{expected} there (input {position})"),
+    Rule("S2N-BANDS-UNDESCRIBED", WARNING, "its bands are not described, so they are read as {names} in that order; "
+                                           "give their 1-based indexes with {o.bands} (e.g. {o.bands:3,2,1,4,5,6} for "
+                                           "red, green, blue first) to say so and silence this"),
+    Rule("S2N-SCALE-IMPLAUSIBLE", WARNING, "median reflectance is {median:.4g} with scale {scale:g}; values look like "
+                                           "another scale (see {o.scale})"),
+    Rule("S2N-SCALE-EIGHT-BIT", WARNING, "no value is above {brightest}: this looks like an 8-bit picture of the scene "
+                                         "(0-255), not reflectance x {scale:g}; map the bands' own values (see {o.scale})"),
+    Rule("S2N-OFFSET-MISSING", WARNING, "even the darkest 1 % of every band is brighter than {limit:g} reflectance; a "
+                                        "stack from a product of processing baseline 04.00 or later (2022 on) stores DN "
+                                        "= 10000 x reflectance + 1000: pass {o.offset:-1000}"),
+    Rule("S2N-OFFSET-NOT-CARRIED", WARNING, "with the offset {offset} the darkest 1 % of {band} is {darkest:.3g} "
+                                            "reflectance, below zero: its DNs do not seem to carry the +1000 of "
+                                            "processing baseline 04.00 (a product before 2022, or a harmonized "
+                                            "collection's); without the offset ({o.offset:0} for a stack) the scene is "
+                                            "0.1 brighter"),
+    Rule("S2N-PIXELS-NOT-10M", WARNING, "pixels are about {metres:.3g} m, not Sentinel-2's 10 m that the network reads: "
+                                        "resample the scene to 10 m first (the output's pixels are {output_metres:.3g} "
+                                        "m)"),
+    Rule("S2N-DATAARRAY-BANDS-UNNAMED", WARNING, "its bands are not named, so they are read as {names} in that order; "
+                                                 "name them in its band coordinate (B02 ... B12, or blue, green, red, "
+                                                 "nir, swir16, swir22)"),
+    Rule("S2N-BANDS-TWICE", INPUT, "band {index} is given twice (as {said}): {bands} are six different bands"),
+    # labels.py: what a mask's values say
+    Rule("S2N-MASK-NO-WATER-NODATA", WARNING, "holds no water 1, and {share:.1%} of it is its nodata {value}, left out "
+                                              "as unseen: if {value} marks water (a 0/{value} mask tagged nodata "
+                                              "{value}), make it 1 and give it another nodata value"),
+    Rule("S2N-MASK-VALUES", INPUT, "holds values {shown} besides water 1, land 0{declared}: {declare_nodata}, or make "
+                                   "water 1 and land 0"),
+    # training/chips.py
+    Rule("S2N-CHIP-NONE-CUT", WARNING, "no chip was cut: all {windows} chip windows hold more nodata than "
+                                       "{o.max_nodata:{max_nodata:g}} allows (a scene reprojected to another grid has "
+                                       "nodata corners)"),
+    # aoi.py
+    Rule("S2N-VECTOR-UNREADABLE", INPUT, "not a vector file geopandas can read ({error})"),
+    Rule("S2N-AOI-NO-CRS", INPUT, "AOI has no CRS"),
+    Rule("S2N-AOI-EMPTY", INPUT, "AOI holds no geometry"),
+    Rule("S2N-AOI-CRS", INPUT, "AOI cannot be transformed to the scene's CRS ({error})"),
+    Rule("S2N-AOI-NO-OVERLAP", INPUT, "AOI does not overlap the scene {scene_name}"),
+    # baselines.py
+    Rule("S2N-BASELINE-UNKNOWN", INPUT, "unknown baseline (choose from {choices})"),
+    # batch.py
+    Rule("S2N-OUTPUT-NOT-TIF", USAGE, "predict writes a GeoTIFF: name it .tif (or give a folder, ending in /)"),
+    Rule("S2N-OUTPUT-IS-FILE", USAGE, "is a file; with several scenes -o names a folder"),
+    Rule("S2N-OUTPUT-NEEDS-FOLDER", USAGE, "names one mask; {count} scenes need a folder (one mask a scene in it): "
+                                           "give one ending in /"),
+    Rule("S2N-OUTPUT-SAME-NAME", USAGE, "{first} and {second} would both be written to {target}; predict them into "
+                                        "separate folders"),
+    Rule("S2N-OUTPUT-HELD", EXISTS, "{held}: {name} not skipped ({o.overwrite} replaces it; an -o ending in / writes "
+                                    "one mask a scene into a folder)"),
+    Rule("S2N-OUTPUT-OTHER-MODEL", EXISTS, "holds {name}'s mask made with {was}; this run makes it with {now}: not "
+                                           "skipped ({o.overwrite} replaces it)"),
+    # checkpoint.py
+    Rule("S2N-WEIGHTS-NO-BUNDLED", INPUT, "no bundled default model in this install; give a weights file"),
+    Rule("S2N-WEIGHTS-METADATA-INVALID", INPUT, "s2s2net metadata is invalid ({error})"),
+    Rule("S2N-WEIGHTS-DAMAGED", INPUT, "weights file is damaged ({error})"),
+    Rule("S2N-WEIGHTS-ARCHITECTURE", INPUT, "weights do not match the architecture ({which} tensor {name})"),
+    Rule("S2N-WEIGHTS-TENSOR-SHAPE", INPUT, "tensor {name} has shape {shape}, expected {expected}"),
+    Rule("S2N-WEIGHTS-IS-FOLDER", INPUT, "is a folder, not a weights file"),
+    Rule("S2N-WEIGHTS-NOT-FOUND", INPUT, "weights file not found"),
+    Rule("S2N-WEIGHTS-PERMISSION", INPUT, "weights file cannot be read (permission denied)"),
+    Rule("S2N-WEIGHTS-TOO-SHORT", INPUT, "not a safetensors weights file (too short)"),
+    Rule("S2N-WEIGHTS-NOT-SAFETENSORS", INPUT, "not a safetensors weights file{hint}"),
+    Rule("S2N-WEIGHTS-NOT-S2S2NET", INPUT, "a safetensors file, but not s2s2net weights (no s2s2net metadata)"),
+    Rule("S2N-WEIGHTS-METADATA-JSON", INPUT, "s2s2net metadata is not valid JSON"),
+    Rule("S2N-WEIGHTS-ANNOTATE-INVALID", INPUT, "weights of bands {bands}: {error}"),
+    # checkpoints.py
+    Rule("S2N-CHECKPOINT-NOT-WEIGHTS", INPUT, "checkpoint holds objects that are not weights; refusing to load it "
+                                              "({error})"),
+    # chips.py
+    Rule("S2N-CHIP-NO-PAIRS", INPUT, "no scene/mask pairs given"),
+    Rule("S2N-CHIP-FOLDER-HAS-CHIPS", EXISTS, "already holds chips (use {o.overwrite} to replace them)"),
+    Rule("S2N-CHIP-FOLDER-NOT-EMPTY", EXISTS, "is not empty and holds no chips: chip into a new or empty folder "
+                                              "({o.overwrite} would add them beside what it holds)"),
+    Rule("S2N-CHIP-TEST-ID", INPUT, "no scene with id {scene_id!r} (ids: {ids})"),
+    Rule("S2N-CHIP-INPUT-INSIDE", USAGE, "lies in {folder}, which {o.overwrite} clears before chipping: chip into "
+                                         "another folder"),
+    Rule("S2N-CHIP-SCENE-SMALL", INPUT, "is {width} x {height} px{made}, smaller than one chip of {size} px (give a "
+                                        "smaller {o.size})"),
+    Rule("S2N-CHIP-TEST-REGIONS", INPUT, "test regions are empty or have no CRS"),
+    # config.py
+    Rule("S2N-TRAIN-BATCH-WORLD", INPUT, "{batch_size} is not divisible by the world size {world_size}"),
+    Rule("S2N-DEEPSPEED-CONFIG-CONTRADICTS", INPUT, "{key} = {theirs!r} contradicts {flag} ({ours!r})"),
+    Rule("S2N-DEEPSPEED-CONFIG-NOT-FOUND", INPUT, "DeepSpeed config not found"),
+    Rule("S2N-DEEPSPEED-CONFIG-JSON", INPUT, "DeepSpeed config is not valid JSON ({error})"),
+    Rule("S2N-DEEPSPEED-CONFIG-OBJECT", INPUT, "DeepSpeed config must be a JSON object"),
+    # data.py
+    Rule("S2N-CHIPS-NOT-FOUND", INPUT, "chips folder not found"),
+    Rule("S2N-CHIPS-NO-INDEX", INPUT, "has no index.gpkg; make chips with `s2s2net chip`"),
+    Rule("S2N-CHIPS-INDEX-UNREADABLE", INPUT, "chip index cannot be read ({error})"),
+    Rule("S2N-CHIPS-INDEX-COLUMNS", INPUT, "chip index lacks column(s) {missing}"),
+    Rule("S2N-CHIPS-MASK-SIZE", INPUT, "mask is {width} x {height} px; its image needs {fine_width} x {fine_height} "
+                                       "(2 m) or {width_10m} x {height_10m} (10 m)"),
+    Rule("S2N-CHIPS-CHIP-UNREADABLE", INPUT, "chip cannot be read ({error})"),
+    Rule("S2N-CHIPS-NO-TRAIN-VAL", INPUT, "has no chips in the train or val split"),
+    Rule("S2N-CHIPS-CHIP-MISSING", INPUT, "listed in index.gpkg but missing"),
+    Rule("S2N-CHIPS-NO-TRAIN", INPUT, "has no chips in the train split"),
+    Rule("S2N-TRAIN-SOURCE-WEIGHT", INPUT, "no chips folder named {name!r} among the training sources ({sources})"),
+    # dataarray.py
+    Rule("S2N-DATAARRAY-DIMS", INPUT, "needs dimensions (band, y, x), has {dims}"),
+    Rule("S2N-DATAARRAY-NO-BAND", INPUT, "no band {band} (looked for {looked_for} in {names})"),
+    Rule("S2N-DATAARRAY-BAND-COUNT", INPUT, "{count} unnamed bands; the model needs 6 ({needs})"),
+    Rule("S2N-DATAARRAY-NO-CRS", INPUT, "has no CRS (set one with da.rio.write_crs)"),
+    # dates.py
+    Rule("S2N-DATES-UNREADABLE", INPUT, "cannot be read ({error})"),
+    Rule("S2N-DATES-COLUMNS", INPUT, "needs the columns scene,date"),
+    Rule("S2N-DATES-NOT-ISO", INPUT, "line {line}: {text!r} for {scene} is not an ISO date (YYYY-MM-DD)"),
+    Rule("S2N-DATES-TWICE", INPUT, "line {line}: {scene} is given two dates, {first} and {date}"),
+    # degraded.py
+    Rule("S2N-DEGRADE-SCENE-SMALL", INPUT, "is {width} x {height} px, smaller than one {block} x {block} px block of "
+                                           "{o.degrade:{factor}} (N x N cells, its SWIR 2 x 2 of those)"),
+    # evaluate.py
+    Rule("S2N-EVALUATE-MODEL-TWICE", INPUT, "two models have the same name (a weights file given twice?)"),
+    Rule("S2N-DEGRADE-REFERENCE-COARSE", INPUT, "its pixels ({reference:.4g}) are not finer than the scene degraded "
+                                                "by {o.degrade:{factor}} ({coarse:.4g}, in the scene's CRS units): it"
+                                                " cannot test the detail the network adds"),
+    # io.py
+    Rule("S2N-OUTPUT-EXISTS", EXISTS, "already exists (use {o.overwrite} to replace it)"),
+    Rule("S2N-OUTPUT-PERMISSION", FAILURE, "cannot write into {parent} (permission denied)"),
+    Rule("S2N-OUTPUT-IS-INPUT", USAGE, "is also an input{held}: writing it would replace what it is made from; write "
+                                       "the output elsewhere"),
+    Rule("S2N-OUTPUT-WRITE-FAILED", FAILURE, "could not be written ({error})"),
+    # labels.py
+    Rule("S2N-MASK-UNREADABLE", INPUT, "not a readable raster mask"),
+    Rule("S2N-MASK-NO-CRS", INPUT, "mask has no CRS"),
+    Rule("S2N-MASK-ROTATED", INPUT, "mask has a rotated transform; only north-up grids are supported"),
+    Rule("S2N-MASK-CRS-UNTRANSFORMABLE", INPUT, "CRS {source_crs} cannot be transformed to {target_crs}"),
+    Rule("S2N-MASK-CRS-TO-SCENE", INPUT, "mask CRS cannot be transformed to the scene's ({error})"),
+    Rule("S2N-MASK-CRS-INFINITE", INPUT, "mask CRS cannot be transformed to the scene's (infinite bounds)"),
+    Rule("S2N-MASK-READ-FAILED", INPUT, "mask cannot be read ({error})"),
+    Rule("S2N-MASK-NO-WATER-VALUE", INPUT, "holds {value} besides land 0, and no water 1: if {value} is water (a "
+                                           "0/{value} mask), make it 1; if it means nodata, {declare_nodata}"),
+    Rule("S2N-MASK-ALL-NODATA", INPUT, "mask has no valid pixel (all nodata)"),
+    Rule("S2N-MASK-BAND-COUNT", INPUT, "has {count} bands, where a mask has one (water 1, land 0){hint}"),
+    Rule("S2N-MASK-NODATA-IS-CLASS", INPUT, "its nodata value is {nodata:g}, which a mask means as {kind} (water 1, "
+                                            "land 0): every {kind} pixel would be left out; {declare_nodata} if "
+                                            "another value means it, or remove the nodata value (rio edit-info "
+                                            "--unset-nodata)"),
+    # loop.py
+    Rule("S2N-TRAIN-INIT-BANDS", INPUT, "reads bands {bands}; {o.water_indices} needs {needs} in that order"),
+    Rule("S2N-TRAIN-TOO-FEW-CHIPS", INPUT, "{n_train} training chips are fewer than one global batch of {batch_size}"),
+    Rule("S2N-TRAIN-CHECKPOINT-UNLOADABLE", INPUT, "checkpoint could not be loaded"),
+    # manifest.py
+    Rule("S2N-MANIFEST-FILE-MISSING", INPUT, "file not found"),
+    Rule("S2N-MANIFEST-ID-TWICE", INPUT, "scene id {scene_id!r} appears twice ({first} and {second}): {fix}"),
+    Rule("S2N-MANIFEST-COLUMNS", INPUT, "manifest lacks column(s) {missing} (needs image,mask)"),
+    Rule("S2N-MANIFEST-NOT-FOUND", INPUT, "manifest not found"),
+    Rule("S2N-MANIFEST-UNREADABLE", INPUT, "not a readable CSV manifest ({error})"),
+    Rule("S2N-MANIFEST-EMPTY", INPUT, "manifest has no rows"),
+    Rule("S2N-MANIFEST-EMPTY-CELL", INPUT, "line {n}: empty image or mask"),
+    Rule("S2N-MANIFEST-SPLIT", INPUT, "line {n}: split {split!r} is not train, val or test"),
+    # occurrence.py
+    Rule("S2N-RASTER-UNREADABLE", INPUT, "not a raster rasterio can read"),
+    Rule("S2N-OCCURRENCE-SCENE-TWICE", INPUT, "is named twice (also as {other}): each date is counted once, so name "
+                                              "it once"),
+    Rule("S2N-OCCURRENCE-ACQUISITION-TWICE", INPUT, "holds the same acquisition as {other} ({acquisition}): it would "
+                                                    "be counted as two dates; name one of them"),
+    Rule("S2N-OCCURRENCE-MASK-UNREADABLE", INPUT, "mask cannot be read"),
+    Rule("S2N-OCCURRENCE-NO-OVERLAP", INPUT, "does not overlap the output grid"),
+    # open.py
+    Rule("S2N-BANDS-NOT-STACK", INPUT, "{o.bands} applies to stacks; a {kind} names its bands"),
+    Rule("S2N-OFFSET-NOT-STACK", INPUT, "{o.offset} applies to stacks; a {kind} states its offset in its metadata "
+                                        "({offsets})"),
+    Rule("S2N-SCENE-SCALES-DIFFER", INPUT, "its bands' scale metadata differ or are 0 ({scales}): give {o.scale} and "
+                                           "{o.offset} for the bands as stored"),
+    Rule("S2N-SCENE-SCALE-CONTRADICTED", INPUT, "its band metadata say reflectance = DN x {stored_scale:g} + "
+                                                "{stored_offset:g} ({o.scale:{scale:g}} {o.offset:{offset:g}}), which"
+                                                " {o.scale}/{o.offset} contradict: leave them out"),
+    Rule("S2N-LEAVE-OUT-UNREADABLE", INPUT, "{o.mask} is not a readable raster ({error})"),
+    Rule("S2N-LEAVE-OUT-NO-CRS", INPUT, "{o.mask} has no CRS"),
+    Rule("S2N-LEAVE-OUT-NO-OVERLAP", INPUT, "{o.mask} does not overlap the scene {scene_name}, so it would leave "
+                                            "nothing out"),
+    Rule("S2N-MASK-NO-OVERLAP", INPUT, "does not overlap its scene {scene_name}"),
+    # painted.py
+    Rule("S2N-BACKGROUND-SCALE", INPUT, "background must be a stack of DNs of scale {expected:g} (it is a {kind} of "
+                                        "scale {scale:g})"),
+    Rule("S2N-BACKGROUND-UNREADABLE", INPUT, "cannot open background scene"),
+    Rule("S2N-BACKGROUND-BANDS", INPUT, "background must be 6 uint16 bands B02..B12 (has {count} {dtype})"),
+    Rule("S2N-BACKGROUND-LEVEL", INPUT, "tag level={level!r} is not L1C or L2A"),
+    # rivers.py
+    Rule("S2N-RIVERS-NOT-PROJECTED", INPUT, "mask has no projected CRS (widths are measured in metres: reproject it "
+                                            "to UTM first)"),
+    Rule("S2N-RIVERS-NOT-METRES", INPUT, "mask's CRS unit is the {units}, not the metre (widths and lengths are "
+                                         "measured in metres: reproject it to UTM first)"),
+    Rule("S2N-RIVERS-NOT-SQUARE", INPUT, "mask pixels are not square and north-up"),
+    # run_folder.py
+    Rule("S2N-RESUME-NOTHING", INPUT, "nothing to resume (no checkpoints/latest)"),
+    Rule("S2N-RUN-EXISTS", EXISTS, "already exists (use {o.resume} to continue or {o.overwrite} to start over)"),
+    Rule("S2N-RUN-INPUT-INSIDE", USAGE, "lies in {run_dir}, which {o.overwrite} empties before training: train into "
+                                        "another folder (or move it out first)"),
+    Rule("S2N-RESUME-CONFIG-UNREADABLE", INPUT, "cannot be read to resume the run ({error})"),
+    Rule("S2N-RESUME-WORLD", INPUT, "was started with {ranks} and {o.batch_size:{batch_was}}; resume it with the same"
+                                    " (this run: {ranks_now}, {o.batch_size:{batch_size}})"),
+    Rule("S2N-RESUME-WATER-INDICES", INPUT, "was started {with_or_without} {o.water_indices}; resume it the same way"),
+    Rule("S2N-RESUME-LABEL-EDGES", INPUT, "was started with {o.label_edges:{started_edges}}; resume it the same way"),
+    Rule("S2N-RESUME-CHIPS", INPUT, "was started on the chips of {was}; resume it on the same (this run: {now})"),
+    Rule("S2N-RESUME-OPTION", INPUT, "was started with {flag} {was}; resume it with the same (this run: {now}), or "
+                                     "start a new run from its weights ({o.init_weights:{weights}})"),
+    # runtime.py
+    Rule("S2N-DEVICE-NO-CUDA", INPUT, "CUDA was asked for but no GPU is available"),
+    Rule("S2N-WEIGHTS-BANDS", INPUT, "weights were trained on bands {trained}; s2s2net reads {reads}"),
+    # safe.py
+    Rule("S2N-SAFE-REMOTE", INPUT, "remote SAFE products are not read; give a local .SAFE folder or .zip, or the "
+                                   "product's STAC item"),
+    Rule("S2N-SAFE-XML", INPUT, "{metadata_name} is not readable XML ({error})"),
+    Rule("S2N-SAFE-GRANULES", INPUT, "holds {granules} granules (a product from before 2016); only single-tile "
+                                     "products are read"),
+    Rule("S2N-SAFE-NO-BAND-FILES", INPUT, "{metadata_name} lists no band files (IMAGE_FILE)"),
+    Rule("S2N-SAFE-NO-BAND-FILE", INPUT, "{metadata_name} lists no file for band {band}"),
+    Rule("S2N-SAFE-BAND-MISSING", INPUT, "band file {member} is missing"),
+    Rule("S2N-SAFE-SCALE", INPUT, "{prefix}QUANTIFICATION_VALUE {scale:g} is not positive"),
+    Rule("S2N-SAFE-NO-METADATA", INPUT, "is not a Sentinel-2 product: no MTD_MSIL1C.xml or MTD_MSIL2A.xml in it"),
+    Rule("S2N-SAFE-NOT-METADATA", INPUT, "is not a Sentinel-2 product's metadata (MTD_MSIL1C.xml or MTD_MSIL2A.xml)"),
+    Rule("S2N-FILE-NOT-FOUND", INPUT, "not found"),
+    Rule("S2N-SAFE-ZIP", INPUT, "is not a readable zip file ({error})"),
+    Rule("S2N-SAFE-NO-METADATA-ZIP", INPUT, "is not a Sentinel-2 product: no MTD_MSIL1C.xml or MTD_MSIL2A.xml in the "
+                                            "zip"),
+    Rule("S2N-SAFE-NOT-NUMBER", INPUT, "{what} {text!r} is not a number"),
+    Rule("S2N-SAFE-NOT-FINITE", INPUT, "{what} is not finite"),
+    # scene.py
+    Rule("S2N-SCENE-UNREADABLE", INPUT, "not a readable raster ({error})"),
+    Rule("S2N-SCENE-DTYPE", INPUT, "has dtype {dtype}, which cannot hold reflectance (expected uint16, int16 or "
+                                   "float)"),
+    Rule("S2N-BANDS-COUNT", INPUT, "{count} band indexes given; the model needs {n_bands}"),
+    Rule("S2N-BANDS-INDEX", INPUT, "has {count} band(s); band index {index} does not exist"),
+    Rule("S2N-SCENE-BAND-COUNT", INPUT, "has {count} band(s); the model needs {n_bands} ({needs})"),
+    Rule("S2N-BANDS-AMBIGUOUS", INPUT, "has {count} bands and its band descriptions do not say which are {needs} "
+                                       "(they name {said}): give their 1-based indexes with {o.bands}"),
+    Rule("S2N-SCENE-NO-CRS", INPUT, "has no CRS; a scene must be georeferenced"),
+    Rule("S2N-SCENE-ROTATED", INPUT, "has a rotated or sheared transform; only north-up grids are supported"),
+    Rule("S2N-SCENE-NO-TRANSFORM", INPUT, "has no usable geotransform (expected north-up pixels)"),
+    Rule("S2N-SCENE-WINDOW-UNREADABLE", INPUT, "cannot be read at rows {r0}-{r1}, columns {c0}-{c1} ({error})"),
+    Rule("S2N-LEAVE-OUT-READ-FAILED", INPUT, "{o.mask} cannot be read ({error})"),
+    Rule("S2N-SCENE-DAMAGED", INPUT, "cannot be read, damaged or truncated ({error})"),
+    Rule("S2N-SCENE-ALL-NODATA", INPUT, "has no valid pixel (all nodata)"),
+    # stac.py
+    Rule("S2N-STAC-EMPTY", INPUT, "ItemCollection holds no items"),
+    Rule("S2N-STAC-NOT-ITEM", INPUT, "is not a STAC item (a GeoJSON Feature with assets)"),
+    Rule("S2N-STAC-NO-ASSET", INPUT, "item has no asset for band {band} (looked for {looked_for})"),
+    Rule("S2N-STAC-NO-HREF", INPUT, "asset {key!r} has no href"),
+    Rule("S2N-STAC-SCALES-DIFFER", INPUT, "the bands' raster:bands scales differ ({scales})"),
+    Rule("S2N-STAC-UNREADABLE", INPUT, "cannot be read as a STAC item ({error})"),
+    Rule("S2N-STAC-HREF-MISSING", INPUT, "asset href {href} does not exist"),
+    # vrt.py
+    Rule("S2N-PRODUCT-BAND-CRS", INPUT, "band {name} is in another CRS than B02"),
+    Rule("S2N-PRODUCT-BAND-UNREADABLE", INPUT, "band {name} cannot be read from {file} ({error})"),
+    Rule("S2N-PRODUCT-BAND-GRID", INPUT, "band {name} is not on the 10 m grid of B02 or a multiple of it ({metres:g} "
+                                         "m pixels at offset {x_off:g}, {y_off:g})"),
+    # writer.py
+    Rule("S2N-SCENE-READ-FAILED", INPUT, "cannot be read ({error})"),
+)

@@ -1,0 +1,121 @@
+"""The rulebook: every check is an entry with a code, every code used is an entry, and no
+refusal or warning is worded outside it."""
+
+import ast
+import json
+import re
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from s2s2net_cli.errors import InputError, OutputExistsError, UsageError
+from s2s2net_cli.rulebook import RULES, S2S2NetWarning, code_of, finding, refuse, warn
+
+PACKAGE = Path(__file__).resolve().parents[1] / "s2s2net_cli"
+CODE = re.compile(r"S2N-[A-Z0-9-]+[A-Z0-9]")
+ERROR_CLASSES = {"InputError", "UsageError", "OutputExistsError", "S2S2NetError", "BadParameter", "UsageError"}
+
+
+def _sources():
+    return [p for p in PACKAGE.rglob("*.py") if p.name != "rulebook.py"]
+
+
+def test_every_code_the_package_uses_is_in_the_rulebook_and_every_rule_is_used():
+    used = {code for p in _sources() for code in CODE.findall(p.read_text())}
+    assert used - set(RULES) == set()
+    assert set(RULES) - used == set()
+    assert all(CODE.fullmatch(code) for code in RULES)
+
+
+def test_no_refusal_is_worded_outside_the_rulebook():
+    """An error raised with a message of its own (a string or f-string) is a check the rulebook
+    does not list: every refusal comes from refuse() or a finding."""
+    worded = []
+    for path in _sources():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+                name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+                if name in ERROR_CLASSES and node.args and isinstance(node.args[0], (ast.Constant, ast.JoinedStr)):
+                    worded.append(f"{path.name}:{node.lineno}")
+    # shared_scene says which rank failed around another rank's message, which kept its code
+    assert [w for w in worded if not w.startswith("shared_scene.py")] == []
+
+
+def test_every_template_is_well_formed():
+    """Each template parses, and renders once its values are given (each its own name)."""
+    for rule in RULES.values():
+        shown_cli, shown_python = rule.text("cli"), rule.text("python")
+        assert "{o." not in shown_cli and "{o." not in shown_python, rule.code
+        for option in rule.options:
+            assert f"--{option.replace('_', '-')}" in shown_cli, rule.code
+
+
+def test_a_finding_names_its_options_in_each_interface():
+    found = finding("S2N-OFFSET-MISSING", "scene.tif", limit=0.09)
+    assert str(found).startswith("scene.tif: even the darkest 1 % of every band is brighter than 0.09")
+    assert str(found).endswith("pass --offset -1000")
+    assert found.message("python").endswith("pass offset=-1000")
+    assert found.to_dict() == {"code": "S2N-OFFSET-MISSING", "severity": "warning", "message": str(found)}
+    assert found.at("DataArray").message().startswith("DataArray: ")
+    assert RULES["S2N-OFFSET-MISSING"].settled_by("python") == ("offset",)
+    assert RULES["S2N-LEAVE-OUT-NO-CRS"].settled_by("python") == ("leave_out",)
+
+
+def test_refuse_gives_the_error_of_the_rules_kind_with_its_finding():
+    assert isinstance(refuse("S2N-SCENE-NO-CRS", "a.tif"), InputError)
+    assert isinstance(refuse("S2N-OUTPUT-IS-INPUT", "a.tif", held=""), UsageError)
+    assert refuse("S2N-OUTPUT-IS-INPUT", "a.tif", held="").exit_code == 2
+    exists = refuse("S2N-OUTPUT-EXISTS", "a.tif")
+    assert isinstance(exists, OutputExistsError) and code_of(exists) == "S2N-OUTPUT-EXISTS"
+    assert str(exists) == "a.tif: already exists (use --overwrite to replace it)"
+    with pytest.raises(KeyError):
+        refuse("S2N-NO-SUCH-RULE", "a.tif")
+    with pytest.raises(KeyError):  # a value the template needs and is not given fails where the check is
+        refuse("S2N-SCENE-DTYPE", "a.tif")
+    with pytest.raises(ValueError):
+        refuse("S2N-OFFSET-MISSING", "a.tif", limit=0.09)
+
+
+def test_notebooks_get_a_warning_category_with_the_code():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn(finding("S2N-SCALE-IMPLAUSIBLE", "DataArray", median=3.0, scale=10000))
+    assert len(caught) == 1 and issubclass(caught[0].category, S2S2NetWarning)
+    assert caught[0].message.finding.code == "S2N-SCALE-IMPLAUSIBLE"
+    assert "(see scale)" in str(caught[0].message)
+
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "s2s2net_cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd)
+
+
+def test_checks_lists_every_rule_and_refuses_an_unknown_code():
+    r = _cli("checks", "--json")
+    assert r.returncode == 0
+    listed = json.loads(r.stdout)
+    assert [row["code"] for row in listed] == list(RULES)
+    offset = next(row for row in listed if row["code"] == "S2N-OFFSET-MISSING")
+    assert offset["severity"] == "warning" and offset["cli"] == ["--offset"] and offset["python"] == ["offset"]
+    assert "pass --offset -1000" in offset["message"] and "pass offset=-1000" in offset["python_message"]
+    r = _cli("checks", "--severity", "warning")
+    assert r.returncode == 0 and {line.split()[0] for line in r.stdout.splitlines()} == {
+        c for c, rule in RULES.items() if rule.severity == "warning"}
+    r = _cli("checks", "S2N-NOPE")
+    assert r.returncode == 2 and "[S2N-CHECK-UNKNOWN]" in r.stderr
+
+
+def test_a_refusal_prints_its_code_and_json_carries_it(tmp_path):
+    missing = tmp_path / "nowhere.safetensors"
+    r = _cli("weights", "show", missing)
+    assert r.returncode == 1
+    assert r.stderr.strip() == f"Error: {missing}: weights file not found [S2N-WEIGHTS-NOT-FOUND]"
+    scene = tmp_path / "scene.tif"
+    scene.write_bytes(b"not a raster")
+    r = _cli("predict", scene, "-o", tmp_path / "out.tif", "--json")
+    assert r.returncode == 1
+    document = json.loads(r.stdout)
+    assert document["failures"][0]["code"] == "S2N-SCENE-UNREADABLE"
