@@ -183,6 +183,12 @@ def code_of(exc: BaseException) -> str | None:
     return found.code if found is not None else None
 
 
+def with_code(exc: BaseException) -> str:
+    """An error's one line as the command line says it: its message, then its rule's code."""
+    code = code_of(exc)
+    return f"{exc} [{code}]" if code else str(exc)
+
+
 def rules_table() -> list[dict]:
     """Every rule, as ``s2s2net checks`` lists it."""
     return [{"code": r.code, "severity": r.severity, "kind": r.kind, "message": r.text("cli"), "python_message": r.text("python"),
@@ -209,7 +215,14 @@ RULES = _book(
     Rule("S2N-OPTIONS-EXCLUSIVE", USAGE, "give {first} or {second}, not both"),
     Rule("S2N-RESUME-OVERWRITE", USAGE, "{o.resume} continues a run; {o.overwrite} starts over: not both"),
     Rule("S2N-PAIRS-MISSING", USAGE, "give {o.pair:IMAGE MASK} or {o.manifest:FILE}"),
-    Rule("S2N-OVERLAP-TILE", USAGE, "overlap {overlap} is larger than the tile size {tile_size}"),
+    # inference/options.py: how a model runs
+    Rule("S2N-OVERLAP-TILE", USAGE, "{o.overlap:{overlap}} is larger than the tile ({o.tile_size:{tile_size}})"),
+    Rule("S2N-OVERLAP-NEGATIVE", USAGE, "{o.overlap:{overlap}} is negative"),
+    Rule("S2N-TILE-SIZE", USAGE, "{o.tile_size:{tile_size}} is smaller than {least} px"),
+    Rule("S2N-BATCH-SIZE", USAGE, "{o.batch_size:{batch_size}} is not a positive number of tiles"),
+    Rule("S2N-PRECISION-UNKNOWN", USAGE, "{o.precision:{value}} is not one of {choices}"),
+    Rule("S2N-THRESHOLD-RANGE", USAGE, "{o.threshold:{threshold}} is not a probability in 0-1"),
+    Rule("S2N-BLEND-NEGATIVE", USAGE, "blend={blend} is negative"),
     Rule("S2N-BANDS-NOT-LIST", USAGE, "{value!r} is not a comma-separated list of band numbers"),
     Rule("S2N-BANDS-OPTION-COUNT", USAGE, "needs 6 band indexes ({bands}), got {count}"),
     Rule("S2N-BANDS-ONE-BASED", USAGE, "band indexes are 1-based"),
@@ -276,8 +289,10 @@ RULES = _book(
                                            "give one ending in /"),
     Rule("S2N-OUTPUT-SAME-NAME", USAGE, "{first} and {second} would both be written to {target}; predict them into "
                                         "separate folders"),
-    Rule("S2N-OUTPUT-HELD", EXISTS, "{held}: {name} not skipped ({o.overwrite} replaces it; an -o ending in / writes "
-                                    "one mask a scene into a folder)"),
+    Rule("S2N-OUTPUT-OTHER-SCENE", EXISTS, "holds the mask of {other}, not of {name}: {name} not skipped ({o.overwrite} "
+                                           "replaces it; an -o ending in / writes one mask a scene into a folder)"),
+    Rule("S2N-OUTPUT-NOT-A-MASK", EXISTS, "is no mask s2s2net predict wrote: {name} not skipped ({o.overwrite} replaces "
+                                          "it; an -o ending in / writes one mask a scene into a folder)"),
     Rule("S2N-OUTPUT-OTHER-MODEL", EXISTS, "holds {name}'s mask made with {was}; this run makes it with {now}: not "
                                            "skipped ({o.overwrite} replaces it)"),
     # checkpoint.py

@@ -1,3 +1,4 @@
+import contextlib
 import os
 import re
 import signal
@@ -110,3 +111,15 @@ def refused(r, code: str, exit_code: int = 1, names=None) -> bool:
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     return (r.returncode == exit_code and bool(lines) and lines[-1].startswith("Error: ")
             and codes(lines[-1]) == [code] and (names is None or str(names) in lines[-1]))
+
+
+@contextlib.contextmanager
+def raises_rule(code: str, names=None):
+    """The block raises the rulebook's refusal ``code``; its message names ``names`` (a file)."""
+    from s2s2net_cli.errors import S2S2NetError
+    from s2s2net_cli.rulebook import code_of
+
+    with pytest.raises(S2S2NetError) as info:
+        yield info
+    assert code_of(info.value) == code, f"{code_of(info.value)}: {info.value}"
+    assert names is None or str(names) in str(info.value), str(info.value)

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from s2s2net_cli.checkpoint import WeightsCard, load_model, read_card, save_weights
-from s2s2net_cli.errors import InputError
 from s2s2net_cli.model import S2S2Net
+
+from .conftest import raises_rule
 
 
 def test_round_trip_gives_identical_outputs(tmp_path):
@@ -36,11 +37,11 @@ def test_pickle_is_refused_without_running_its_payload(tmp_path, name):
     _Payload.marker = marker
     path = tmp_path / name
     torch.save({"state_dict": _Payload()}, path)  # a zip pickle, like a Lightning .ckpt
-    with pytest.raises(InputError, match="pickle"):
+    with raises_rule("S2N-WEIGHTS-NOT-SAFETENSORS"):
         load_model(path)
     raw = tmp_path / ("raw_" + name)
     raw.write_bytes(pickle.dumps(_Payload()))
-    with pytest.raises(InputError, match=str(raw.name)):
+    with raises_rule("S2N-WEIGHTS-NOT-SAFETENSORS", raw):
         load_model(raw)
     assert not marker.exists()
 
@@ -50,7 +51,7 @@ def test_safetensors_without_our_metadata_is_refused(tmp_path):
 
     path = tmp_path / "other.safetensors"
     save_file({"a": torch.zeros(2)}, str(path))
-    with pytest.raises(InputError, match="not s2s2net weights"):
+    with raises_rule("S2N-WEIGHTS-NOT-S2S2NET"):
         read_card(path)
 
 
@@ -71,16 +72,16 @@ def test_metadata_is_validated_before_use(tmp_path):
     new += b" " * (-len(new) % 8)
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(struct.pack("<Q", len(new)) + new + data[8 + n:])
-    with pytest.raises(InputError, match="bad.safetensors.*4 bands"):
+    with raises_rule("S2N-WEIGHTS-METADATA-INVALID", bad):
         load_model(bad)
 
 
 def test_missing_and_garbage_files(tmp_path):
-    with pytest.raises(InputError, match="not found"):
+    with raises_rule("S2N-WEIGHTS-NOT-FOUND"):
         load_model(tmp_path / "nope.safetensors")
     junk = tmp_path / "junk.safetensors"
     junk.write_bytes(b"hello world, not weights at all")
-    with pytest.raises(InputError, match="junk.safetensors: not a safetensors"):
+    with raises_rule("S2N-WEIGHTS-NOT-SAFETENSORS", junk):
         load_model(junk)
 
 
@@ -108,7 +109,7 @@ def test_a_network_with_water_index_inputs_round_trips_and_old_cards_read_as_wit
 
     other = tmp_path / "rgbn_wi.safetensors"
     save_file({"a": torch.zeros(1)}, str(other), metadata={"s2s2net": json.dumps(data)})
-    with pytest.raises(InputError, match="rgbn_wi.safetensors.*water index inputs needs the bands"):
+    with raises_rule("S2N-WEIGHTS-METADATA-INVALID", other):
         read_card(other)
 
 
@@ -139,5 +140,5 @@ def test_the_ndwi_prior_travels_in_the_card_and_old_cards_read_as_without(tmp_pa
             data["ndwi_prior"] = 500
         bad = tmp_path / f"{name}.safetensors"
         save_file({"a": torch.zeros(1)}, str(bad), metadata={"s2s2net": json.dumps(data)})
-        with pytest.raises(InputError, match=f"{name}.safetensors.*{message}"):
+        with raises_rule("S2N-WEIGHTS-METADATA-INVALID", bad):
             read_card(bad)

@@ -21,7 +21,7 @@ from s2s2net_cli.grid import fine_shape, fine_transform, padded_size
 from s2s2net_cli.metrics import count
 from s2s2net_cli.tiling import blend_weights
 
-from .conftest import run_cli, write_raster
+from .conftest import raises_rule, refused, run_cli, write_raster
 
 T10 = Affine(10, 0, 500000, 0, -10, 4000000)
 
@@ -92,12 +92,12 @@ def test_vector_file_that_is_not_one_and_an_empty_folder(tmp_path, random_weight
     regions = tmp_path / "regions.gpkg"
     regions.write_text("not a geopackage")
     r = run_cli("chip", "--pair", scene, mask, "-o", tmp_path / "chips", "--size", 16, "--test-regions", regions)
-    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "regions.gpkg" in r.stderr
+    assert refused(r, "S2N-VECTOR-UNREADABLE", 1, regions) and r.stderr.count("\n") == 1
     assert not (tmp_path / "chips").exists()
     empty = tmp_path / "empty"
     empty.mkdir()
     r = run_cli("train", empty, "-o", tmp_path / "run")
-    assert r.returncode == 1 and "empty: has no index.gpkg" in r.stderr
+    assert refused(r, "S2N-CHIPS-NO-INDEX", 1, empty)
     r = run_cli("predict", scene, "-o", tmp_path / "o.tif", "--weights", random_weights, "--vector", tmp_path / "w.xyz")
     assert r.returncode == 2 and "--vector" in r.stderr and not (tmp_path / "o.tif").exists()
 
@@ -153,7 +153,7 @@ def test_with_cog_the_creation_options_are_the_cog_drivers(tmp_path, random_weig
 def test_bands_out_of_range_names_the_scene(tmp_path, random_weights):
     scene = write_raster(tmp_path / "s.tif", np.ones((6, 8, 8), "uint16") * 500, transform=T10)
     r = run_cli("predict", scene, "-o", tmp_path / "o.tif", "--weights", random_weights, "--bands", "1,2,3,4,5,7")
-    assert r.returncode == 1 and "s.tif" in r.stderr and "band index 7" in r.stderr
+    assert refused(r, "S2N-BANDS-INDEX", 1, scene)
 
 
 class Payload:
@@ -172,8 +172,7 @@ def test_a_malicious_pickle_given_as_weights_runs_nothing(tmp_path, name):
                  ["evaluate", "--weights", weights, "--pair", scene, scene],
                  ["train", tmp_path, "-o", tmp_path / "run", "--init-weights", weights]):
         r = run_cli(*args)
-        assert r.returncode == 1, r.stderr
-        assert f"{weights}: not a safetensors weights file (it looks like a Python pickle" in r.stderr, r.stderr
+        assert refused(r, "S2N-WEIGHTS-NOT-SAFETENSORS", 1, weights) and "Python pickle" in r.stderr, r.stderr
     assert not marker.exists()
     # the payload is real: unpickling it would have run it
     pickle.loads(weights.read_bytes())
@@ -181,11 +180,10 @@ def test_a_malicious_pickle_given_as_weights_runs_nothing(tmp_path, name):
 
 
 def test_disk_errors_while_writing_leave_no_file(tmp_path, monkeypatch):
-    from s2s2net_cli.errors import S2S2NetError
     from s2s2net_cli.io import atomic_path
 
     target = tmp_path / "out.tif"
-    with pytest.raises(S2S2NetError, match="out.tif: could not be written"):
+    with raises_rule("S2N-OUTPUT-WRITE-FAILED", "out.tif"):
         with atomic_path(target) as tmp:
             tmp.write_bytes(b"partial")
             raise OSError(28, "No space left on device")
@@ -312,5 +310,5 @@ def test_a_poisoned_deepspeed_checkpoint_is_not_unpickled(tmp_path):
     states = run / "checkpoints" / "step00000001" / "mp_rank_00_model_states.pt"
     torch.save({"module": Payload()}, states)
     r = run_cli("train", chips, "-o", run, "--max-steps", 2, "--batch-size", 2, "--resume", process=True)
-    assert r.returncode == 1 and "refusing to load" in r.stderr, r.stderr[-2000:]
+    assert refused(r, "S2N-CHECKPOINT-NOT-WEIGHTS", 1), r.stderr[-2000:]
     assert not marker.exists()

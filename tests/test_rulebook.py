@@ -119,3 +119,47 @@ def test_a_refusal_prints_its_code_and_json_carries_it(tmp_path):
     assert r.returncode == 1
     document = json.loads(r.stdout)
     assert document["failures"][0]["code"] == "S2N-SCENE-UNREADABLE"
+
+
+def test_commands_that_run_a_model_show_the_same_model_options():
+    """predict, evaluate, compare and occurrence take the model's options from one bundle: the
+    same flags, defaults and help in each (compare's --weights alone repeats)."""
+    from dataclasses import fields
+
+    from s2s2net_cli.cli.main import cli
+    from s2s2net_cli.inference.options import ModelOptions
+
+    flags = {"--" + f.name.replace("_", "-") for f in fields(ModelOptions)}
+    shown = {}
+    for name in ("predict", "evaluate", "compare", "occurrence"):
+        command = cli.get_command(None, name)
+        shown[name] = {p.opts[0]: (p.default, p.help, p.type.name) for p in command.params
+                       if p.opts and p.opts[0] in flags}
+        assert set(shown[name]) == flags, name
+    weights = {name: shown[name].pop("--weights") for name in shown}
+    assert shown["predict"] == shown["evaluate"] == shown["compare"] == shown["occurrence"]
+    assert weights["predict"] == weights["evaluate"] == weights["occurrence"] != weights["compare"]
+
+
+@pytest.mark.parametrize("options, code", [
+    ({"tile_size": 64, "overlap": 65}, "S2N-OVERLAP-TILE"),
+    ({"tile_size": 8}, "S2N-TILE-SIZE"),
+    ({"threshold": 1.5}, "S2N-THRESHOLD-RANGE"),
+    ({"device": "gpu"}, "S2N-DEVICE-UNKNOWN"),
+    ({"precision": "fp8"}, "S2N-PRECISION-UNKNOWN"),
+    ({"batch_size": 0}, "S2N-BATCH-SIZE"),
+])
+def test_model_options_are_checked_where_they_are_made(options, code):
+    from s2s2net_cli.inference.options import ModelOptions, PredictOptions
+
+    for make in (ModelOptions, PredictOptions.from_flat):
+        with pytest.raises(UsageError) as info:
+            make(**options)
+        assert code_of(info.value) == code
+    assert ModelOptions(tile_size=40).overlap == 40 and ModelOptions().overlap == 64
+
+
+def test_a_model_option_out_of_range_is_a_usage_error_naming_the_options(tmp_path):
+    r = _cli("evaluate", "--baseline", "ndwi", "--pair", "a.tif", "b.tif", "--tile-size", 64, "--overlap", 100)
+    assert r.returncode == 2 and r.stderr.strip().endswith("[S2N-OVERLAP-TILE]")
+    assert "--overlap 100 is larger than the tile (--tile-size 64)" in r.stderr

@@ -12,28 +12,23 @@ from ..evaluation.compare import compare as run_comparison
 from ..evaluation.evaluate import make_models, scores_document
 from ..evaluation.report import write_csv
 from ..inference.baselines import BASELINES
-from ..inference.predictor import PredictOptions
+from ..inference.options import ModelOptions, PredictOptions
 from ..io import check_output
 from .options import (
     CSV_SUFFIXES,
     PNG_SUFFIXES,
     bad_parameter,
-    check_overlap,
     degrade_option,
-    device_option,
     exclusive,
-    flips_option,
     json_option,
     manifest_option,
+    model_options,
     named_as,
     nodata_option,
-    overlap_option,
     overwrite_option,
     pair_option,
-    precision_option,
     require_pairs,
     scene_options,
-    tile_size_option,
 )
 from .render import log_findings, stderr, summary_table
 
@@ -49,15 +44,13 @@ def _fmt(value) -> str:
 
 
 def scoring_options(command):
-    """The options evaluate and compare share: pairs, label nodata, how scenes are read, how
-    models run, and where predictions go; handed on as ``scoring`` (a dict)."""
-    shared = [pair_option, manifest_option, nodata_option, scene_options, device_option, precision_option, flips_option,
-              tile_size_option, overlap_option,
+    """The options evaluate and compare share besides the model's: pairs, label nodata, how
+    scenes are read, Wald's protocol and where predictions go; handed on as ``scoring`` (a dict)."""
+    shared = [pair_option, manifest_option, nodata_option, scene_options,
               click.option("--save-predictions", type=click.Path(file_okay=False), default=None,
                            help="Keep each 2 m prediction here as a GeoTIFF."),
               degrade_option, overwrite_option, json_option]
-    names = ("pairs", "manifests", "nodata", "scene", "device", "precision", "flips", "tile_size", "overlap",
-             "save_predictions", "degrade", "overwrite")
+    names = ("pairs", "manifests", "nodata", "scene", "save_predictions", "degrade", "overwrite")
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -68,14 +61,11 @@ def scoring_options(command):
     return wrapper
 
 
-def _score(ctx, scoring: dict, weights, baselines, default_baselines=(), threshold=None, plot=None):
+def _score(ctx, scoring: dict, model: ModelOptions, weights, baselines, default_baselines=(), plot=None):
     """Every model scored on every pair, run as predict runs it (the same options, the same defaults)."""
     pairs = require_pairs(ctx, scoring["pairs"], scoring["manifests"])
-    check_overlap(scoring["overlap"], scoring["tile_size"], ctx)
-    options = PredictOptions(tile_size=scoring["tile_size"], overlap=scoring["overlap"], device=scoring["device"],
-                             precision=scoring["precision"], scene=scoring["scene"],
-                             threshold=threshold, flips=scoring["flips"],
-                             overwrite=scoring["overwrite"] or scoring["save_predictions"] is None)
+    options = PredictOptions.of(model, scene=scoring["scene"],
+                                overwrite=scoring["overwrite"] or scoring["save_predictions"] is None)
     models = make_models(list(weights), list(baselines), options, default_baselines)
     quiet = ctx.obj.get("quiet")
 
@@ -94,13 +84,11 @@ def _image_rows(result) -> list[list[str]]:
 
 
 @click.command()
-@click.option("--weights", type=click.Path(dir_okay=False), default=None, help="Weights file, or default: the bundled model (the default).")
+@model_options
 @click.option("--baseline", type=click.Choice(BASELINES), default=None, help="Score a water-index baseline instead.")
-@click.option("--threshold", type=click.FloatRange(0, 1), default=None,
-              help="Water probability threshold (default: the model's calibrated threshold).")
 @scoring_options
 @click.pass_context
-def evaluate(ctx, weights, baseline, threshold, scoring, as_json):
+def evaluate(ctx, model, baseline, scoring, as_json):
     """Score one model (or baseline) against reference masks.
 
     Pixels that are nodata in the reference or the image are left out; the pooled scores over
@@ -116,9 +104,9 @@ def evaluate(ctx, weights, baseline, threshold, scoring, as_json):
       s2s2net evaluate --pair scene.tif label.tif --bbox 121.45,31.20,121.52,31.26
       s2s2net evaluate --pair scene.tif label_10m.tif --degrade 5
     """
-    if weights and baseline:
+    if model.weights and baseline:
         raise bad_parameter(exclusive("--weights", "--baseline"), ctx, hint="--baseline")
-    results = _score(ctx, scoring, [weights] if weights else [], [baseline] if baseline else [], threshold=threshold)
+    results = _score(ctx, scoring, model, [model.weights] if model.weights else [], [baseline] if baseline else [])
     result = results[0]
     if as_json:
         click.echo(json.dumps(scores_document(results, scoring["degrade"]), indent=2))
@@ -128,7 +116,7 @@ def evaluate(ctx, weights, baseline, threshold, scoring, as_json):
 
 
 @click.command()
-@click.option("--weights", multiple=True, type=click.Path(dir_okay=False), help="Weights file, or default for the bundled model (repeatable).")
+@model_options(several=True)
 @click.option("--baseline", "baselines", multiple=True, type=click.Choice(BASELINES), help="Baseline (repeatable).")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
               callback=named_as(CSV_SUFFIXES, "the table is written as CSV"), help="Write the table as CSV.")
@@ -136,7 +124,7 @@ def evaluate(ctx, weights, baseline, threshold, scoring, as_json):
               help="Write a PNG: scene, reference and each prediction.")
 @scoring_options
 @click.pass_context
-def compare(ctx, weights, baselines, csv_path, plot, scoring, as_json):
+def compare(ctx, model, weights, baselines, csv_path, plot, scoring, as_json):
     """Compare models and baselines on the same images and the same pixels.
 
     With neither --weights nor --baseline: the bundled model against every baseline.
@@ -151,7 +139,7 @@ def compare(ctx, weights, baselines, csv_path, plot, scoring, as_json):
     for target in (csv_path, plot):
         if target:
             check_output(target, scoring["overwrite"], inputs)
-    results = _score(ctx, scoring, weights, baselines, default_baselines=BASELINES, plot=plot)
+    results = _score(ctx, scoring, model, weights, baselines, default_baselines=BASELINES, plot=plot)
     if as_json:
         click.echo(json.dumps(scores_document(results, scoring["degrade"]), indent=2))
     if csv_path:

@@ -15,7 +15,7 @@ from rasterio.errors import RasterioError
 
 from .. import __version__
 from ..errors import S2S2NetError, first_line
-from ..rulebook import code_of
+from ..rulebook import code_of, with_code
 from ..world import World
 
 # GDAL's block cache defaults to 5 % of RAM and keeps dirty output blocks in it: on a full
@@ -66,9 +66,8 @@ class S2S2NetGroup(click.Group):
         except S2S2NetError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            code = code_of(exc)
-            _json_failure(ctx, str(exc), exc.exit_code, code)
-            click.echo(f"Error: {exc}" + (f" [{code}]" if code else ""), err=True)
+            _json_failure(ctx, str(exc), exc.exit_code, code_of(exc))
+            click.echo(f"Error: {with_code(exc)}", err=True)
             ctx.exit(exc.exit_code)
         except RasterioError as exc:  # GDAL's messages name the file
             if ctx.obj and ctx.obj.get("debug"):

@@ -20,14 +20,11 @@ from .options import (
     PNG_SUFFIXES,
     check_creation_options,
     creation_options,
-    device_option,
     json_option,
+    model_options,
     named_as,
-    overlap_option,
     overwrite_option,
-    precision_option,
     scene_options,
-    tile_size_option,
 )
 from .render import log_findings, progress_bar
 
@@ -49,19 +46,15 @@ log = logging.getLogger("s2s2net")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               callback=named_as(PNG_SUFFIXES, "the plot is a PNG"),
               help="Write a PNG of water area through time.")
-@click.option("--weights", type=click.Path(dir_okay=False, path_type=Path), help="Weights file, or default: the bundled model (the default).")
-@tile_size_option
-@overlap_option
-@device_option
-@precision_option
+@model_options
 @scene_options
 @click.option("--cog", is_flag=True, help="Write a Cloud Optimized GeoTIFF with overviews.")
 @creation_options
 @overwrite_option
 @json_option
 @click.pass_context
-def occurrence(ctx, scenes, output, from_masks, like, dates_csv, classes, strict, plot, weights, tile_size, overlap,
-               device, precision, scene, cog, creation_options, overwrite, as_json):
+def occurrence(ctx, scenes, output, from_masks, like, dates_csv, classes, strict, plot, model, scene, cog,
+               creation_options, overwrite, as_json):
     """Water occurrence over many dates of one place (JRC Global Surface Water's definitions).
 
     SCENE... are scenes of one place at several dates (stacks, products, STAC items, or a STAC
@@ -90,7 +83,7 @@ def occurrence(ctx, scenes, output, from_masks, like, dates_csv, classes, strict
         named_dates = read_dates_csv(dates_csv) if dates_csv else {}
         dates = [DateMask(s, _date_of(s, named_dates), Path(s) if from_masks else None) for s in sources]
         grid = Grid.of(like) if like else (Grid.of(sources[0]) if from_masks else _scene_grid(sources[0], scene))
-        predict = None if from_masks else _predictor(weights, tile_size, overlap, device, precision, scene)
+        predict = None if from_masks else _predictor(model, scene)
         options = OccurrenceOptions(classes=classes, strict=strict, cog=cog, creation_options=creation_options,
                                     overwrite=overwrite)
         with progress_bar(output.name, quiet=ctx.obj.get("quiet") or not world.leads) as on_step:
@@ -141,14 +134,13 @@ def _scene_grid(source: str, scene_opts) -> Grid:
     return Grid(s.crs, fine_transform(s.transform), s.width * SCALE_FACTOR, s.height * SCALE_FACTOR)
 
 
-def _predictor(weights, tile_size, overlap, device, precision, scene_opts):
+def _predictor(model, scene_opts):
     from ..inference.predictor import PredictOptions, Predictor  # heavy: torch
     from ..inference.runtime import default_weights
     from ..world import World
 
-    options = PredictOptions(tile_size=tile_size, overlap=overlap, device=device, precision=precision, scene=scene_opts,
-                             overwrite=True)
-    predictor = Predictor(weights or default_weights(), options, World())  # each rank predicts whole dates alone
+    options = PredictOptions.of(model, scene=scene_opts, overwrite=True)
+    predictor = Predictor(model.weights or default_weights(), options, World())  # each rank predicts whole dates alone
 
     def predict(source: str, mask_path: Path) -> list[str]:
         return predictor.predict_scene(source, mask_path).warnings

@@ -12,6 +12,7 @@ import click
 
 from ..bands import BAND_NAMES, repeated_band
 from ..errors import S2S2NetError
+from ..inference.options import DEFAULT_OVERLAP, MIN_TILE_SIZE, PRECISIONS, ModelOptions
 from ..io import creation_option_problems
 from ..manifest import pairs_from_options
 from ..rulebook import finding
@@ -57,12 +58,6 @@ def coded(found) -> str:
 def exclusive(first: str, second: str):
     """The finding of two options given together that exclude each other."""
     return finding("S2N-OPTIONS-EXCLUSIVE", first=first, second=second)
-
-
-def check_overlap(overlap, tile_size: int, ctx) -> None:
-    """Refuse a tile overlap larger than the tile."""
-    if overlap is not None and overlap > tile_size:
-        raise bad_parameter(finding("S2N-OVERLAP-TILE", overlap=overlap, tile_size=tile_size), ctx, hint="--overlap")
 
 
 def parse_name_values(ctx, param, values) -> dict:
@@ -113,20 +108,56 @@ def _check_device(ctx, param, value):
     return value
 
 
-device_option = click.option("--device", default="auto", show_default=True, callback=_check_device,
+_MODEL = ModelOptions()  # the defaults, as the options show them
+device_option = click.option("--device", default=_MODEL.device, show_default=True, callback=_check_device,
                              help="auto, cpu, cuda or cuda:N.")
 flips_option = click.option("--flips", is_flag=True,
                             help="Test-time augmentation: average each tile's water probability over its eight flips "
                                  "and quarter turns (8x the work).")
-tile_size_option = click.option("--tile-size", type=click.IntRange(32), default=512, show_default=True,
+tile_size_option = click.option("--tile-size", type=click.IntRange(MIN_TILE_SIZE), default=_MODEL.tile_size,
+                                show_default=True,
                                 help="Tile side in 10 m pixels; smaller tiles use less memory but give the "
                                      "network less context, and score lower.")
 overlap_option = click.option("--overlap", type=click.IntRange(0), default=None,
-                              help="Context read on each side of a tile (10 m pixels; default 64, at most the tile size).")
-precision_option = click.option("--precision", type=click.Choice(["auto", "32", "bf16", "16"]), default="auto",
+                              help=f"Context read on each side of a tile (10 m pixels; default {DEFAULT_OVERLAP}, at "
+                                   "most the tile size).")
+precision_option = click.option("--precision", type=click.Choice(PRECISIONS), default=_MODEL.precision,
                                 show_default=True, help="auto: bf16 on GPUs that have it (else 16); on the CPU, predict runs "
                                                            "bf16 where the CPU does it natively (AVX512_BF16 or AMX), "
                                                            "train fp32.")
+batch_size_option = click.option("--batch-size", type=click.IntRange(1), default=None,
+                                 help="Tiles per forward pass (default 1 on the CPU, 8 on a GPU).")
+threshold_option = click.option("--threshold", type=click.FloatRange(0, 1), default=None,
+                                help="Probability above which a pixel is water (default: the model's calibrated "
+                                     "threshold).")
+MODEL_OPTIONS = (tile_size_option, overlap_option, batch_size_option, device_option, precision_option, flips_option,
+                 threshold_option)
+
+
+def model_options(command=None, *, several: bool = False):
+    """The options of how a model runs (--weights, --tile-size, --overlap, --batch-size, --device,
+    --precision, --flips, --threshold), handed to ``command`` as one finished ``model:
+    ModelOptions``. With ``several``, --weights may be given more than once and comes as
+    ``weights`` (a tuple) beside ``model``. A new model option is one decorator here and one
+    field of ModelOptions of the same name."""
+    if command is None:
+        return functools.partial(model_options, several=several)
+    names = [f.name for f in fields(ModelOptions) if f.name != "weights"]
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        values = {name: kwargs.pop(name) for name in names}
+        weights = kwargs.pop("weights")
+        model = ModelOptions(weights=None if several else weights, **values)
+        return command(*args, model=model, **({"weights": weights} if several else {}), **kwargs)
+
+    weights_option = click.option(
+        "--weights", multiple=several, type=click.Path(dir_okay=False),
+        help="Weights file, or default for the bundled model" + (" (repeatable)." if several else " (the default)."))
+    for option in reversed((weights_option, *MODEL_OPTIONS)):
+        wrapper = option(wrapper)
+    return wrapper
+
 
 degrade_option = click.option(
     "--degrade", type=click.IntRange(2, 5), default=None, metavar="N",

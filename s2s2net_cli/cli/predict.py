@@ -22,18 +22,13 @@ from .options import (
     GEOPACKAGE_SUFFIXES,
     bad_parameter,
     check_creation_options,
-    check_overlap,
     creation_options,
-    device_option,
     exclusive,
-    flips_option,
     json_option,
+    model_options,
     named_as,
-    overlap_option,
     overwrite_option,
-    precision_option,
     scene_options,
-    tile_size_option,
 )
 from .render import log_findings, progress_bar, report_error
 
@@ -46,17 +41,9 @@ VECTOR_SUFFIXES = (".gpkg", ".geojson", ".json", ".shp", ".fgb")
 @click.option("-o", "--output", required=True, type=click.Path(),
               help="Output GeoTIFF (one scene), or a folder (an existing one, a path ending in /, or several scenes: "
                    "<name>_water.tif each, <name> the scene's stem or STAC item id).")
-@click.option("--weights", type=click.Path(dir_okay=False, path_type=Path), help="Weights file, or default: the bundled model (the default).")
-@tile_size_option
-@overlap_option
-@click.option("--batch-size", type=click.IntRange(1), default=None, help="Tiles per forward pass (default 1 on the CPU, 8 on a GPU).")
-@device_option
-@precision_option
-@flips_option
+@model_options
 @scene_options
 @click.option("--probability", is_flag=True, help="Write water probability as uint8 0-100 instead of a 0/1 mask.")
-@click.option("--threshold", type=click.FloatRange(0, 1), default=None,
-              help="Probability above which a pixel is water (default: the model's calibrated threshold).")
 @click.option("--cog", is_flag=True, help="Write a Cloud Optimized GeoTIFF with overviews (mode resampling).")
 @click.option("--vector", type=click.Path(dir_okay=False, path_type=Path),
               callback=named_as(VECTOR_SUFFIXES, "polygons are written in the format of their suffix"),
@@ -71,8 +58,8 @@ VECTOR_SUFFIXES = (".gpkg", ".geojson", ".json", ".shp", ".fgb")
 @click.option("--skip-existing", is_flag=True, help="Skip scenes whose output exists (listed as skipped; exit 0).")
 @json_option
 @click.pass_context
-def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device, precision, flips, scene, probability,
-            threshold, cog, vector, rivers, creation_options, overwrite, skip_existing, as_json):
+def predict(ctx, scenes, output, model, scene, probability, cog, vector, rivers, creation_options, overwrite,
+            skip_existing, as_json):
     """Map water at 2 m in one or more Sentinel-2 scenes.
 
     SCENE is a 6-band GeoTIFF/VRT stack (B02, B03, B04, B08, B11, B12), a Sentinel-2 L1C or
@@ -96,7 +83,6 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
     Under a launcher (deepspeed --module, torchrun) several scenes are shared among the
     ranks, and one scene's rows of tiles are.
     """
-    check_overlap(overlap, tile_size, ctx)
     if overwrite and skip_existing:
         raise bad_parameter(exclusive("--overwrite", "--skip-existing"), ctx, hint="--skip-existing")
     check_creation_options(creation_options, cog)
@@ -113,15 +99,14 @@ def predict(ctx, scenes, output, weights, tile_size, overlap, batch_size, device
                 check_output(vector_path(target, vector, one_file), overwrite)
             if rivers:
                 check_output(rivers_path(target, rivers, one_file), overwrite)
-    options = PredictOptions(tile_size=tile_size, overlap=overlap, batch_size=batch_size, device=device,
-                             precision=precision, scene=scene, probability=probability, threshold=threshold,
-                             flips=flips, cog=cog, creation_options=creation_options, overwrite=overwrite)
+    options = PredictOptions.of(model, scene=scene, probability=probability, cog=cog,
+                                creation_options=creation_options, overwrite=overwrite)
     world = ctx.obj["world"]
-    predictor = Predictor(weights or default_weights(), options, world)
+    predictor = Predictor(model.weights or default_weights(), options, world)
 
     def progress(name, quiet):
         log.info(f"{name}: predicting")
-        return progress_bar(name, quiet=ctx.obj.get("quiet") or quiet, km2_per_step=(tile_size * 0.01) ** 2,
+        return progress_bar(name, quiet=ctx.obj.get("quiet") or quiet, km2_per_step=(model.tile_size * 0.01) ** 2,
                             every_step=ctx.obj.get("verbose", 0) > 0)
 
     def beside(mask, missing_only: bool = False):

@@ -19,6 +19,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ..rulebook import with_code
+
 stderr = Console(stderr=True)
 log = logging.getLogger("s2s2net")
 
@@ -103,4 +105,4 @@ def report_error(ctx: click.Context, exc: BaseException) -> None:
     the traceback before it under --debug."""
     if ctx.obj and ctx.obj.get("debug"):
         traceback.print_exception(exc)
-    click.echo(f"Error: {exc}", err=True)
+    click.echo(f"Error: {with_code(exc)}", err=True)

@@ -9,7 +9,12 @@ import click
 from click.core import ParameterSource
 
 from ..rulebook import finding
-from ..training.config import TrainOptions, read_deepspeed_config
+from ..training.config import (
+    AUGMENTATIONS,
+    DEFAULT_STEPS,
+    TrainOptions,
+    read_deepspeed_config,
+)
 from ..training.loop import train as run_training
 from ..training.losses import LABEL_EDGES
 from .options import (
@@ -20,6 +25,8 @@ from .options import (
     precision_option,
 )
 from .render import progress_bar, stderr
+
+_TRAIN = TrainOptions()  # the defaults, as the options show them
 
 
 def _parse_weights(ctx, param, values) -> dict:
@@ -37,27 +44,27 @@ def _parse_weights(ctx, param, values) -> dict:
 @click.command()
 @click.argument("chips_dirs", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="CHIPS_DIR...")
 @click.option("-o", "--output", "run_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="Run folder.")
-@click.option("--max-steps", type=click.IntRange(1), default=None, help="Optimizer steps (default 1000 unless --epochs).")
+@click.option("--max-steps", type=click.IntRange(1), default=None, help=f"Optimizer steps (default {DEFAULT_STEPS} unless --epochs).")
 @click.option("--epochs", type=click.IntRange(1), default=None, help="Passes over the train split (instead of --max-steps).")
-@click.option("--batch-size", type=click.IntRange(1), default=8, show_default=True, help="Global batch, split across ranks.")
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=6e-5, show_default=True)
-@click.option("--weight-decay", type=click.FloatRange(min=0), default=0.01, show_default=True)
+@click.option("--batch-size", type=click.IntRange(1), default=_TRAIN.batch_size, show_default=True, help="Global batch, split across ranks.")
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=_TRAIN.lr, show_default=True)
+@click.option("--weight-decay", type=click.FloatRange(min=0), default=_TRAIN.weight_decay, show_default=True)
 @precision_option
-@click.option("--zero-stage", type=click.IntRange(0, 2), default=2, show_default=True, help="DeepSpeed ZeRO stage.")
+@click.option("--zero-stage", type=click.IntRange(0, 2), default=_TRAIN.zero_stage, show_default=True, help="DeepSpeed ZeRO stage.")
 @click.option("--offload-optimizer", is_flag=True, help="ZeRO-Offload: optimizer states and step on the CPU.")
 @click.option("--deepspeed-config", type=click.Path(dir_okay=False), default=None,
               help="JSON merged over the config built from the options, key by key.")
-@click.option("--val-every", type=click.IntRange(1), default=100, show_default=True, help="Validate and checkpoint every N steps.")
-@click.option("--seed", type=int, default=42, show_default=True)
-@click.option("--num-workers", type=click.IntRange(0), default=0, show_default=True, help="Data loader worker processes per rank.")
-@click.option("--augment", type=click.Choice(["none", "geometric", "full"]), default="geometric", show_default=True,
+@click.option("--val-every", type=click.IntRange(1), default=_TRAIN.val_every, show_default=True, help="Validate and checkpoint every N steps.")
+@click.option("--seed", type=int, default=_TRAIN.seed, show_default=True)
+@click.option("--num-workers", type=click.IntRange(0), default=_TRAIN.num_workers, show_default=True, help="Data loader worker processes per rank.")
+@click.option("--augment", type=click.Choice(AUGMENTATIONS), default=_TRAIN.augment, show_default=True,
               help="geometric: flips and 90-degree turns; full: also per-band gain/offset, brightness, noise, blur.")
-@click.option("--warmup-steps", type=click.IntRange(0), default=0, show_default=True, help="Linear warm-up before the cosine decay.")
+@click.option("--warmup-steps", type=click.IntRange(0), default=_TRAIN.warmup_steps, show_default=True, help="Linear warm-up before the cosine decay.")
 @click.option("--resume", is_flag=True, help="Continue from the latest checkpoint in the run folder.")
 @click.option("--init-weights", type=click.Path(dir_okay=False), default=None, help="Start from these weights (.safetensors; default: the bundled model).")
 @click.option("--source-weight", "source_weights", multiple=True, callback=_parse_weights, metavar="NAME=W",
               help="Draw the chips of the chips folder NAME W times an epoch (repeatable; default 1; 0 validates only).")
-@click.option("--label-edges", type=click.Choice(LABEL_EDGES), default="whole", show_default=True,
+@click.option("--label-edges", type=click.Choice(LABEL_EDGES), default=_TRAIN.label_edges, show_default=True,
               help="What a 10 m label asks of its shore cells: whole: all water or all land, as inside; "
                    "majority: only at least (water) or at most (land) half water, as the label is read at 10 m.")
 @click.option("--water-indices", is_flag=True,

@@ -97,8 +97,9 @@ def finished_output(scene, target, made_with: dict | None = None) -> bool:
     tags, name = mask_tags(target), source_name(scene)
     made_from = tags.get(SOURCE_TAG)
     if made_from != name:
-        held = f"holds the mask of {made_from}, not of {name}" if made_from else "is no mask s2s2net predict wrote"
-        raise refuse("S2N-OUTPUT-HELD", target, held=held, name=name)
+        if made_from:
+            raise refuse("S2N-OUTPUT-OTHER-SCENE", target, other=made_from, name=name)
+        raise refuse("S2N-OUTPUT-NOT-A-MASK", target, name=name)
     differ = [k for k in (made_with or {}) if k in tags and tags[k] != made_with[k]]
     if differ:
         was = ", ".join(f"{k} {tags[k]}" for k in differ)

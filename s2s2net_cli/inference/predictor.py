@@ -10,7 +10,7 @@ tiles stream through the forward (stream.py) into the mask writer (writer.py).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -23,44 +23,10 @@ from ..sources.options import SceneOptions
 from ..sources.scene import Scene, SceneReader
 from ..tiling import TileGrid
 from ..world import World
+from .options import PredictOptions
 from .runtime import ModelRuntime
 from .stream import Forward, run_rows
 from .writer import MaskWriter, PredictionStats, made_with, reading_tags
-
-DEFAULT_OVERLAP = 64  # 10 m pixels of context, or the whole tile size when that is smaller
-
-
-@dataclass
-class PredictOptions:
-    tile_size: int = 512
-    overlap: int | None = None  # context read around each tile (10 m pixels); None: DEFAULT_OVERLAP or the tile size
-    blend: int = 8  # 10 m pixels of each tile's output beyond its core, blended with the neighbours'
-    batch_size: int | None = None  # None: 1 on the CPU, 8 on a GPU
-    device: str = "auto"
-    precision: str = "auto"
-    scene: SceneOptions = field(default_factory=SceneOptions)
-    probability: bool = False
-    threshold: float | None = None  # None: the model's calibrated threshold (its card's)
-    flips: bool = False  # average over the eight flips and quarter turns of each tile (8x the work)
-    cog: bool = False
-    creation_options: dict = field(default_factory=dict)
-    overwrite: bool = False
-
-    @classmethod
-    def from_flat(cls, **options) -> "PredictOptions":
-        """PredictOptions from one flat set of keywords, those of SceneOptions among them
-        (``offset=-1000, tile_size=256``), as notebooks and scripts give them."""
-        scene_fields = {f.name for f in fields(SceneOptions)}
-        scene = SceneOptions(**{k: v for k, v in options.items() if k in scene_fields})
-        return cls(scene=scene, **{k: v for k, v in options.items() if k not in scene_fields})
-
-    def __post_init__(self):
-        if self.overlap is None:
-            self.overlap = min(DEFAULT_OVERLAP, self.tile_size)
-        if self.tile_size < 1 or self.overlap < 0 or self.blend < 0:
-            raise ValueError("tile size must be positive, overlap and blend not negative")
-        if self.threshold is not None and not 0 <= self.threshold <= 1:
-            raise ValueError("threshold must lie in 0-1")
 
 
 @dataclass

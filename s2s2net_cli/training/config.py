@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 
 from ..rulebook import refuse
 
+AUGMENTATIONS = ("none", "geometric", "full")  # geometric: flips and turns; full: also radiometric
+DEFAULT_STEPS = 1000  # optimizer steps when neither max_steps nor epochs is given
+
 
 @dataclass
 class TrainOptions:
@@ -29,7 +32,7 @@ class TrainOptions:
     resume: bool = False
     init_weights: str | None = None
     overwrite: bool = False
-    augment: str = "geometric"  # "none", "geometric" or "full" (geometric and radiometric)
+    augment: str = "geometric"  # one of AUGMENTATIONS
     source_weights: dict = field(default_factory=dict)  # chips folder name -> how often its chips are drawn an epoch
     warmup_steps: int = 0
     grad_clip: float = 1.0

@@ -31,7 +31,7 @@ from ..model import ModelConfig, S2S2Net, widen_inputs
 from ..rulebook import refuse
 from ..world import World
 from .checkpoints import export_weights, save_checkpoint, weights_only_loading
-from .config import TrainOptions, build_ds_config, lr_factor
+from .config import DEFAULT_STEPS, TrainOptions, build_ds_config, lr_factor
 from .data import (
     Augment,
     ChipDataset,
@@ -77,7 +77,7 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
     chips_dirs = [Path(d) for d in ([chips_dirs] if isinstance(chips_dirs, (str, Path)) else chips_dirs)]
     run_dir = Path(run_dir)
     if options.max_steps is None and options.epochs is None:
-        options.max_steps = 1000
+        options.max_steps = DEFAULT_STEPS
     init_state, init_card = (load_weights(options.init_weights) if options.init_weights else (None, None))
     if options.water_indices and init_card and tuple(init_card.bands.names) != BAND_NAMES:
         raise refuse("S2N-TRAIN-INIT-BANDS", options.init_weights, bands=', '.join(init_card.bands.names), needs=', '.join(BAND_NAMES))

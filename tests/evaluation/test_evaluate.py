@@ -12,7 +12,7 @@ from s2s2net_cli.evaluation.evaluate import score_pair
 from s2s2net_cli.manifest import Pair
 from s2s2net_cli.metrics import Counts, count
 
-from ..conftest import run_cli, write_raster
+from ..conftest import refused, run_cli, write_raster
 
 T10 = Affine(10, 0, 500000, 0, -10, 4000000)
 T2 = T10 @ Affine.scale(1 / 5)
@@ -220,7 +220,7 @@ def test_evaluate_and_compare_read_an_area_of_interest_as_predict_does(tmp_path)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["rows"][0]["pixels"] == 40 * 40
     r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "--bbox", "0,0,1,1")
-    assert r.returncode == 1 and "AOI does not overlap the scene s.tif" in r.stderr
+    assert refused(r, "S2N-AOI-NO-OVERLAP", 1, "the scene s.tif")
 
 
 def test_compare_scores_every_model_on_the_same_pixels(tmp_path, random_weights):
@@ -336,4 +336,4 @@ def test_nodata_adds_to_the_labels_own_nodata_in_evaluate_and_chip(tmp_path):
     label[0, 0] = 7
     other = write_raster(tmp_path / "other.tif", label, transform=T10, nodata=255)
     result = run_cli("evaluate", "--baseline", "ndwi", "--pair", scene, other, "--nodata", "-1")
-    assert result.returncode == 1 and "holds values 7" in result.stderr and "nodata 255 and -1" in result.stderr
+    assert refused(result, "S2N-MASK-VALUES", 1, other) and "nodata 255 and -1" in result.stderr

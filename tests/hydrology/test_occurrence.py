@@ -160,7 +160,7 @@ def test_an_existing_output_is_kept_and_an_empty_run_fails(tmp_path):
     paths, _, _ = series(tmp_path, 2)
     (tmp_path / "o.tif").write_text("keep")
     r = run_cli("occurrence", *paths, "--from-masks", "-o", tmp_path / "o.tif")
-    assert r.returncode == 1 and "already exists" in r.stderr and (tmp_path / "o.tif").read_text() == "keep"
+    assert refused(r, "S2N-OUTPUT-EXISTS", 1, tmp_path / "o.tif") and (tmp_path / "o.tif").read_text() == "keep"
 
 
 def test_occurrence_from_scenes_counts_what_predict_writes(tmp_path):
@@ -319,6 +319,6 @@ def test_two_stac_items_of_one_acquisition_are_refused_by_their_product_names(tm
                                                              "20210315T103021 R108 T31UFU)")
     zipped = tmp_path / uri.format("2A").replace(".SAFE", ".SAFE.zip")
     r = run_cli("occurrence", l2a, zipped, "-o", tmp_path / "o.tif", *fast)  # refused before the .zip is read
-    assert r.returncode == 1 and f"{zipped}: holds the same acquisition as {l2a}" in r.stderr
+    assert refused(r, "S2N-OCCURRENCE-ACQUISITION-TWICE", 1, f"{zipped}: holds the same acquisition as {l2a}")
     r = run_cli("occurrence", l2a, later, "-o", tmp_path / "o.tif", *fast, "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["counted"] == 2, r.stderr

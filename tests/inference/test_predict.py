@@ -152,8 +152,9 @@ def test_several_scenes_go_to_a_folder_and_a_bad_one_does_not_stop_the_rest(tmp_
     bad.write_text("nope")
     outdir = tmp_path / "masks"
     r = run_cli("predict", good1, bad, good2, "-o", outdir, "--weights", random_weights, "--tile-size", 32, "--overlap", 4, "--json")
-    assert r.returncode == 1
-    assert "bad.tif: not a readable raster" in r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("Error: ")]
+    assert r.returncode == 1 and len(errors) == 1 and errors[0].startswith(f"Error: {bad}: ")
+    assert errors[0].endswith("[S2N-SCENE-UNREADABLE]")
     assert sorted(p.name for p in outdir.iterdir()) == sorted([f"{good1.stem}_water.tif", f"{good2.stem}_water.tif"])
     assert len(json.loads(r.stdout)["failures"]) == 1
 

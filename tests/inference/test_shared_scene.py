@@ -10,12 +10,11 @@ import numpy as np
 import pytest
 import rasterio
 
-from s2s2net_cli.errors import OutputExistsError
 from s2s2net_cli.inference.predictor import PredictOptions, Predictor
 from s2s2net_cli.inference.shared_scene import predict_share, stitch
 from s2s2net_cli.inference.writer import PredictionStats
 
-from ..conftest import write_raster
+from ..conftest import raises_rule, write_raster
 from .test_predict import PointwiseModel
 
 LAUNCHER = Path(sys.executable).parent / "deepspeed"
@@ -135,7 +134,7 @@ def test_a_scene_too_small_to_share_runs_on_rank_zero(tmp_path, monkeypatch):
         result = predict_scene_shared(predictor, scene, tmp_path / "out.tif", World())
         assert result is not None and result.tiles == 1
         assert read(tmp_path / "out.tif")[0].shape == (100, 150)
-        with pytest.raises(OutputExistsError, match="already exists"):
+        with raises_rule("S2N-OUTPUT-EXISTS"):
             predict_scene_shared(predictor, scene, tmp_path / "out.tif", World())
     finally:
         dist.destroy_process_group()

@@ -8,12 +8,11 @@ import pytest
 import rasterio
 from affine import Affine
 
-from s2s2net_cli.errors import InputError
 from s2s2net_cli.sources.degraded import degrade_scene
 from s2s2net_cli.sources.open import open_scene
 from s2s2net_cli.sources.options import SceneOptions
 
-from ..conftest import UTM, run_cli, write_raster
+from ..conftest import UTM, raises_rule, refused, run_cli, write_raster
 
 T10 = Affine(10, 0, 500000, 0, -10, 4000000)
 BANDS = ("B02", "B03", "B04", "B08", "B11", "B12")
@@ -62,7 +61,7 @@ def test_a_scene_is_degraded_exactly_as_the_protocol_says(tmp_path, n):
 
 def test_a_scene_smaller_than_one_block_is_refused_naming_the_option(tmp_path):
     path = write_raster(tmp_path / "s.tif", np.full((6, 9, 40), 900, "uint16"), transform=T10, nodata=0)
-    with pytest.raises(InputError, match="--degrade 5"):
+    with raises_rule("S2N-DEGRADE-SCENE-SMALL"):
         degrade_scene(open_scene(path), 5, tmp_path / "d.tif")
     assert not (tmp_path / "d.tif").exists()
 
@@ -138,14 +137,14 @@ def test_bad_input_under_degrade_gets_one_line(tmp_path):
     scene, label, water, _ = flood_pair(tmp_path)
     small = write_raster(tmp_path / "small.tif", np.full((6, 8, 8), 900, "uint16"), transform=T10, nodata=0)
     result = run_cli("evaluate", "--baseline", "ndwi", "--pair", small, label, "--degrade", "5")
-    assert result.returncode == 1 and "small.tif" in result.stderr and "--degrade 5" in result.stderr
+    assert refused(result, "S2N-DEGRADE-SCENE-SMALL", 1, small) and "--degrade 5" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     # a 60 m reference cannot test a 50 m degraded scene's detail; at --degrade 2 (20 m) it cannot either
     coarse = write_raster(tmp_path / "coarse.tif", water[::6, ::6].astype("uint8"),
                           transform=T10 * Affine.scale(6), nodata=255)
     for n in ("2", "5"):
         result = run_cli("evaluate", "--baseline", "ndwi", "--pair", scene, coarse, "--degrade", n)
-        assert result.returncode == 1 and "coarse.tif" in result.stderr and f"--degrade {n}" in result.stderr
+        assert refused(result, "S2N-DEGRADE-REFERENCE-COARSE", 1, coarse) and f"--degrade {n}" in result.stderr
     assert run_cli("evaluate", "--baseline", "ndwi", "--pair", scene, coarse).returncode == 0
 
 

@@ -11,7 +11,7 @@ from shapely.geometry import Polygon, box
 
 from s2s2net_cli.synthetic.scenes import make_pair, write_pair
 
-from ..conftest import codes, run_cli, write_raster
+from ..conftest import codes, refused, run_cli, write_raster
 
 
 @pytest.fixture
@@ -249,10 +249,10 @@ def test_rerun_is_refused_without_overwrite(pairs):
     args = ["chip", "--manifest", pairs / "pairs.csv", "-o", pairs / "chips", "--size", 36]
     assert run_cli(*args).returncode == 0
     r = run_cli(*args)
-    assert r.returncode == 1 and f"{pairs / 'chips'}: already holds chips (use --overwrite to replace them)" in r.stderr
+    assert refused(r, "S2N-CHIP-FOLDER-HAS-CHIPS", 1, pairs / "chips")
     # a folder of other files (the scenes' own, say) is not called a folder of chips
     r = run_cli("chip", "--manifest", pairs / "pairs.csv", "-o", pairs, "--size", 36)
-    assert r.returncode == 1 and f"{pairs}: is not empty and holds no chips: chip into a new or empty folder" in r.stderr
+    assert refused(r, "S2N-CHIP-FOLDER-NOT-EMPTY", 1, pairs)
     r = run_cli(*args, "--overwrite", "--size", 24)
     assert r.returncode == 0, r.stderr
     index = gpd.read_file(pairs / "chips" / "index.gpkg")
@@ -266,8 +266,8 @@ def test_overwrite_never_clears_an_input_before_reading_it(pairs):
     assert run_cli("chip", "--manifest", pairs / "pairs.csv", "-o", chips, "--size", 36, "--test-ids", "scene21").returncode == 0
     held = sorted(p.name for p in chips.rglob("*"))
     r = run_cli("chip", "--manifest", chips / "test_manifest.csv", "-o", chips, "--size", 24, "--overwrite")
-    assert r.returncode == 2 and r.stderr.count("\n") == 1
-    assert f"{chips / 'test' / 'scene21_image.tif'}: lies in {chips / 'test'}, which --overwrite clears" in r.stderr
+    assert refused(r, "S2N-CHIP-INPUT-INSIDE", 2, f"{chips / 'test' / 'scene21_image.tif'}: lies in {chips / 'test'}")
+    assert r.stderr.count("\n") == 1
     assert sorted(p.name for p in chips.rglob("*")) == held  # nothing cleared
     # into another folder it is chipped as any pair is
     assert run_cli("chip", "--manifest", chips / "test_manifest.csv", "-o", pairs / "again", "--size", 24).returncode == 0
@@ -358,7 +358,7 @@ def test_chip_reads_an_area_of_interest_as_predict_does(tmp_path):
     assert cut > 0  # some chips reach past the polygon, and those pixels are nodata
     r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "other", "--aoi", aoi,
                 "--bbox", "0,0,1,1")
-    assert r.returncode == 2 and "give --bbox or --aoi, not both" in r.stderr
+    assert r.returncode == 2 and codes(r.stderr) == ["S2N-OPTIONS-EXCLUSIVE"] and "--aoi" in r.stderr
 
 
 def test_a_manifest_mixing_2m_and_10m_labels_gives_chips_that_batch_together(tmp_path):
