@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
-import tempfile
 from pathlib import Path
 
 import click
 
+from ..api import occurrence as water_occurrence
 from ..formats import GEOTIFF_SUFFIXES
-from ..grid import SCALE_FACTOR, fine_transform
-from ..hydrology.occurrence import DateMask, Grid, OccurrenceOptions, water_occurrence
 from ..io import check_output
-from ..sources import stac
-from ..sources.dates import read_dates_csv, scene_date
 from .options import (
     PNG_SUFFIXES,
     check_creation_options,
@@ -76,21 +71,11 @@ def occurrence(ctx, scenes, output, from_masks, like, dates_csv, classes, strict
     world = ctx.obj["world"]
     if plot and world.leads:
         check_output(plot, overwrite)
-    expanded = Path(tempfile.mkdtemp(prefix=".occurrence-items")) if any(
-        stac.is_item_collection(s) for s in scenes) else None
-    try:
-        sources = _expand(scenes, expanded)
-        named_dates = read_dates_csv(dates_csv) if dates_csv else {}
-        dates = [DateMask(s, _date_of(s, named_dates), Path(s) if from_masks else None) for s in sources]
-        grid = Grid.of(like) if like else (Grid.of(sources[0]) if from_masks else _scene_grid(sources[0], scene))
-        predict = None if from_masks else _predictor(model, scene)
-        options = OccurrenceOptions(classes=classes, strict=strict, cog=cog, creation_options=creation_options,
-                                    overwrite=overwrite)
-        with progress_bar(output.name, quiet=ctx.obj.get("quiet") or not world.leads) as on_step:
-            summary = water_occurrence(dates, output, grid, options, predict, world, on_progress=on_step)
-    finally:
-        if expanded is not None:
-            shutil.rmtree(expanded, ignore_errors=True)
+    with progress_bar(output.name, quiet=ctx.obj.get("quiet") or not world.leads) as on_step:
+        summary = water_occurrence(list(scenes), output, from_masks=from_masks, like=like, dates=dates_csv,
+                                   classes=classes, strict=strict, cog=cog, creation_options=creation_options,
+                                   overwrite=overwrite, world=world, on_progress=on_step, **vars(model),
+                                   **vars(scene))
     if summary is None:
         return
     for d in summary.dates:
@@ -110,39 +95,3 @@ def occurrence(ctx, scenes, output, from_masks, like, dates_csv, classes, strict
     if summary.skipped or not summary.dates:  # written from the other dates, but not from all: a script must hear
         ctx.exit(1)
 
-
-def _expand(scenes, folder) -> list[str]:
-    out = []
-    for s in scenes:
-        out += stac.collection_items(s, folder) if stac.is_item_collection(s) else [str(s)]
-    return out
-
-
-def _date_of(source: str, named: dict) -> str | None:
-    for key in (source, Path(source).name):
-        if key in named:
-            return named[key]
-    return scene_date(source)
-
-
-def _scene_grid(source: str, scene_opts) -> Grid:
-    from ..sources.open import (
-        open_scene,  # heavy: GDAL's drivers for products and items
-    )
-
-    s = open_scene(source, scene_opts)
-    return Grid(s.crs, fine_transform(s.transform), s.width * SCALE_FACTOR, s.height * SCALE_FACTOR)
-
-
-def _predictor(model, scene_opts):
-    from ..inference.predictor import PredictOptions, Predictor  # heavy: torch
-    from ..inference.runtime import default_weights
-    from ..world import World
-
-    options = PredictOptions.of(model, scene=scene_opts, overwrite=True)
-    predictor = Predictor(model.weights or default_weights(), options, World())  # each rank predicts whole dates alone
-
-    def predict(source: str, mask_path: Path) -> list[str]:
-        return predictor.predict_scene(source, mask_path).warnings
-
-    return predict

@@ -8,16 +8,8 @@ from pathlib import Path
 
 import click
 
-from ..inference.batch import (
-    is_folder,
-    output_targets,
-    predict_scenes,
-    rivers_path,
-    vector_path,
-)
-from ..inference.predictor import PredictOptions, Predictor
-from ..inference.runtime import default_weights
-from ..io import check_not_inputs, check_output
+from ..inference.batch import predict_batch
+from ..inference.options import PredictOptions
 from .options import (
     GEOPACKAGE_SUFFIXES,
     bad_parameter,
@@ -86,50 +78,17 @@ def predict(ctx, scenes, output, model, scene, probability, cog, vector, rivers,
     if overwrite and skip_existing:
         raise bad_parameter(exclusive("--overwrite", "--skip-existing"), ctx, hint="--skip-existing")
     check_creation_options(creation_options, cog)
-    targets = output_targets(scenes, output)
-    one_file = len(scenes) == 1 and not is_folder(output)
-    masks = [target for _, target in targets]
-    beside_masks = [*(vector_path(m, vector, one_file) for m in masks if vector),
-                    *(rivers_path(m, rivers, one_file) for m in masks if rivers)]
-    # a scene's mask (or polygons, rivers) written over another scene, its --mask or its AOI
-    check_not_inputs([*masks, *beside_masks], (*scenes, scene.leave_out, scene.aoi))
-    for target in masks:
-        if not (skip_existing and target.exists()):
-            if vector:
-                check_output(vector_path(target, vector, one_file), overwrite)
-            if rivers:
-                check_output(rivers_path(target, rivers, one_file), overwrite)
     options = PredictOptions.of(model, scene=scene, probability=probability, cog=cog,
                                 creation_options=creation_options, overwrite=overwrite)
-    world = ctx.obj["world"]
-    predictor = Predictor(model.weights or default_weights(), options, world)
 
     def progress(name, quiet):
         log.info(f"{name}: predicting")
         return progress_bar(name, quiet=ctx.obj.get("quiet") or quiet, km2_per_step=(model.tile_size * 0.01) ** 2,
                             every_step=ctx.obj.get("verbose", 0) > 0)
 
-    def beside(mask, missing_only: bool = False):
-        """The mask's water polygons and rivers, as asked; only those missing beside a skipped mask
-        (a run stopped between the mask and them)."""
-        if vector and not (missing_only and vector_path(mask, vector, one_file).exists()):
-            from ..vectorize import write_water_polygons  # heavy: geopandas
-
-            write_water_polygons(mask, vector_path(mask, vector, one_file), overwrite=overwrite)
-        if rivers and not (missing_only and rivers_path(mask, rivers, one_file).exists()):
-            from ..hydrology.rivers import (  # heavy: geopandas
-                RiverOptions,
-                measure_rivers,
-            )
-
-            measure_rivers(mask, rivers_path(mask, rivers, one_file), RiverOptions(overwrite=overwrite))
-
-    def after(result):
-        log_findings(result.warnings)
-        beside(result.output)
-
-    summary = predict_scenes(predictor, targets, world, progress, after, lambda exc: report_error(ctx, exc),
-                             skip_existing, lambda mask: beside(mask, missing_only=True))
+    summary = predict_batch(list(scenes), output, options, vector, rivers, skip_existing, ctx.obj["world"], progress,
+                            on_result=lambda result: log_findings(result.warnings),
+                            on_failure=lambda exc: report_error(ctx, exc))
     if summary is not None:  # None: another rank reports
         _report(ctx, summary, as_json)
 

@@ -7,10 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..io import check_output
-from ..manifest import write_manifest
-from ..synthetic.painted import background_reading, make_painted_pair
-from ..synthetic.scenes import make_pair, write_pair, write_river_truth
+from ..synthetic.sets import SynthOptions, make_synthetic_set
 from .options import bands_option, offset_option, overwrite_option
 from .render import log_findings
 
@@ -56,28 +53,10 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
       s2s2net synth rivers/ --landscape rivers --count 8 --size 128
       s2s2net synth painted/ --background real_l1c.tif --count 20 --size 192 --seed 5000
     """
-    readings = {}
-    for bg in dict.fromkeys(backgrounds):
-        indexes, offsets, said = background_reading(bg, bands, offset)
-        readings[bg] = (indexes, offsets)
-        log_findings(said)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for i in range(count):
-        s = seed + i
-        scene_path, mask_path = out_dir / f"synth_{s}_scene.tif", out_dir / f"synth_{s}_mask.tif"
-        check_output(scene_path, overwrite, backgrounds)
-        check_output(mask_path, overwrite, backgrounds)
-        if backgrounds:
-            background = backgrounds[i % len(backgrounds)]
-            pair = make_painted_pair(background, size, s, *readings[background])
-        else:
-            pair = make_pair(size, seed=s, level=None if level == "mixed" else level, landscape=landscape)
-        write_pair(pair, scene_path, mask_path)
-        if pair.rivers:
-            write_river_truth(pair, check_output(out_dir / f"synth_{s}_rivers.gpkg", overwrite))
-        rows.append({"image": scene_path.name, "mask": mask_path.name, "id": f"synth_{s}"})
-        if not ctx.obj.get("quiet"):
-            click.echo(f"{scene_path}  {mask_path}  water {float((pair.mask == 1).mean()):.1%}", err=True)
-    if manifest:
-        write_manifest(out_dir / "manifest.csv", rows, overwrite=True)
+    options = SynthOptions(count=count, size=size, seed=seed, level=level, landscape=landscape,
+                           backgrounds=tuple(backgrounds), bands=bands, offset=offset, manifest=manifest,
+                           overwrite=overwrite)
+    quiet = ctx.obj.get("quiet")
+    make_synthetic_set(out_dir, options, on_background=log_findings,
+                       on_pair=None if quiet else lambda scene, mask, water: click.echo(
+                           f"{scene}  {mask}  water {water:.1%}", err=True))

@@ -29,13 +29,7 @@ from ..formats import NODATA, safe_name
 from ..inference.baselines import IndexBaseline
 from ..inference.predictor import PredictOptions, Predictor
 from ..inference.runtime import default_weights
-from ..labels import (
-    binarise,
-    check_transformable,
-    label_resolution_in,
-    open_label,
-    warp_label,
-)
+from ..labels import binarise, check_transformable, label_resolution_in, open_label, warp_label
 from ..manifest import Pair
 from ..metrics import BOUNDARY_TOLERANCE, Counts, boundary_counts, count
 from ..rulebook import refuse
@@ -56,7 +50,8 @@ class ModelScores:
 
     def to_dict(self) -> dict:
         """The row of this model in the scores' JSON: its pooled scores and counts, and its images."""
-        return {"model": self.model, **_public(self.overall), "edges": list(self.counts.edges), "images": self.images}
+        images = [{**img, "warnings": [w.to_dict() for w in img["warnings"]]} for img in self.images]
+        return {"model": self.model, **_public(self.overall), "edges": list(self.counts.edges), "images": images}
 
 
 def scores_document(results: list[ModelScores], degrade: int | None = None) -> dict:
@@ -170,7 +165,7 @@ def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | N
             result.counts += counts
             result.images.append({"image": str(pair.image), "reference": str(pair.mask), "id": pair.id,
                                   **_public(counts.scores()), "edges": list(counts.edges), "prediction": str(path),
-                                  "warnings": [w.to_dict() for w in said],
+                                  "warnings": list(said),
                                   **({"degrade": degrade} if degrade else {})})
     return results
 

@@ -23,10 +23,14 @@ from typing import Callable
 
 from ..errors import S2S2NetError
 from ..formats import GEOTIFF_SUFFIXES, safe_name, source_name, source_stem
+from ..io import check_not_inputs
 from ..rulebook import code_of, refuse
 from ..sources import stac
 from ..world import World
+from .beside import Beside
+from .options import PredictOptions
 from .predictor import Predictor, SceneResult
+from .runtime import default_weights
 from .shared_scene import gather_on_rank0, predict_scene_shared
 from .writer import SOURCE_TAG, mask_tags
 
@@ -108,16 +112,37 @@ def finished_output(scene, target, made_with: dict | None = None) -> bool:
     return True
 
 
-def vector_path(mask_path, vector, one_file: bool) -> Path:
-    """Where a scene's water polygons go: ``vector`` itself beside one mask file, else beside
-    each mask with the mask's stem and ``vector``'s suffix (its format)."""
-    return Path(vector) if one_file else Path(mask_path).with_suffix(Path(vector).suffix)
+def predict_batch(scenes: list, output, options: PredictOptions, beside_vector=None, beside_rivers=None,
+                  skip_existing: bool = False, world: World = World(), progress: Callable | None = None,
+                  on_result: Callable[[SceneResult], None] | None = None,
+                  on_failure: Callable[[S2S2NetError], None] | None = None) -> BatchSummary | None:
+    """Predict ``scenes`` into ``output`` (a mask file for one scene, else a folder), with their
+    water polygons (``beside_vector``) and rivers (``beside_rivers``) beside each mask when given:
+    what ``s2s2net predict`` does. Every output is checked before the first scene runs (none
+    may be an input; an existing one is refused unless ``options.overwrite``, or skipped with
+    ``skip_existing`` when it holds that scene's mask). The summary on rank 0, None elsewhere;
+    ``progress``, ``on_result`` (before what goes beside) and ``on_failure`` as predict_scenes."""
+    if options.overwrite and skip_existing:
+        raise refuse("S2N-OPTIONS-EXCLUSIVE", None, first="overwrite", second="skip_existing")
+    targets = output_targets(scenes, output)
+    beside = Beside(beside_vector, beside_rivers, one_file=len(scenes) == 1 and not is_folder(output),
+                    overwrite=options.overwrite)
+    masks = [target for _, target in targets]
+    # a scene's mask (or polygons, rivers) written over another scene, its --mask or its AOI
+    check_not_inputs([*masks, *(path for mask in masks for path in beside.paths(mask))],
+                     (*scenes, options.scene.leave_out, options.scene.aoi))
+    for mask in masks:
+        if not (skip_existing and mask.exists()):
+            beside.check(mask)
+    predictor = Predictor(options.weights or default_weights(), options, world)
 
+    def after(result: SceneResult) -> None:
+        if on_result:
+            on_result(result)
+        beside.write(result.output)
 
-def rivers_path(mask_path, rivers, one_file: bool) -> Path:
-    """Where a scene's river centrelines and widths go: ``rivers`` itself beside one mask file,
-    else beside each mask as ``<mask stem>_rivers.gpkg``."""
-    return Path(rivers) if one_file else Path(mask_path).with_name(f"{Path(mask_path).stem}_rivers.gpkg")
+    return predict_scenes(predictor, targets, world, progress, after, on_failure, skip_existing,
+                          lambda mask: beside.write(mask, missing_only=True))
 
 
 def predict_scenes(predictor: Predictor, targets: list[tuple], world: World = World(), progress: Callable | None = None,

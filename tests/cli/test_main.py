@@ -32,7 +32,7 @@ GDAL_CACHE_PROBE = """
 import ctypes, sys
 import rasterio
 from click.testing import CliRunner
-import s2s2net_cli.cli.synth as synth_module
+import s2s2net_cli.synthetic.sets as synth_module
 from s2s2net_cli.cli.main import cli
 
 path = next(line.split()[-1] for line in open("/proc/self/maps") if "libgdal" in line)

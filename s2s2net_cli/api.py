@@ -1,0 +1,279 @@
+"""The library's face: what each command does, as one Python call.
+
+    >>> import s2s2net_cli as s2n
+    >>> result = s2n.predict("scene.tif", "water.tif", offset=-1000)
+    >>> scores = s2n.evaluate([("scene.tif", "label.tif")], baselines=["ndwi"], degrade=5)
+    >>> reaches = s2n.rivers("water.tif", "rivers.gpkg")
+    >>> model, card = s2n.load_model()
+
+Options come as keywords, those of ``ModelOptions`` (weights, tile_size, overlap, batch_size,
+device, precision, flips, threshold) and ``SceneOptions`` (bands, scale, offset, keep_clouds,
+leave_out, bbox, aoi) alike; bad input raises an ``S2S2NetError`` whose ``.finding.code``
+names the rule (``s2s2net checks`` lists them), and warnings are ``S2S2NetWarning``.
+The command line calls these same functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+from typing import Callable
+
+from .inference.options import ModelOptions, PredictOptions
+from .rulebook import Finding, warn
+from .sources.options import SceneOptions
+from .world import World
+
+__all__ = ["predict", "predict_scenes", "evaluate", "rivers", "occurrence", "load_model", "chip", "train"]
+
+
+def _split(options: dict, *bundles) -> list[dict]:
+    """``options`` shared out among the dataclasses ``bundles`` by field name (TypeError for one
+    that none of them takes)."""
+    names = [{f.name for f in fields(b)} for b in bundles]
+    unknown = set(options) - set().union(*names)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
+    return [{k: v for k, v in options.items() if k in n} for n in names]
+
+
+def _warn_all(findings: list[Finding]) -> None:
+    for found in findings:
+        warn(found, stacklevel=3)
+
+
+def predict(scene, output=None, *, probability: bool = False, vector=None, rivers=None, cog: bool = False,
+            creation_options: dict | None = None, overwrite: bool = False, **options):
+    """Map water at 2 m in one scene, as ``s2s2net predict`` does.
+
+    Args:
+        scene: a GeoTIFF/VRT stack, a Sentinel-2 product (.SAFE, its metadata or .zip), a STAC
+            item (file or URL), or an ``xarray.DataArray`` (band, y, x) with a CRS.
+        output: the GeoTIFF to write (a DataArray's mask is returned instead when None).
+        probability: write water probability (0-100) instead of a 0/1 mask.
+        vector, rivers: also write the water polygons, or the river centrelines and widths, here.
+        cog, creation_options, overwrite: how the GeoTIFF is written.
+        **options: ModelOptions and SceneOptions fields (``weights``, ``tile_size``, ``offset``...).
+
+    Returns:
+        The scene's ``SceneResult`` (output, water_km2, warnings as findings, ...), or for a
+        DataArray without ``output`` the mask as a DataArray on the exact 5x grid.
+    """
+    if output is None and type(scene).__name__ == "DataArray":
+        from .inference.dataarray import predict_dataarray  # heavy: torch, xarray
+
+        return predict_dataarray(scene, probability=probability, **options)
+    if output is None:
+        raise TypeError("predict() needs an output path for a scene file")
+    written = []
+    predict_scenes([scene], output, probability=probability, vector=vector, rivers=rivers, cog=cog,
+                   creation_options=creation_options, overwrite=overwrite, raise_failures=True,
+                   on_result=written.append, **options)
+    return written[0] if written else None
+
+
+def predict_scenes(scenes: list, output, *, probability: bool = False, vector=None, rivers=None, cog: bool = False,
+                   creation_options: dict | None = None, overwrite: bool = False, skip_existing: bool = False,
+                   world: World | None = None, raise_failures: bool = False,
+                   on_result: Callable | None = None, **options):
+    """Map water in several scenes into a folder (``<name>_water.tif`` each), as ``s2s2net
+    predict`` does with several scenes: a scene that fails is listed, the others go on.
+
+    Args:
+        scenes: the scenes (any source ``predict`` takes).
+        output: a folder (or, for one scene, a GeoTIFF).
+        skip_existing: skip a scene whose output already holds its mask.
+        world: the ranks sharing the work (default: the launcher's, or one process).
+        raise_failures: raise the first scene's error instead of listing it.
+        on_result: called with each scene's ``SceneResult`` as it is written.
+        probability, vector, rivers, cog, creation_options, overwrite, **options: as ``predict``.
+
+    Returns:
+        A ``BatchSummary`` (``scenes``, ``skipped``, ``failures``, as JSON gives them), or None
+        on a rank other than the first.
+    """
+    from .inference.batch import predict_batch  # heavy: torch
+
+    model, scene = _split(options, ModelOptions, SceneOptions)
+    predict_options = PredictOptions(**model, scene=SceneOptions(**scene), probability=probability, cog=cog,
+                                     creation_options=creation_options or {}, overwrite=overwrite)
+
+    def on_failure(exc):
+        if raise_failures:
+            raise exc
+
+    def written(result):
+        _warn_all(result.warnings)
+        if on_result:
+            on_result(result)
+
+    return predict_batch(list(scenes), output, predict_options, vector, rivers, skip_existing,
+                         world or World.from_environment(), on_result=written, on_failure=on_failure)
+
+
+def evaluate(pairs=(), *, manifests=(), weights=(), baselines=(), nodata: float | None = None,
+             degrade: int | None = None, save_predictions=None, plot=None, overwrite: bool = False,
+             on_progress: Callable[[str, str], None] | None = None, **options):
+    """Score models and baselines on the same pairs and pixels, as ``s2s2net compare`` does
+    (``evaluate`` with one of them).
+
+    Args:
+        pairs: (scene, reference mask) pairs.
+        manifests: CSV manifests of pairs (image,mask[,id,split]).
+        weights: weights files (or "default"); with neither weights nor baselines, the bundled model.
+        baselines: water-index baselines by name (ndwi, mndwi, mndwi-bilinear, ...).
+        nodata: a reference value that means nodata, besides its own.
+        degrade: score by Wald's protocol, each scene degraded this many times (2-5).
+        save_predictions: a folder to keep each 2 m prediction in.
+        plot: a PNG of scenes, references and predictions.
+        **options: ModelOptions and SceneOptions fields, the same for every model.
+
+    Returns:
+        One ``ModelScores`` a model: ``overall`` (pooled F1, IoU, precision, recall, boundary F1)
+        and ``images``.
+    """
+    from .evaluation.compare import compare  # heavy: torch
+    from .evaluation.evaluate import make_models
+    from .manifest import pairs_from_options
+
+    model, scene = _split(options, ModelOptions, SceneOptions)
+    scene_options = SceneOptions(**scene)
+    predict_options = PredictOptions(**model, scene=scene_options, overwrite=overwrite or save_predictions is None)
+    weights = [weights] if isinstance(weights, (str, Path)) else list(weights)
+    baselines = [baselines] if isinstance(baselines, str) else list(baselines)
+    models = make_models(weights, baselines, predict_options)
+    results = compare(models, pairs_from_options(list(pairs), manifests), nodata, scene_options, save_predictions,
+                      plot, on_progress, degrade)
+    _warn_all(list(dict.fromkeys(w for r in results for img in r.images for w in img["warnings"])))
+    return results
+
+
+def rivers(mask, output, *, overwrite: bool = False, on_progress: Callable[[int, int], None] | None = None,
+           **options):
+    """River centrelines and widths from a water mask, as ``s2s2net rivers`` does.
+
+    Args:
+        mask: a 2 m mask of ``predict`` (or its probability raster, or any 0/1 raster with a
+            projected CRS).
+        output: the GeoPackage to write (layers ``reaches`` and ``widths``).
+        overwrite: replace an existing output.
+        **options: RiverOptions fields (``spacing_m``, ``min_width_m``, ``max_width_m``,
+            ``min_area_m2``, ``max_bridge_m``, ``window``).
+
+    Returns:
+        A ``RiverSummary`` (reaches, length_km, transects, width_median_m).
+    """
+    from .hydrology.rivers import RiverOptions, measure_rivers  # heavy: geopandas
+
+    return measure_rivers(mask, output, RiverOptions(overwrite=overwrite, **options), on_progress=on_progress)
+
+
+def occurrence(scenes: list, output, *, from_masks: bool = False, like=None, dates=None, classes: bool = False,
+               strict: bool = False, cog: bool = False, creation_options: dict | None = None, overwrite: bool = False,
+               world: World | None = None, on_progress: Callable[[int, int], None] | None = None, **options):
+    """Water occurrence over many dates of one place, as ``s2s2net occurrence`` does.
+
+    Args:
+        scenes: scenes of one place (any source ``predict`` takes; a STAC ItemCollection file
+            stands for its items), or with ``from_masks`` 2 m masks already predicted.
+        output: the GeoTIFF to write (occurrence, water count, valid count, and class).
+        like: count on this raster's grid (default: the first scene's 2 m grid).
+        dates: a CSV of scene,date for scenes whose metadata says no date.
+        classes: add the class band (never water, seasonal, permanent, unseen).
+        strict: stop at a date that fails (default: skip it and list it).
+        cog, creation_options, overwrite: how the GeoTIFF is written.
+        world: the ranks sharing the dates (default: the launcher's, or one process).
+        **options: ModelOptions and SceneOptions fields, for the scenes predicted.
+
+    Returns:
+        An ``OccurrenceSummary`` (dates counted, skipped, ever and permanent water), or None on
+        a rank other than the first.
+    """
+    from .hydrology.occurrence import OccurrenceOptions, water_occurrence
+    from .hydrology.series import dated_series, series_grid
+
+    model, scene = _split(options, ModelOptions, SceneOptions)
+    scene_options = SceneOptions(**scene)
+    occurrence_options = OccurrenceOptions(classes=classes, strict=strict, cog=cog,
+                                           creation_options=creation_options or {}, overwrite=overwrite)
+    series = dated_series(scenes, from_masks, dates)
+    grid = series_grid(series[0], like, scene_options)
+    predict = None if from_masks else _date_predictor(ModelOptions(**model), scene_options)
+    return water_occurrence(series, output, grid, occurrence_options, predict, world or World.from_environment(),
+                            on_progress=on_progress)
+
+
+def _date_predictor(model: ModelOptions, scene: SceneOptions) -> Callable:
+    """predict(source, mask_path) -> its findings: one date's mask, made by this rank alone."""
+    from .inference.predictor import Predictor  # heavy: torch
+    from .inference.runtime import default_weights
+
+    predictor = Predictor(model.weights or default_weights(), PredictOptions.of(model, scene=scene, overwrite=True),
+                          World())
+
+    def predict(source: str, mask_path: Path) -> list[Finding]:
+        return predictor.predict_scene(source, mask_path).warnings
+
+    return predict
+
+
+def load_model(weights=None, device: str = "cpu"):
+    """The network of a weights file (the bundled model by default), in eval mode.
+
+    Args:
+        weights: a ``.safetensors`` file of s2s2net, or None / "default" for the bundled model.
+        device: where to put it ("cpu", "cuda", "cuda:1").
+
+    Returns:
+        (model, card): the ``S2S2Net`` and its ``WeightsCard`` (bands, threshold, training record).
+    """
+    from .checkpoint import load_model as load  # heavy: torch
+    from .checkpoint import weights_file
+
+    return load(weights_file(weights or "default"), device)
+
+
+def chip(pairs=(), output=None, *, manifests=(), overwrite: bool = False, on_progress=None, **options):
+    """Cut training chips from scenes and their masks, as ``s2s2net chip`` does.
+
+    Args:
+        pairs: (scene, mask) pairs; manifests: CSV manifests of them.
+        output: the chips folder (chips and index.gpkg, split train, val and test).
+        overwrite: replace the chips a folder holds.
+        **options: ChipOptions fields (``size``, ``stride``, ``max_nodata``, ``test_ids``,
+            ``test_regions``, ``val_fraction``, ``seed``, ``nodata``, ``degrade``) and
+            SceneOptions fields.
+
+    Returns:
+        A ``ChipSummary`` (chips a split, skipped windows, warnings).
+    """
+    from .manifest import pairs_from_options
+    from .training.chips import ChipOptions, chip_pairs
+
+    chip_fields, scene = _split(options, ChipOptions, SceneOptions)
+    chip_fields.pop("scene", None)
+    chip_options = ChipOptions(scene=SceneOptions(**scene), overwrite=overwrite, **chip_fields)
+    summary = chip_pairs(pairs_from_options(list(pairs), manifests), output, chip_options, on_progress)
+    _warn_all(summary.warnings)
+    return summary
+
+
+def train(chips_dirs, run_dir, *, world: World | None = None, on_record: Callable[[dict], None] | None = None,
+          **options):
+    """Train the network on chips, as ``s2s2net train`` does (DeepSpeed ZeRO; every rank of a
+    launcher calls it).
+
+    Args:
+        chips_dirs: one chips folder or several (the sources, drawn as ``source_weights`` say).
+        run_dir: the run folder (checkpoints, metrics.jsonl, best.safetensors).
+        world: the ranks (default: the launcher's, or one process).
+        on_record: called with each metrics record (train steps and validations).
+        **options: TrainOptions fields (``max_steps``, ``batch_size``, ``lr``, ``init_weights``...).
+
+    Returns:
+        A ``TrainResult`` (steps, best F1, the weights written).
+    """
+    from .training.config import TrainOptions
+    from .training.loop import train as run  # heavy: torch, deepspeed
+
+    return run(chips_dirs, run_dir, TrainOptions(**options), on_record=on_record, world=world)

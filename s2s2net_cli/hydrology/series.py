@@ -1,0 +1,43 @@
+"""A series of one place, as occurrence counts it: the sources named (a STAC ItemCollection
+standing for its items in date order), each with its date, and the 2 m grid they are counted on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..grid import SCALE_FACTOR, fine_transform
+from ..sources import stac
+from ..sources.dates import read_dates_csv, scene_date
+from ..sources.options import SceneOptions
+from .occurrence import DateMask, Grid
+
+
+def dated_series(scenes, from_masks: bool = False, dates_csv=None) -> list[DateMask]:
+    """A DateMask for each source of ``scenes`` (an ItemCollection's items named
+    ``collection.json#ITEM_ID``), dated by ``dates_csv`` (scene,date) where it names the source,
+    else by its own name or metadata; with ``from_masks`` the sources are the masks."""
+    sources = []
+    for s in scenes:
+        sources += stac.collection_items(s) if stac.is_item_collection(s) else [str(s)]
+    named = read_dates_csv(dates_csv) if dates_csv else {}
+    return [DateMask(s, _date_of(s, named), Path(s) if from_masks else None) for s in sources]
+
+
+def _date_of(source: str, named: dict) -> str | None:
+    for key in (source, Path(source).name):
+        if key in named:
+            return named[key]
+    return scene_date(source)
+
+
+def series_grid(first: DateMask, like=None, scene_options: SceneOptions | None = None) -> Grid:
+    """The grid the series is counted on: ``like``'s, else the first mask's, else the 2 m grid
+    of the first scene (read with ``scene_options``)."""
+    if like:
+        return Grid.of(like)
+    if first.mask is not None:
+        return Grid.of(first.mask)
+    from ..sources.open import open_scene  # heavy: GDAL's drivers for products and items
+
+    s = open_scene(first.source, scene_options or SceneOptions())
+    return Grid(s.crs, fine_transform(s.transform), s.width * SCALE_FACTOR, s.height * SCALE_FACTOR)

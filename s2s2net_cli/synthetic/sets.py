@@ -1,0 +1,69 @@
+"""A set of synthetic pairs written to a folder, as ``s2s2net synth`` makes it: scenes and exact
+2 m masks (and the rivers drawn), synthetic landscapes or water painted into real scenes, seed
+after seed, with a manifest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..io import check_output
+from ..manifest import write_manifest
+from .painted import background_reading, make_painted_pair
+from .scenes import make_pair, write_pair, write_river_truth
+
+
+@dataclass
+class SynthOptions:
+    count: int = 1
+    size: int = 256  # 10 m pixels a side
+    seed: int = 0  # pair i uses seed + i
+    level: str = "mixed"  # "L1C", "L2A" or "mixed" (synthetic landscapes only)
+    landscape: str = "mixed"  # "mixed" or "rivers"
+    backgrounds: tuple = ()  # real scenes to paint water into, taken in turn
+    bands: tuple[int, ...] | None = None  # how the backgrounds are read
+    offset: float = 0.0
+    manifest: bool = True
+    overwrite: bool = False
+
+
+@dataclass
+class SynthSummary:
+    rows: list[dict] = field(default_factory=list)  # image, mask, id of each pair (the manifest's rows)
+    warnings: list = field(default_factory=list)  # how the backgrounds were read
+
+
+def make_synthetic_set(out_dir, options: SynthOptions, on_background: Callable[[list], None] | None = None,
+                       on_pair: Callable[[Path, Path, float], None] | None = None) -> SynthSummary:
+    """Write ``options.count`` pairs into ``out_dir``. ``on_background(findings)`` hears how
+    each background was read before the first pair; ``on_pair(scene, mask, water_share)`` each pair."""
+    out_dir = Path(out_dir)
+    summary, readings = SynthSummary(), {}
+    for bg in dict.fromkeys(options.backgrounds):
+        indexes, offsets, said = background_reading(bg, options.bands, options.offset)
+        readings[bg] = (indexes, offsets)
+        summary.warnings += said
+        if on_background:
+            on_background(said)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for i in range(options.count):
+        s = options.seed + i
+        scene_path, mask_path = out_dir / f"synth_{s}_scene.tif", out_dir / f"synth_{s}_mask.tif"
+        check_output(scene_path, options.overwrite, options.backgrounds)
+        check_output(mask_path, options.overwrite, options.backgrounds)
+        if options.backgrounds:
+            background = options.backgrounds[i % len(options.backgrounds)]
+            pair = make_painted_pair(background, options.size, s, *readings[background])
+        else:
+            pair = make_pair(options.size, seed=s, level=None if options.level == "mixed" else options.level,
+                             landscape=options.landscape)
+        write_pair(pair, scene_path, mask_path)
+        if pair.rivers:
+            write_river_truth(pair, check_output(out_dir / f"synth_{s}_rivers.gpkg", options.overwrite))
+        summary.rows.append({"image": scene_path.name, "mask": mask_path.name, "id": f"synth_{s}"})
+        if on_pair:
+            on_pair(scene_path, mask_path, float((pair.mask == 1).mean()))
+    if options.manifest:
+        write_manifest(out_dir / "manifest.csv", summary.rows, overwrite=True)
+    return summary

@@ -1,0 +1,106 @@
+"""The library's face: ``import s2s2net_cli as s2n`` and each command as one call, on real files,
+giving what the command gives."""
+
+import json
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import rasterio
+from affine import Affine
+
+import s2s2net_cli as s2n
+
+from .conftest import raises_rule, run_cli, write_raster
+
+T10 = Affine(10, 0, 500000, 0, -10, 4000000)
+BANDS = ("B02", "B03", "B04", "B08", "B11", "B12")
+
+
+def _flood(tmp_path, size=40):
+    rng = np.random.default_rng(3)
+    water = rng.random((size, size)) < 0.35
+    water[5:15, 5:25] = True
+    dn = np.empty((6, size, size), "uint16")
+    dn[:] = np.array([600, 700, 600, 3000, 2500, 1500])[:, None, None]
+    dn[:, water] = np.array([600, 900, 500, 300, 200, 100])[:, None]
+    scene = write_raster(tmp_path / "scene.tif", dn, transform=T10, nodata=0, descriptions=BANDS)
+    label = write_raster(tmp_path / "label.tif", water.astype("uint8"), transform=T10, nodata=255)
+    return scene, label, water
+
+
+def test_the_package_lists_its_face_and_importing_it_loads_no_torch():
+    assert {"predict", "evaluate", "rivers", "occurrence", "load_model", "ModelOptions", "S2S2NetError"} <= set(
+        s2n.__all__)
+    assert all(getattr(s2n, name) is not None for name in s2n.__all__)
+    for name in ("predict", "evaluate", "rivers", "occurrence", "load_model", "chip", "train"):
+        doc = getattr(s2n, name).__doc__
+        assert "Args:" in doc and "Returns:" in doc, name
+    loaded = subprocess.run([sys.executable, "-c", "import sys, s2s2net_cli as s2n; s2n.ModelOptions; "
+                             "print('torch' in sys.modules)"], capture_output=True, text=True)
+    assert loaded.returncode == 0 and loaded.stdout.strip() == "False", loaded.stderr
+    with pytest.raises(AttributeError):
+        s2n.no_such_thing
+
+
+def test_predict_writes_what_the_command_writes(tmp_path, random_weights):
+    scene, _, _ = _flood(tmp_path)
+    result = s2n.predict(scene, tmp_path / "api.tif", weights=random_weights, tile_size=32, overlap=8)
+    assert run_cli("predict", scene, "-o", tmp_path / "cli.tif", "--weights", random_weights, "--tile-size", 32,
+                   "--overlap", 8).returncode == 0
+    with rasterio.open(tmp_path / "api.tif") as a, rasterio.open(tmp_path / "cli.tif") as c:
+        assert np.array_equal(a.read(), c.read()) and a.transform == c.transform and a.shape == (200, 200)
+    assert result.output == str(tmp_path / "api.tif") and result.warnings == []
+    with raises_rule("S2N-OUTPUT-EXISTS", tmp_path / "api.tif"):
+        s2n.predict(scene, tmp_path / "api.tif", weights=random_weights)
+    with raises_rule("S2N-OVERLAP-TILE"):
+        s2n.predict(scene, tmp_path / "other.tif", weights=random_weights, tile_size=32, overlap=40)
+    with pytest.raises(TypeError, match="tile_sise"):
+        s2n.predict(scene, tmp_path / "other.tif", tile_sise=32)
+
+
+def test_predict_warns_in_pythons_terms(tmp_path, random_weights):
+    scene, _, _ = _flood(tmp_path)
+    with rasterio.open(scene) as src:
+        bare = write_raster(tmp_path / "bare.tif", src.read(), transform=T10, nodata=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = s2n.predict(bare, tmp_path / "w.tif", weights=random_weights, tile_size=32, overlap=8)
+    said = [w.message for w in caught if isinstance(w.message, s2n.S2S2NetWarning)]
+    assert [w.finding.code for w in said] == [f.code for f in result.warnings] == ["S2N-BANDS-UNDESCRIBED"]
+    assert "bands=3,2,1,4,5,6" in str(said[0])
+
+
+def test_evaluate_scores_as_compare_does(tmp_path):
+    scene, label, _ = _flood(tmp_path)
+    scores = s2n.evaluate([(scene, label)], baselines=["ndwi", "mndwi"], degrade=5)
+    r = run_cli("compare", "--pair", scene, label, "--baseline", "ndwi", "--baseline", "mndwi", "--degrade", 5,
+                "--json")
+    rows = json.loads(r.stdout)["rows"]
+    assert [s.model for s in scores] == [row["model"] for row in rows] == ["ndwi", "mndwi"]
+    assert [s.overall["f1"] for s in scores] == [row["f1"] for row in rows]
+    small = write_raster(tmp_path / "small.tif", np.full((6, 8, 8), 900, "uint16"), transform=T10, nodata=0)
+    with raises_rule("S2N-DEGRADE-SCENE-SMALL", small):
+        s2n.evaluate([(small, label)], baselines="ndwi", degrade=5)
+
+
+def test_rivers_and_occurrence_from_masks(tmp_path):
+    water = np.zeros((200, 200), "uint8")
+    water[:, 90:110] = 1  # a river 40 m wide
+    t2 = Affine(2, 0, 500000, 0, -2, 4000000)
+    mask = write_raster(tmp_path / "2021-06-01_water.tif", water, transform=t2, nodata=255)
+    summary = s2n.rivers(mask, tmp_path / "rivers.gpkg", spacing_m=20)
+    assert summary.reaches >= 1 and summary.width_median_m == pytest.approx(40, abs=4)
+    dry = write_raster(tmp_path / "2021-08-01_water.tif", np.zeros_like(water), transform=t2, nodata=255)
+    counted = s2n.occurrence([mask, dry], tmp_path / "occ.tif", from_masks=True)
+    assert len(counted.dates) == 2 and [d.date for d in counted.dates] == ["2021-06-01", "2021-08-01"]
+    with rasterio.open(tmp_path / "occ.tif") as src:
+        occurrence = src.read(1)
+    assert (occurrence[:, 90:110] == 50).all() and (occurrence[:, :80] == 0).all()
+
+
+def test_load_model_gives_the_bundled_model_by_default():
+    model, card = s2n.load_model()
+    assert not model.training and card.bands.names == BANDS and 0 < card.threshold < 1
