@@ -31,10 +31,8 @@ def test_an_item_collection_stands_for_its_items_in_date_order(tmp_path):
     collection = tmp_path / "search.json"
     collection.write_text(json.dumps({"type": "FeatureCollection", "features": features}))
     assert stac.is_item_collection(str(collection)) and not stac.is_item_collection(str(tmp_path / "b.tif"))
-    out = tmp_path / "items"
-    out.mkdir()
-    paths = stac.collection_items(str(collection), out)
-    items = [json.loads(open(p).read()) for p in paths]
-    assert [i["id"] for i in items] == ["item1", "item0"]
-    assert items[0]["assets"]["blue"]["href"] == str(tmp_path / "b.tif")  # relative hrefs made absolute
+    paths = stac.collection_items(str(collection))
+    assert paths == [f"{collection}#item1", f"{collection}#item0"] and not list(tmp_path.glob("*items*"))
+    item = stac.read_item(paths[0])
+    assert item.id == "item1" and item.assets["blue"].get_absolute_href() == str(tmp_path / "b.tif")
     assert scene_date(paths[0]) == "2022-01-01"
