@@ -9,7 +9,7 @@
 # ../shared/realdata/ holds it, the Shanghai scene (10 m; validation only, never trained on).
 # The water threshold and the gain of the NDWI prior (gain x max(NDWI, 0) added to the logits,
 # GAINS tried: 0,4,8,16,32) are then calibrated on the same kinds of data
-# (scripts/calibrate_threshold.py: synthetic validation scenes, Shanghai, and the real training
+# (s2s2net weights calibrate: synthetic validation scenes, Shanghai, and the real training
 # pairs of REAL_MANIFEST) and written into WORK_DIR/model.safetensors with the weights.
 #
 #   scripts/finetune_real.sh INIT_WEIGHTS REAL_MANIFEST WORK_DIR
@@ -73,8 +73,9 @@ fi
 s2s2net -q train "${sources[@]}" -o "$WORK/run" --init-weights "$INIT" --max-steps "$STEPS" --batch-size 8 --lr "$LR" \
     --warmup-steps 50 --val-every 200 --augment "$AUGMENT" --precision bf16 --seed "$SEED" --source-weight "bolivia=$REAL_WEIGHT" \
     --label-edges "$LABEL_EDGES" "${extra[@]}" --overwrite
-calibration=$(python scripts/calibrate_threshold.py "$WORK/run/best.safetensors" "$WORK/calibration" \
-    --manifest "$MANIFEST" --gains "$GAINS" 2> "$WORK/calibration.txt")
-read -r threshold gain <<< "$calibration"
-s2s2net -q weights annotate "$WORK/run/best.safetensors" "$WORK/model.safetensors" --threshold "$threshold" \
-    --ndwi-prior "$gain" --overwrite
+shanghai=()
+if [ -f "$REAL/shanghai_esw_water_10m.tif" ]; then
+    shanghai=(--pair "$REAL/shanghai_esw_s2_l2a_6band_10m.tif" "$REAL/shanghai_esw_water_10m.tif")
+fi
+s2s2net weights calibrate "$WORK/run/best.safetensors" "$WORK/model.safetensors" "${shanghai[@]}" \
+    --manifest "$MANIFEST" --gains "$GAINS" --overwrite 2> "$WORK/calibration.txt"

@@ -274,63 +274,6 @@ def test_holdout_errors_refuses_absent_predictions_in_one_line(tmp_path):
     assert r.stderr == f"{tmp_path}/synth_9000__default.tif: no such prediction (2 of 2 absent)\n"
 
 
-def test_label_spectra_tables_the_water_share_by_ndwi_and_mndwi(tmp_path, capsys):
-    import numpy as np
-
-    from .conftest import write_raster
-
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from label_spectra import main
-
-    # left half: clear water (NDWI 0.5, MNDWI 0.8), labelled water; right half: grass (NDWI -0.6,
-    # MNDWI -0.5), labelled land but for 10 px; one row of nodata labels, one pixel of nodata image
-    image = np.zeros((6, 40, 40), "uint16")
-    image[:, :, :20] = np.array([500, 450, 300, 150, 50, 40])[:, None, None]
-    image[:, :, 20:] = np.array([350, 700, 450, 2800, 2100, 1100])[:, None, None]
-    label = np.zeros((40, 40), "uint8")
-    label[:, :20] = 1
-    label[0, 20:30] = 1
-    label[39] = 255
-    image[:, 38, 0] = 0
-    write_raster(tmp_path / "a.tif", image)
-    write_raster(tmp_path / "a_water.tif", label, nodata=255)
-    (tmp_path / "m.csv").write_text("image,mask\na.tif,a_water.tif\n")
-    main([str(tmp_path / "m.csv")])
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("1559 labelled pixels, 50.6% water")  # 40 x 39 - 1; 779 + 10 water
-    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}  # no --window: no last line
-    assert rows["0.5"] == ["-"] * 13 + ["1.00/0"]  # 779 px in the last MNDWI column (0.7 and above)
-    assert rows["-0.6"] == ["-", "0.01/0"] + ["-"] * 12  # 780 px, 10 of them water
-    assert all(set(cells) == {"-"} for key, cells in rows.items() if key not in ("0.5", "-0.6"))
-    main([str(tmp_path / "m.csv"), "--window", "-0.6", "-0.5", "-0.5", "-0.4"])  # the grass cell alone
-    assert capsys.readouterr().out.splitlines()[-1] == "NDWI -0.6 to -0.5, MNDWI -0.5 to -0.4: 780 labelled pixels, 1.3% water"
-    main([str(tmp_path / "m.csv"), "--window", "-0.6", "0.8", "-0.6", "0.8"])  # every cell
-    assert capsys.readouterr().out.splitlines()[-1].endswith(": 1559 labelled pixels, 50.6% water")
-
-
-def test_pixel_ceiling_surroundings_are_their_windows_statistics():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import numpy as np
-    from pixel_ceiling import surroundings
-
-    image = np.zeros((6, 20, 20), np.float32) + 0.1
-    image[3, :, 10:] = 0.3  # NIR: land on the right half, so NDWI is 0 on the left and -0.5 on the right
-    layers = surroundings(image)
-    assert layers.shape == (32, 20, 20)
-    ndwi_mean_5, ndwi_spread_5 = layers[0], layers[1]
-    assert np.allclose(ndwi_mean_5[:, :7], 0, atol=1e-5) and np.allclose(ndwi_mean_5[:, 13:], -0.5, atol=1e-5)
-    assert np.allclose(ndwi_spread_5[:, :7], 0, atol=1e-3) and ndwi_spread_5[5, 10] > 0.2  # the edge
-    ndwi_max_7, ndwi_min_7 = layers[6], layers[7]
-    assert np.isclose(ndwi_max_7[5, 12], 0, atol=1e-5) and np.isclose(ndwi_min_7[5, 7], -0.5, atol=1e-5)
-
-
-def test_pixel_ceiling_answers_a_wrong_command_line_with_its_usage_and_status_2(tmp_path):
-    for args in ([], [str(tmp_path), "--context"], [str(tmp_path), "--neighbourhood", "x"]):
-        r = subprocess.run([sys.executable, "scripts/pixel_ceiling.py", *args], cwd=ROOT, capture_output=True, text=True,
-                           timeout=60)
-        assert r.returncode == 2 and r.stderr.startswith("usage:") and "Traceback" not in r.stderr
-
-
 def test_bolivia_folds_pools_counts_and_boundary_edges_over_the_folds(tmp_path):
     import json
 

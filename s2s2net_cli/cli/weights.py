@@ -8,12 +8,34 @@ from pathlib import Path
 import click
 
 from ..checkpoint import annotate_weights, read_card
-from .options import named_as, overwrite_option, parse_name_values
+from ..evaluation.calibrate import GAINS, SYNTHETIC_SCENES, SYNTHETIC_SIZE
+from ..io import check_output
+from ..rulebook import finding
+from .options import (
+    bad_parameter,
+    json_option,
+    manifest_option,
+    named_as,
+    overwrite_option,
+    pair_option,
+    parse_name_values,
+)
+from .render import summary_table
+
+
+def _parse_gains(ctx, param, value) -> tuple[float, ...]:
+    try:
+        gains = tuple(float(g) for g in value.split(","))
+    except ValueError:
+        raise bad_parameter(finding("S2N-GAINS-NOT-NUMBERS", value=value), ctx, param) from None
+    if not all(0 <= g <= 100 for g in gains):
+        raise bad_parameter(finding("S2N-GAINS-RANGE", value=value), ctx, param)
+    return gains
 
 
 @click.group()
 def weights():
-    """Read and annotate weights files (.safetensors with the model's card)."""
+    """Read, annotate and calibrate weights files (.safetensors with the model's card)."""
 
 
 @weights.command()
@@ -50,3 +72,58 @@ def annotate(src, dst, notes, threshold, ndwi_prior, overwrite):
       s2s2net weights annotate model.safetensors without_prior.safetensors --ndwi-prior 0
     """
     annotate_weights(src, dst, notes, threshold, overwrite=overwrite, ndwi_prior=ndwi_prior)
+
+
+@weights.command()
+@click.argument("src", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("dst", type=click.Path(dir_okay=False, path_type=Path),
+                callback=named_as((".safetensors",), "weights are written as safetensors"))
+@pair_option
+@manifest_option
+@click.option("--gains", default=",".join(f"{g:g}" for g in GAINS), show_default=True, metavar="G,G,...",
+              callback=_parse_gains, help="NDWI prior gains to try (0: none).")
+@click.option("--synthetic-scenes", type=click.IntRange(1), default=SYNTHETIC_SCENES, show_default=True,
+              help="Synthetic validation scenes to score on (generator seeds from 8000).")
+@click.option("--synthetic-size", type=click.IntRange(32), default=SYNTHETIC_SIZE, show_default=True,
+              help="Their side in 10 m pixels.")
+@overwrite_option
+@json_option
+@click.pass_context
+def calibrate(ctx, src, dst, pairs, manifests, gains, synthetic_scenes, synthetic_size, overwrite, as_json):
+    """Choose the water threshold and NDWI prior of weights SRC and write them to DST.
+
+    Every gain is run as predict runs it, on synthetic validation scenes (exact 2 m truth) and
+    on your labelled pairs (each label on its scene's 10 m grid, scored on its cells, or on the
+    2 m grid): the --pair pairs pooled as one source, each --manifest as another. The threshold
+    and gain with the best mean of the sources' F1 are written into DST's card. Run it after every fine-tune: a model's calibrated threshold is
+    what predict, evaluate and compare use unless --threshold is given.
+
+    \b
+    Examples:
+      s2s2net weights calibrate run/best.safetensors model.safetensors --pair scene.tif label_10m.tif
+      s2s2net weights calibrate run/best.safetensors model.safetensors --manifest labels.csv --gains 0,8,16
+    """
+    import tempfile
+
+    from ..evaluation.calibrate import THRESHOLDS  # heavy: torch
+    from ..evaluation.calibrate import calibrate as choose
+    from ..manifest import pairs_from_options
+
+    check_output(dst, overwrite, [src])
+    sources = {"pairs": pairs_from_options(list(pairs))} if pairs else {}
+    for manifest in manifests:
+        sources[Path(manifest).stem if Path(manifest).stem not in sources else str(manifest)] = pairs_from_options(
+            [], manifest)
+    with tempfile.TemporaryDirectory(prefix="s2s2net-calibrate-") as work:
+        found = choose(src, work, sources, gains, synthetic_scenes, synthetic_size)
+    said = "".join(f", {name} ({len(p)} labelled pairs)" for name, p in sources.items())
+    notes = {"calibration": f"threshold and NDWI prior by s2s2net weights calibrate ({synthetic_scenes} synthetic "
+                            f"validation scenes{said})"}
+    annotate_weights(src, dst, notes, found.threshold, overwrite=overwrite, ndwi_prior=found.gain)
+    if as_json:
+        click.echo(json.dumps(found.to_dict(), indent=2))
+    elif not ctx.obj.get("quiet"):
+        for gain, scores in found.scores.items():
+            rows = [[f"{t:.2f}", *(f"{scores[s][k]:.4f}" for s in scores)] for k, t in enumerate(THRESHOLDS)]
+            summary_table(f"NDWI prior gain {gain:g}", ["threshold", *scores], rows)
+        click.echo(f"{dst}: threshold {found.threshold:.2f}, NDWI prior gain {found.gain:g}", err=True)

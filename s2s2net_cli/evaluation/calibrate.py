@@ -1,0 +1,129 @@
+"""Calibrating a model: the water probability threshold and the gain of its NDWI prior (the
+network's logits plus gain x max(NDWI, 0)) that score best, chosen together.
+
+Each gain is run as predict runs it (the weights annotated with it) on synthetic validation
+scenes (generator seeds 8000 on: neither the training seeds 1000-1299 nor the hold-out seeds
+9000 on), their exact 2 m truth pooled, and on each source of the user's labelled pairs pooled
+(a manifest, say), each label on its scene's 10 m grid (scored on its cells: the 2 m mask
+averaged, water from half) or on the 2 m grid. The threshold and gain with the best mean of the
+sources' F1 are chosen; a labelled pair only chooses these two numbers, it is never trained on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import rasterio
+
+from ..checkpoint import annotate_weights
+from ..formats import NODATA
+from ..grid import SCALE_FACTOR
+from ..manifest import Pair
+from ..rulebook import refuse
+
+THRESHOLDS = tuple(float(t) for t in np.round(np.arange(0.10, 0.91, 0.05), 2))
+GAINS = (0.0, 4.0, 8.0, 16.0, 32.0)
+FIRST_SEED, SYNTHETIC_SCENES = 8000, 12  # the validation scenes' generator seeds: 8000-8011
+SYNTHETIC_SIZE = 192  # 10 m pixels a side
+
+
+@dataclass
+class Calibration:
+    """The chosen threshold and gain, and the F1 of each source at each threshold for each gain."""
+
+    threshold: float
+    gain: float
+    scores: dict = field(default_factory=dict)  # gain -> {source: [F1 at each of THRESHOLDS]}
+
+    def to_dict(self) -> dict:
+        return {"threshold": self.threshold, "ndwi_prior": self.gain, "thresholds": list(THRESHOLDS),
+                "scores": {f"{g:g}": s for g, s in self.scores.items()}}
+
+
+def counts_at(prob_pct: np.ndarray, truth: np.ndarray, valid: np.ndarray, factor: int = 1) -> np.ndarray:
+    """(len(THRESHOLDS), 3) tp, fp, fn of ``prob_pct`` (2 m, percent) against ``truth``; with
+    ``factor`` 5 the 2 m mask is averaged onto the 10 m truth first (water from half)."""
+    out = np.zeros((len(THRESHOLDS), 3), dtype=np.int64)
+    for k, t in enumerate(THRESHOLDS):
+        water = (prob_pct >= t * 100).astype(np.float32)
+        if factor > 1:
+            h, w = truth.shape
+            water = water.reshape(h, factor, w, factor).mean(axis=(1, 3)) >= 0.5
+        pred, ref = water.astype(bool) & valid, (truth == 1) & valid
+        out[k] = ((pred & ref).sum(), (pred & ~ref).sum(), (~pred & ref).sum())
+    return out
+
+
+def f1(tp, fp, fn) -> float:
+    return 2 * tp / max(2 * tp + fp + fn, 1)
+
+
+def calibrate(weights, work_dir, sources: dict[str, list[Pair]] | None = None, gains=GAINS,
+              synthetic_scenes: int = SYNTHETIC_SCENES,
+              synthetic_size: int = SYNTHETIC_SIZE, on_progress: Callable[[str], None] | None = None) -> Calibration:
+    """The threshold and NDWI prior gain of ``weights`` that score best (the mean of the pooled
+    F1 of the synthetic scenes and of each of ``sources``, name -> labelled pairs), scored in
+    ``work_dir``."""
+    from ..synthetic.scenes import make_pair, write_pair  # the generator: scipy, only here
+
+    work = Path(work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    sources = {name: list(pairs) for name, pairs in (sources or {}).items() if pairs}
+    for pair in (p for pairs in sources.values() for p in pairs):
+        _check_grid(pair)
+    synthetic = []
+    for seed in range(FIRST_SEED, FIRST_SEED + synthetic_scenes):
+        made = make_pair(synthetic_size, seed=seed)
+        scene = work / f"val_{seed}_scene.tif"
+        write_pair(made, scene, work / f"val_{seed}_mask.tif")
+        synthetic.append((scene, made.mask))
+    scores, means = {}, []
+    for gain in gains:
+        if on_progress:
+            on_progress(f"NDWI prior gain {gain:g}")
+        annotated = annotate_weights(weights, work / f"gain_{gain:g}.safetensors", {}, ndwi_prior=gain, overwrite=True)
+        scores[gain] = _score(annotated, work, synthetic, sources)
+        means.append(np.mean(list(scores[gain].values()), axis=0))
+    g, best = np.unravel_index(int(np.argmax(np.array(means))), (len(gains), len(THRESHOLDS)))
+    return Calibration(THRESHOLDS[best], float(list(gains)[g]), scores)
+
+
+def _check_grid(pair: Pair) -> None:
+    with rasterio.open(pair.image) as scene, rasterio.open(pair.mask) as label:
+        if (label.height, label.width) not in ((scene.height, scene.width),
+                                               (scene.height * SCALE_FACTOR, scene.width * SCALE_FACTOR)):
+            raise refuse("S2N-CALIBRATE-GRID", pair.mask, scene=pair.image)
+
+
+def _score(weights: Path, work: Path, synthetic: list, sources: dict[str, list[Pair]]) -> dict[str, list[float]]:
+    """F1 at every threshold of ``weights`` on the synthetic scenes pooled and each source pooled."""
+    from ..inference.predictor import PredictOptions, Predictor  # heavy: torch
+
+    predictor = Predictor(weights, PredictOptions(tile_size=SYNTHETIC_SIZE, overlap=48, probability=True,
+                                                  overwrite=True, precision="32"))
+    pooled = np.zeros((len(THRESHOLDS), 3), dtype=np.int64)
+    for scene, truth in synthetic:
+        out = work / scene.name.replace("_scene.tif", "_prob.tif")
+        predictor.predict_scene(scene, out)
+        with rasterio.open(out) as src:
+            prob = src.read(1)
+        pooled += counts_at(prob, np.nan_to_num(truth, nan=0), ~np.isnan(truth) & (prob != NODATA))
+    scores = {"synthetic": [f1(*c) for c in pooled]}
+    real = Predictor(weights, PredictOptions(probability=True, overwrite=True, precision="32")) if sources else None
+    for s, (name, pairs) in enumerate(sources.items()):
+        pooled = np.zeros((len(THRESHOLDS), 3), dtype=np.int64)
+        for k, pair in enumerate(pairs):
+            out = work / f"source_{s}_pair_{k}_prob.tif"
+            real.predict_scene(pair.image, out)
+            with rasterio.open(out) as src, rasterio.open(pair.mask) as lab:
+                prob, truth, nodata = src.read(1), lab.read(1), lab.nodata
+            factor = SCALE_FACTOR if truth.shape != prob.shape else 1
+            h, w = truth.shape
+            seen = (prob.reshape(h, factor, w, factor) != NODATA).all(axis=(1, 3))
+            valid = seen & np.isin(truth, (0, 1)) & ((truth != nodata) if nodata is not None else True)
+            pooled += counts_at(prob, truth, valid, factor=factor)
+        scores[name] = [f1(*c) for c in pooled]
+    return scores
