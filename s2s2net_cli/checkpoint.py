@@ -153,7 +153,7 @@ def _header_metadata(path) -> dict:
         with safe_open(str(path), framework="pt") as weights:
             metadata = weights.metadata() or {}
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
-        raise refuse("S2N-WEIGHTS-NOT-SAFETENSORS", path, hint=_kind_hint(head)) from exc
+        raise refuse(_not_safetensors(head), path) from exc
     if METADATA_KEY not in metadata:
         raise refuse("S2N-WEIGHTS-NOT-S2S2NET", path)
     try:
@@ -162,12 +162,11 @@ def _header_metadata(path) -> dict:
         raise refuse("S2N-WEIGHTS-METADATA-JSON", path) from exc
 
 
-def _kind_hint(head: bytes) -> str:
+def _not_safetensors(head: bytes) -> str:
+    """The rule a file that is no safetensors falls under: a pickle (never loaded) or anything else."""
     if head.startswith(b"PK"):
-        return " (it looks like a PyTorch zip pickle; pickles are never loaded, export to .safetensors)"
-    if head[:1] == b"\x80":
-        return " (it looks like a Python pickle; pickles are never loaded)"
-    return ""
+        return "S2N-WEIGHTS-ZIP-PICKLE"
+    return "S2N-WEIGHTS-PICKLE" if head[:1] == b"\x80" else "S2N-WEIGHTS-NOT-SAFETENSORS"
 
 
 def annotate_weights(src, dst, training_notes: dict, threshold: float | None = None, overwrite: bool = False,

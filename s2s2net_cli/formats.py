@@ -12,6 +12,7 @@ import math
 import os
 
 import numpy as np
+from rasterio.enums import ColorInterp, MaskFlags
 
 LAND, WATER, NODATA = 0, 1, 255
 CHIP_SCALE = 10000.0  # chips (and synthetic scenes) store reflectance x 10000 as uint16, 0 nodata
@@ -98,3 +99,20 @@ def gdal_path(path) -> str:
     if text.startswith(("http://", "https://", "ftp://")):
         return "/vsicurl/" + text
     return os.path.abspath(text)
+
+
+def gdal_masked(src) -> bool:
+    """Whether ``src`` keeps a mask beside its values that says more than its nodata values: an
+    internal or .msk mask band, or an alpha band (of any stack, not only GDAL's RGBA)."""
+    return (any(MaskFlags.per_dataset in flags for flags in src.mask_flag_enums)
+            or ColorInterp.alpha in src.colorinterp)
+
+
+def gdal_empty(src, window) -> np.ndarray:
+    """Where ``src``'s mask band (GDAL's dataset mask) or its alpha band (0) marks ``window``
+    empty: nodata, whatever its values."""
+    empty = src.dataset_mask(window=window) == 0
+    for index, interp in enumerate(src.colorinterp, start=1):
+        if interp == ColorInterp.alpha:
+            empty |= src.read(index, window=window) == 0
+    return empty

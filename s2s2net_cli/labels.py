@@ -23,9 +23,9 @@ from rasterio.warp import Resampling, reproject, transform_bounds
 from rasterio.windows import Window, from_bounds
 
 from .errors import InputError, first_line
-from .formats import VALUES_TAG
+from .formats import VALUES_TAG, gdal_empty, gdal_masked
 from .grid import is_rotated
-from .rulebook import finding, refuse
+from .rulebook import DECLARE_NODATA_OPTION, DECLARE_NODATA_TAG, Phrase, finding, refuse
 
 MAX_VALUES_NAMED = 5  # unexpected label values an error names
 
@@ -126,10 +126,13 @@ def warp_label(label: Label, dst_transform, dst_crs, shape: tuple[int, int], fin
             return out
         try:
             raw = src.read(1, window=clipped)
+            empty = gdal_empty(src, clipped) if gdal_masked(src) else None
         except RasterioIOError as exc:
             raise refuse("S2N-MASK-READ-FAILED", label.path, error=first_line(exc)) from exc
         src_transform = src.window_transform(clipped)
     binary = binarise(raw, label.nodata)
+    if empty is not None:  # what GDAL's mask band (or an alpha band) marks empty
+        binary[empty] = np.nan
     reproject(binary, out, src_transform=src_transform, src_crs=label.crs, src_nodata=np.nan,
               dst_transform=dst_transform, dst_crs=dst_crs, dst_nodata=np.nan,
               resampling=Resampling.average if finer else Resampling.nearest)
@@ -149,11 +152,10 @@ def binarise(raw: np.ndarray, nodata) -> np.ndarray:
     return out
 
 
-NODATA_OPTION = "give the value that means nodata with --nodata"
-NODATA_TAG = "tag the value that means nodata (rio edit-info --nodata)"  # for commands without --nodata
+NODATA_OPTION, NODATA_TAG = DECLARE_NODATA_OPTION, DECLARE_NODATA_TAG  # how a command is told which value is nodata
 
 
-def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> list[str]:
+def check_label(label: Label, declare_nodata: Phrase = NODATA_OPTION) -> list[str]:
     """InputError when the label holds no valid pixel, or values other than water 1, land 0 and
     its nodata (NaN, the file's nodata value or --nodata): a 255 or -1 that no tag declares as
     nodata would otherwise count as water or land; then a nodata of 0 or 1 (check_nodata_value).
@@ -197,14 +199,14 @@ def check_label(label: Label, declare_nodata: str = NODATA_OPTION) -> list[str]:
     return []
 
 
-def check_one_band(path, count: int, hint: str = "") -> None:
+def check_one_band(path, count: int, scene_like: bool = False) -> None:
     """InputError when a mask has more than one band (a scene, occurrence's output, a class
     raster with a band a class): only its first would be read, as if it were the mask."""
     if count != 1:
-        raise refuse("S2N-MASK-BAND-COUNT", path, count=count, hint=hint)
+        raise refuse("S2N-MASK-IS-SCENE" if scene_like else "S2N-MASK-BAND-COUNT", path, count=count)
 
 
-def check_nodata_value(path, nodata, declare_nodata: str = NODATA_OPTION) -> None:
+def check_nodata_value(path, nodata, declare_nodata: Phrase = NODATA_OPTION) -> None:
     """InputError when a mask's nodata value (or one of them) is land's 0 or water's 1: every pixel
     of that class would be left out as unseen, and the scores (or counts) made of the other alone.
     GDAL tools often tag 0 as nodata on a 0/1 mask."""
@@ -215,7 +217,7 @@ def check_nodata_value(path, nodata, declare_nodata: str = NODATA_OPTION) -> Non
     raise refuse("S2N-MASK-NODATA-IS-CLASS", path, nodata=nodata, kind=kind, declare_nodata=declare_nodata)
 
 
-def unexpected_values(path, values, nodata, declare_nodata: str = NODATA_OPTION) -> InputError:
+def unexpected_values(path, values, nodata, declare_nodata: Phrase = NODATA_OPTION) -> InputError:
     """The error for a mask holding ``values`` besides water 1, land 0 and its ``nodata`` (a value or values)."""
     shown = ", ".join(f"{v:g}" for v in sorted(values)[:MAX_VALUES_NAMED])
     declared = f" and its nodata {said_nodata(nodata_values(nodata))}" if nodata_values(nodata) else ""

@@ -106,6 +106,24 @@ class _Options:
 
 
 @dataclass(frozen=True)
+class Phrase:
+    """A part of messages that names options, given to a template as a value and said in each
+    interface's terms (how a command is told which value of a mask means nodata)."""
+
+    template: str
+
+    def said(self, interface: str) -> str:
+        return self.template.format(o=_Options(interface))
+
+    def __str__(self) -> str:
+        return self.said("cli")
+
+
+DECLARE_NODATA_OPTION = Phrase("give the value that means nodata with {o.nodata}")
+DECLARE_NODATA_TAG = Phrase("tag the value that means nodata (rio edit-info --nodata)")  # commands without --nodata
+
+
+@dataclass(frozen=True)
 class Finding:
     """What one check found: its code, the file (or option) it names, and the values its message
     is made of. ``str()`` is the command line's one line."""
@@ -124,7 +142,8 @@ class Finding:
 
     def problem(self, interface: str = "cli") -> str:
         """The message without the file it names."""
-        return self.rule.template.format(o=_Options(interface), **self.values)
+        values = {k: v.said(interface) if isinstance(v, Phrase) else v for k, v in self.values.items()}
+        return self.rule.template.format(o=_Options(interface), **values)
 
     def message(self, interface: str = "cli") -> str:
         """``PATH: problem`` (just the problem when it names no file)."""
@@ -237,6 +256,10 @@ RULES = _book(
     Rule("S2N-BBOX-LATITUDE", USAGE, "latitudes must lie in -90..90"),
     Rule("S2N-BBOX-WEST-EAST", USAGE, "west {west:g} is not less than east {east:g}"),
     Rule("S2N-BBOX-SOUTH-NORTH", USAGE, "south {south:g} is not less than north {north:g}"),
+    Rule("S2N-GAINS-NOT-NUMBERS", USAGE, "{value!r} is not a comma-separated list of numbers"),
+    Rule("S2N-GAINS-RANGE", USAGE, "{value!r}: an NDWI prior gain lies in 0-100"),
+    Rule("S2N-CALIBRATE-GRID", INPUT, "is not on the 10 m grid of {scene} nor on its 2 m grid: calibration reads a "
+                                      "label on its scene's own grid (warp it there first)"),
     Rule("S2N-SOURCE-WEIGHT-NUMBER", USAGE, "{value!r} is not a number (NAME=W)"),
     Rule("S2N-SOURCE-WEIGHT-NEGATIVE", USAGE, "{name}={value}: a weight is 0 or more"),
     # sources/checks.py: how a scene was read (warnings)
@@ -305,7 +328,11 @@ RULES = _book(
     Rule("S2N-WEIGHTS-NOT-FOUND", INPUT, "weights file not found"),
     Rule("S2N-WEIGHTS-PERMISSION", INPUT, "weights file cannot be read (permission denied)"),
     Rule("S2N-WEIGHTS-TOO-SHORT", INPUT, "not a safetensors weights file (too short)"),
-    Rule("S2N-WEIGHTS-NOT-SAFETENSORS", INPUT, "not a safetensors weights file{hint}"),
+    Rule("S2N-WEIGHTS-NOT-SAFETENSORS", INPUT, "not a safetensors weights file"),
+    Rule("S2N-WEIGHTS-PICKLE", INPUT, "not a safetensors weights file (it looks like a Python pickle; pickles are never "
+                                      "loaded)"),
+    Rule("S2N-WEIGHTS-ZIP-PICKLE", INPUT, "not a safetensors weights file (it looks like a PyTorch zip pickle; pickles are "
+                                          "never loaded, export to .safetensors)"),
     Rule("S2N-WEIGHTS-NOT-S2S2NET", INPUT, "a safetensors file, but not s2s2net weights (no s2s2net metadata)"),
     Rule("S2N-WEIGHTS-METADATA-JSON", INPUT, "s2s2net metadata is not valid JSON"),
     Rule("S2N-WEIGHTS-ANNOTATE-INVALID", INPUT, "weights of bands {bands}: {error}"),
@@ -320,8 +347,10 @@ RULES = _book(
     Rule("S2N-CHIP-TEST-ID", INPUT, "no scene with id {scene_id!r} (ids: {ids})"),
     Rule("S2N-CHIP-INPUT-INSIDE", USAGE, "lies in {folder}, which {o.overwrite} clears before chipping: chip into "
                                          "another folder"),
-    Rule("S2N-CHIP-SCENE-SMALL", INPUT, "is {width} x {height} px{made}, smaller than one chip of {size} px (give a "
-                                        "smaller {o.size})"),
+    Rule("S2N-CHIP-SCENE-SMALL", INPUT, "is {width} x {height} px, smaller than one chip of {size} px (give a smaller "
+                                        "{o.size})"),
+    Rule("S2N-CHIP-DEGRADED-SMALL", INPUT, "is {width} x {height} px degraded {factor}x, smaller than one chip of {size} "
+                                           "px (give a smaller {o.size})"),
     Rule("S2N-CHIP-TEST-REGIONS", INPUT, "test regions are empty or have no CRS"),
     # config.py
     Rule("S2N-TRAIN-BATCH-WORLD", INPUT, "{batch_size} is not divisible by the world size {world_size}"),
@@ -376,7 +405,9 @@ RULES = _book(
     Rule("S2N-MASK-NO-WATER-VALUE", INPUT, "holds {value} besides land 0, and no water 1: if {value} is water (a "
                                            "0/{value} mask), make it 1; if it means nodata, {declare_nodata}"),
     Rule("S2N-MASK-ALL-NODATA", INPUT, "mask has no valid pixel (all nodata)"),
-    Rule("S2N-MASK-BAND-COUNT", INPUT, "has {count} bands, where a mask has one (water 1, land 0){hint}"),
+    Rule("S2N-MASK-BAND-COUNT", INPUT, "has {count} bands, where a mask has one (water 1, land 0)"),
+    Rule("S2N-MASK-IS-SCENE", INPUT, "has {count} bands, where a mask has one (water 1, land 0): a scene is read as a "
+                                     "date without {o.from_masks}"),
     Rule("S2N-MASK-NODATA-IS-CLASS", INPUT, "its nodata value is {nodata:g}, which a mask means as {kind} (water 1, "
                                             "land 0): every {kind} pixel would be left out; {declare_nodata} if "
                                             "another value means it, or remove the nodata value (rio edit-info "

@@ -37,11 +37,11 @@ def test_pickle_is_refused_without_running_its_payload(tmp_path, name):
     _Payload.marker = marker
     path = tmp_path / name
     torch.save({"state_dict": _Payload()}, path)  # a zip pickle, like a Lightning .ckpt
-    with raises_rule("S2N-WEIGHTS-NOT-SAFETENSORS"):
+    with raises_rule("S2N-WEIGHTS-ZIP-PICKLE"):
         load_model(path)
     raw = tmp_path / ("raw_" + name)
     raw.write_bytes(pickle.dumps(_Payload()))
-    with raises_rule("S2N-WEIGHTS-NOT-SAFETENSORS", raw):
+    with raises_rule("S2N-WEIGHTS-PICKLE", raw):
         load_model(raw)
     assert not marker.exists()
 

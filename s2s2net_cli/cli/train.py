@@ -9,21 +9,10 @@ import click
 from click.core import ParameterSource
 
 from ..rulebook import finding
-from ..training.config import (
-    AUGMENTATIONS,
-    DEFAULT_STEPS,
-    TrainOptions,
-    read_deepspeed_config,
-)
+from ..training.config import AUGMENTATIONS, DEFAULT_STEPS, TrainOptions, read_deepspeed_config
 from ..training.loop import train as run_training
 from ..training.losses import LABEL_EDGES
-from .options import (
-    bad_parameter,
-    exclusive,
-    overwrite_option,
-    parse_name_values,
-    precision_option,
-)
+from .options import bad_parameter, exclusive, overwrite_option, parse_name_values, precision_option
 from .render import progress_bar, stderr
 
 _TRAIN = TrainOptions()  # the defaults, as the options show them

@@ -36,20 +36,8 @@ from ..bands import BAND_NAMES
 from ..errors import InputError, S2S2NetError
 from ..formats import WATER, probability_cut
 from ..grid import row_pixel_areas
-from ..io import (
-    atomic_path,
-    check_output,
-    copy_to_cog,
-    geotiff_profile,
-    temporary_sibling,
-)
-from ..labels import (
-    MAX_VALUES_NAMED,
-    NODATA_TAG,
-    check_nodata_value,
-    check_one_band,
-    unexpected_values,
-)
+from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, temporary_sibling
+from ..labels import MAX_VALUES_NAMED, NODATA_TAG, check_nodata_value, check_one_band, unexpected_values
 from ..rulebook import code_of, refuse
 from ..sources.dates import acquisition
 from ..world import World
@@ -199,7 +187,7 @@ def _check_mask(d: DateMask, grid: Grid) -> None:
     try:
         with rasterio.open(d.mask) as src:
             scene_like = src.count >= len(BAND_NAMES)  # six bands or more: a scene given as a mask
-            check_one_band(d.mask, src.count, ": a scene is read as a date without --from-masks" if scene_like else "")
+            check_one_band(d.mask, src.count, scene_like)
             left, bottom, right, top = transform_bounds(src.crs, grid.crs, *src.bounds)
             if probability_cut(src.tags()) is None:
                 check_nodata_value(d.mask, src.nodata, NODATA_TAG)

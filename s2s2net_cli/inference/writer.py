@@ -18,13 +18,7 @@ from .. import __version__
 from ..errors import first_line
 from ..formats import NODATA, VALUES_TAG, source_name
 from ..grid import SCALE_FACTOR, fine_transform, row_pixel_areas
-from ..io import (
-    atomic_path,
-    check_output,
-    copy_to_cog,
-    geotiff_profile,
-    temporary_sibling,
-)
+from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, temporary_sibling
 from ..rulebook import refuse
 
 WRITE_ROWS = 512  # 2 m rows converted and written at a time

@@ -19,16 +19,9 @@ from rasterio.vrt import WarpedVRT
 from rasterio.warp import Resampling
 from rasterio.windows import Window
 
-from ..bands import (
-    BAND_NAMES,
-    DEFAULT_SCALE,
-    BandSpec,
-    band_name,
-    normalise,
-    repeated_band,
-)
+from ..bands import BAND_NAMES, DEFAULT_SCALE, BandSpec, band_name, normalise, repeated_band
 from ..errors import first_line
-from ..formats import source_name, valid_mask
+from ..formats import gdal_empty, gdal_masked, source_name, valid_mask
 from ..grid import is_rotated
 from ..rulebook import refuse
 
@@ -186,6 +179,7 @@ class SceneReader:
     def __init__(self, scene: Scene):
         self.scene = scene
         self.src = rasterio.open(scene.dataset)
+        self.masked_by_gdal = gdal_masked(self.src)  # an alpha band, an internal or .msk mask
         self.leave_out_src = self.leave_out_vrt = None
         try:
             if scene.leave_out:
@@ -227,9 +221,10 @@ class SceneReader:
         try:
             raw = self.src.read(list(scene.indexes), window=inner)
             clouds = self.src.read(scene.cloud_band, window=inner) if scene.cloud_band else None
+            empty = gdal_empty(self.src, inner) if self.masked_by_gdal else None
         except RasterioIOError as exc:
             raise refuse("S2N-SCENE-WINDOW-UNREADABLE", scene.path, r0=r0, r1=r1, c0=c0, c1=c1, error=first_line(exc)) from exc
-        valid = valid_mask(raw, scene.nodata)
+        valid = valid_mask(raw, scene.nodata) if empty is None else valid_mask(raw, scene.nodata) & ~empty
         left_out = np.zeros(valid.shape, dtype=bool)
         if clouds is not None:
             left_out |= np.isin(clouds, CLOUD_CLASSES)

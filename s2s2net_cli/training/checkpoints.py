@@ -26,10 +26,7 @@ KEEP_CHECKPOINTS = 2
 def weights_only_loading(ckpt_dir):
     """Load DeepSpeed checkpoints with torch's weights-only unpickler: tensors, plain
     containers and the few DeepSpeed records a checkpoint holds, never arbitrary code."""
-    from deepspeed.runtime.fp16.loss_scaler import (  # heavy: DeepSpeed
-        DynamicLossScaler,
-        LossScaler,
-    )
+    from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler  # heavy: DeepSpeed
     from deepspeed.runtime.zero.config import ZeroStageEnum
     from deepspeed.utils.tensor_fragment import fragment_address
 
@@ -62,9 +59,7 @@ def save_checkpoint(engine, ckpt_dir: Path, step: int, best_f1: float | None, wo
 def consolidated_state_dict(engine, ckpt_dir: Path, tag: str) -> dict:
     """Full fp32 weights: from the ZeRO checkpoint (the fp32 master copies), else the module."""
     if engine.zero_optimization_stage() >= 1:
-        from deepspeed.utils.zero_to_fp32 import (
-            get_fp32_state_dict_from_zero_checkpoint,  # heavy: DeepSpeed
-        )
+        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint  # heavy: DeepSpeed
 
         with open(os.devnull, "w") as null, contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
             state = get_fp32_state_dict_from_zero_checkpoint(str(ckpt_dir), tag=tag)

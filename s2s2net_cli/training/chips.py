@@ -217,8 +217,10 @@ def _prepare(pair: Pair, options: ChipOptions, degraded_path: Path) -> _Prepared
     finer = resolution < fine * label_scale * 0.999
     size, stride = options.size, options.stride
     if scene.height < size or scene.width < size:
-        made = f" degraded {options.degrade}x" if options.degrade else ""
-        raise refuse("S2N-CHIP-SCENE-SMALL", pair.image, width=scene.width, height=scene.height, made=made, size=size)
+        if options.degrade:
+            raise refuse("S2N-CHIP-DEGRADED-SMALL", pair.image, width=scene.width, height=scene.height,
+                         factor=options.degrade, size=size)
+        raise refuse("S2N-CHIP-SCENE-SMALL", pair.image, width=scene.width, height=scene.height, size=size)
     # chip windows that overlap the mask's bounds, on a grid of stride
     inv = ~scene.transform
     c_a, r_a = inv * (left, top)

@@ -32,13 +32,7 @@ from ..rulebook import refuse
 from ..world import World
 from .checkpoints import export_weights, save_checkpoint, weights_only_loading
 from .config import DEFAULT_STEPS, TrainOptions, build_ds_config, lr_factor
-from .data import (
-    Augment,
-    ChipDataset,
-    check_source_weights,
-    source_splits,
-    weighted_order,
-)
+from .data import Augment, ChipDataset, check_source_weights, source_splits, weighted_order
 from .losses import WaterLoss
 from .run_folder import (
     CHECKPOINTS,
@@ -141,11 +135,8 @@ class Trainer:
         self.steps_per_epoch, self.max_steps = plan_steps(epoch_chips, world, self.micro, options, self.chips_dirs[0])
         self.engine, self.scheduler, self.dtype = build_engine(deepspeed, ds_config, model_config, self.spec, init_state, options,
                                                                self.max_steps)
-        self.card = WeightsCard(model=model_config, bands=self.spec, training={  # of the exported weights
-            "global_batch": options.batch_size, "lr": options.lr, "world_size": world.size, "chips": self.chips,
-            "seed": options.seed, "augment": options.augment, "zero_stage": self.engine.zero_optimization_stage(),
-            "max_steps": self.max_steps, "source_weights": dict(options.source_weights),
-            "label_edges": options.label_edges})
+        self.card = exported_card(model_config, self.spec, options, world, self.engine.zero_optimization_stage(),
+                                  self.chips, self.max_steps)
         if options.resume:
             self.step, self.best_f1 = resume(self.engine, run_dir / CHECKPOINTS, self.dtype)
         if world.leads:
@@ -220,6 +211,15 @@ class Trainer:
                         "validation": {k: v for k, v in metrics.items() if v is not None}}
             export_weights(self.engine, self.run_dir, tag, replace(self.card, training=training), improved)
         dist.barrier()
+
+
+def exported_card(model_config: ModelConfig, spec: BandSpec, options: TrainOptions, world: World, zero_stage: int,
+                  chips: str, max_steps: int) -> WeightsCard:
+    """The card of the weights a run exports: the model, its bands and how it was trained."""
+    return WeightsCard(model=model_config, bands=spec, training={
+        "global_batch": options.batch_size, "lr": options.lr, "world_size": world.size, "chips": chips,
+        "seed": options.seed, "augment": options.augment, "zero_stage": zero_stage, "max_steps": max_steps,
+        "source_weights": dict(options.source_weights), "label_edges": options.label_edges})
 
 
 def plan_steps(n_train: int, world: World, micro: int, options: TrainOptions, chips_dir: Path) -> tuple[int, int]:
@@ -302,9 +302,7 @@ def validate(engine, val_ds: ChipDataset, world: World, micro: int, dtype: torch
     averaged over each cell, water where half of it is, as ``evaluate`` scores it); with
     several sources each score is the mean of the sources' scores, so that each counts alike
     whatever its number of pixels, and ``sources`` holds each one's."""
-    from torchmetrics.classification import (
-        BinaryStatScores,  # heavy: only validation needs it
-    )
+    from torchmetrics.classification import BinaryStatScores  # heavy: only validation needs it
 
     engine.eval()
     if len(val_ds) == 0:

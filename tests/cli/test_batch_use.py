@@ -338,7 +338,7 @@ def test_a_raster_of_several_bands_given_as_a_mask_is_refused(tmp_path):
         assert refused(r, "S2N-MASK-BAND-COUNT", 1, path) and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not [f for f in ("chips", "rivers.gpkg", "occ.tif") if (tmp_path / f).exists()]
     r = run_cli("occurrence", "--from-masks", tmp_path / "s.tif", "-o", tmp_path / "occ.tif", "--strict")
-    assert refused(r, "S2N-MASK-BAND-COUNT", 1, tmp_path / "s.tif") and "a scene is read as a date" in r.stderr
+    assert refused(r, "S2N-MASK-IS-SCENE", 1, tmp_path / "s.tif")
 
 
 def test_compare_plot_draws_declared_nodata_as_left_out(tmp_path):

@@ -181,3 +181,60 @@ def test_an_offset_the_dns_do_not_carry_is_warned_of(tmp_path):
     after = open_scene(write_raster(tmp_path / "new.tif", (dns + 1000).astype("uint16"), **options),
                        SceneOptions(bands=(1, 2, 3, 4, 5, 6), offset=-1000))
     assert scene_warnings(after, BandSpec()) == []
+
+
+@pytest.mark.parametrize("how", ["internal_mask", "alpha_band", "sidecar_mask"])
+def test_what_gdal_masks_as_empty_is_nodata(tmp_path, how, random_weights):
+    """A stack's own mask band (internal or .msk beside it) or an alpha band marks pixels empty
+    whose values look like data: they are nodata in the scene read and in predict's mask."""
+    from rasterio.enums import ColorInterp
+    from rasterio.windows import Window
+
+    from s2s2net_cli.sources.scene import SceneReader
+
+    from ..conftest import run_cli
+
+    data = np.random.default_rng(0).integers(300, 3000, (6, 32, 32)).astype("uint16")
+    empty = np.zeros((32, 32), bool)
+    empty[:, :12] = True  # the left 12 columns: no data, though their values are ordinary
+    path = tmp_path / "s.tif"
+    bands = 7 if how == "alpha_band" else 6
+    profile = dict(driver="GTiff", width=32, height=32, count=bands, dtype="uint16", crs="EPSG:32633",
+                   transform=Affine(10, 0, 500000, 0, -10, 4000000))
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=how == "internal_mask"):
+        with rasterio.open(path, "w", **profile) as dst:
+            dst.write(data, indexes=list(range(1, 7)))
+            dst.descriptions = ("B02", "B03", "B04", "B08", "B11", "B12") + (("alpha",) if bands == 7 else ())
+            if how == "alpha_band":
+                dst.write(np.where(empty, 0, 255).astype("uint16"), 7)
+                dst.colorinterp = [ColorInterp.gray] * 6 + [ColorInterp.alpha]
+            else:
+                dst.write_mask(~empty)
+    assert (tmp_path / "s.tif.msk").exists() == (how == "sidecar_mask")
+    scene = open_scene(path)
+    assert scene.indexes == (1, 2, 3, 4, 5, 6)
+    with SceneReader(scene) as reader:
+        _, valid, keep = reader.read(Window(0, 0, 32, 32))
+    assert np.array_equal(valid, ~empty) and np.array_equal(keep, ~empty)
+    r = run_cli("predict", path, "-o", tmp_path / "w.tif", "--weights", random_weights, "--tile-size", 32)
+    assert r.returncode == 0, r.stderr
+    with rasterio.open(tmp_path / "w.tif") as src:
+        out = src.read(1)
+    assert (out[:, :60] == 255).all() and (out[:, 60:] != 255).all()
+
+
+def test_what_a_labels_mask_band_marks_empty_is_left_out(tmp_path):
+    from s2s2net_cli.labels import open_label, warp_label
+
+    water = np.zeros((20, 20), "uint8")
+    water[:, 10:] = 1
+    seen = np.ones((20, 20), bool)
+    seen[:5] = False  # unlabelled rows, stored as land 0 under the mask band
+    t = Affine(10, 0, 500000, 0, -10, 4000000)
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True):
+        with rasterio.open(tmp_path / "label.tif", "w", driver="GTiff", width=20, height=20, count=1, dtype="uint8",
+                           crs="EPSG:32633", transform=t) as dst:
+            dst.write(water, 1)
+            dst.write_mask(seen)
+    out = warp_label(open_label(tmp_path / "label.tif"), t, "EPSG:32633", (20, 20), finer=False)
+    assert np.isnan(out[:5]).all() and np.array_equal(out[5:], water[5:].astype("float32"))
