@@ -167,3 +167,7 @@ def test_calibrate_chooses_the_best_threshold_and_gain_and_writes_them(tmp_path,
     assert refused(r, "S2N-CALIBRATE-GRID", 1, off_grid) and not (tmp_path / "x.safetensors").exists()
     r = run_cli("weights", "calibrate", random_weights, tmp_path / "x.safetensors", "--gains", "0,500")
     assert r.returncode == 2 and codes(r.stderr) == ["S2N-GAINS-RANGE"]
+    r = run_cli("weights", "calibrate", tmp_path / "nowhere.safetensors", tmp_path / "x.safetensors",
+                "--synthetic-scenes", 1, "--synthetic-size", 48)
+    assert refused(r, "S2N-WEIGHTS-NOT-FOUND", 1, tmp_path / "nowhere.safetensors")
+    assert not (tmp_path / "x.safetensors").exists() and not list(tmp_path.glob(".*"))
