@@ -29,7 +29,7 @@ FOLDS = (
 FOLDER = "sen1floods11_bolivia"
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from s2s2net_cli.inference.baselines import BASELINES  # noqa: E402  (the index baselines' names)
+from s2s2net_cli.inference.options import BASELINES  # noqa: E402  (the index baselines' names)
 from s2s2net_cli.metrics import boundary_f1  # noqa: E402
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 
 from ..rulebook import finding
-from ..training.chips import ChipOptions, chip_pairs
 from .options import (
     bad_parameter,
     degrade_option,
@@ -70,6 +69,8 @@ def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, tes
     if test_ids and test_regions:
         raise bad_parameter(exclusive("--test-ids", "--test-regions"), ctx, hint="--test-regions")
     pair_list = require_pairs(ctx, pairs, manifests)
+    from ..training.chips import ChipOptions, chip_pairs  # heavy: geopandas, shapely
+
     options = ChipOptions(size=size, stride=stride or size, max_nodata=max_nodata,
                           test_ids=tuple(t.strip() for t in test_ids.split(",") if t.strip()) if test_ids else (),
                           test_regions=test_regions, val_fraction=val_fraction, seed=seed, scene=scene, nodata=nodata,

@@ -8,11 +8,7 @@ import logging
 
 import click
 
-from ..evaluation.compare import compare as run_comparison
-from ..evaluation.evaluate import make_models, scores_document
-from ..evaluation.report import write_csv
-from ..inference.baselines import BASELINES
-from ..inference.options import ModelOptions, PredictOptions
+from ..inference.options import BASELINES, ModelOptions, PredictOptions
 from ..io import check_output
 from .options import (
     CSV_SUFFIXES,
@@ -66,6 +62,9 @@ def _score(ctx, scoring: dict, model: ModelOptions, weights, baselines, default_
     pairs = require_pairs(ctx, scoring["pairs"], scoring["manifests"])
     options = PredictOptions.of(model, scene=scoring["scene"],
                                 overwrite=scoring["overwrite"] or scoring["save_predictions"] is None)
+    from ..evaluation.compare import compare as run_comparison  # heavy: torch
+    from ..evaluation.evaluate import make_models
+
     models = make_models(list(weights), list(baselines), options, default_baselines)
     quiet = ctx.obj.get("quiet")
 
@@ -106,6 +105,8 @@ def evaluate(ctx, model, baseline, scoring, as_json):
     """
     if model.weights and baseline:
         raise bad_parameter(exclusive("--weights", "--baseline"), ctx, hint="--baseline")
+    from ..evaluation.evaluate import scores_document  # heavy: torch
+
     results = _score(ctx, scoring, model, [model.weights] if model.weights else [], [baseline] if baseline else [])
     result = results[0]
     if as_json:
@@ -139,6 +140,9 @@ def compare(ctx, model, weights, baselines, csv_path, plot, scoring, as_json):
     for target in (csv_path, plot):
         if target:
             check_output(target, scoring["overwrite"], inputs)
+    from ..evaluation.evaluate import scores_document  # heavy: torch
+    from ..evaluation.report import write_csv
+
     results = _score(ctx, scoring, model, weights, baselines, default_baselines=BASELINES, plot=plot)
     if as_json:
         click.echo(json.dumps(scores_document(results, scoring["degrade"]), indent=2))

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import click
 
-from ..inference.batch import predict_batch
 from ..inference.options import PredictOptions
 from .options import (
     GEOPACKAGE_SUFFIXES,
@@ -85,6 +84,8 @@ def predict(ctx, scenes, output, model, scene, probability, cog, vector, rivers,
         log.info(f"{name}: predicting")
         return progress_bar(name, quiet=ctx.obj.get("quiet") or quiet, km2_per_step=(model.tile_size * 0.01) ** 2,
                             every_step=ctx.obj.get("verbose", 0) > 0)
+
+    from ..inference.batch import predict_batch  # heavy: torch
 
     summary = predict_batch(list(scenes), output, options, vector, rivers, skip_existing, ctx.obj["world"], progress,
                             on_result=lambda result: log_findings(result.warnings),

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from ..hydrology.rivers import RiverOptions, measure_rivers
 from .options import GEOPACKAGE_SUFFIXES, json_option, named_as, overwrite_option
 from .render import progress_bar, summary_table
 
@@ -47,6 +46,8 @@ def rivers(ctx, mask, output, spacing, min_width, max_width, min_area, max_bridg
       s2s2net rivers water.tif -o rivers.gpkg
       s2s2net rivers water.tif -o rivers.gpkg --spacing 50 --min-width 10 --max-width 300
     """
+    from ..hydrology.rivers import RiverOptions, measure_rivers  # heavy: scipy, shapely, geopandas
+
     options = RiverOptions(spacing_m=spacing, min_width_m=min_width, max_width_m=max_width, min_area_m2=min_area,
                            max_bridge_m=max_bridge, window=window, overwrite=overwrite)
     with progress_bar(mask.name, quiet=ctx.obj.get("quiet")) as on_step:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from ..synthetic.sets import SynthOptions, make_synthetic_set
 from .options import bands_option, offset_option, overwrite_option
 from .render import log_findings
 
@@ -53,6 +52,8 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
       s2s2net synth rivers/ --landscape rivers --count 8 --size 128
       s2s2net synth painted/ --background real_l1c.tif --count 20 --size 192 --seed 5000
     """
+    from ..synthetic.sets import SynthOptions, make_synthetic_set  # heavy: scipy, the generator
+
     options = SynthOptions(count=count, size=size, seed=seed, level=level, landscape=landscape,
                            backgrounds=tuple(backgrounds), bands=bands, offset=offset, manifest=manifest,
                            overwrite=overwrite)

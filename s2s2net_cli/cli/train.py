@@ -9,9 +9,7 @@ import click
 from click.core import ParameterSource
 
 from ..rulebook import finding
-from ..training.config import AUGMENTATIONS, DEFAULT_STEPS, TrainOptions, read_deepspeed_config
-from ..training.loop import train as run_training
-from ..training.losses import LABEL_EDGES
+from ..training.config import AUGMENTATIONS, DEFAULT_STEPS, LABEL_EDGES, TrainOptions, read_deepspeed_config
 from .options import bad_parameter, exclusive, overwrite_option, parse_name_values, precision_option
 from .render import progress_bar, stderr
 
@@ -103,6 +101,8 @@ def train(ctx, chips_dirs, run_dir, max_steps, epochs, batch_size, lr, weight_de
             elif record["kind"] == "val" and not quiet:
                 f1 = "-" if record["f1"] is None else f"{record['f1']:.3f}"
                 stderr.print(f"step {record['step']}: val loss {record['val_loss']:.4f}, F1 {f1}")
+
+        from ..training.loop import train as run_training  # heavy: torch, deepspeed
 
         result = run_training(list(chips_dirs), run_dir, options, on_record=on_record, world=world)
     if world.leads and not ctx.obj.get("quiet"):

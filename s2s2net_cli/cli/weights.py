@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from ..checkpoint import annotate_weights, read_card
 from ..evaluation.calibrate import GAINS, SYNTHETIC_SCENES, SYNTHETIC_SIZE
 from ..io import check_output
 from ..rulebook import finding
@@ -47,6 +46,8 @@ def show(path):
     Example:
       s2s2net weights show run/best.safetensors
     """
+    from ..checkpoint import read_card  # heavy: torch
+
     click.echo(json.dumps(read_card(path).to_dict(), indent=2))
 
 
@@ -71,6 +72,8 @@ def annotate(src, dst, notes, threshold, ndwi_prior, overwrite):
       s2s2net weights annotate run/best.safetensors model.safetensors --set recipe=train.sh --threshold 0.6
       s2s2net weights annotate model.safetensors without_prior.safetensors --ndwi-prior 0
     """
+    from ..checkpoint import annotate_weights  # heavy: torch
+
     annotate_weights(src, dst, notes, threshold, overwrite=overwrite, ndwi_prior=ndwi_prior)
 
 
@@ -95,8 +98,9 @@ def calibrate(ctx, src, dst, pairs, manifests, gains, synthetic_scenes, syntheti
     Every gain is run as predict runs it, on synthetic validation scenes (exact 2 m truth) and
     on your labelled pairs (each label on its scene's 10 m grid, scored on its cells, or on the
     2 m grid): the --pair pairs pooled as one source, each --manifest as another. The threshold
-    and gain with the best mean of the sources' F1 are written into DST's card. Run it after every fine-tune: a model's calibrated threshold is
-    what predict, evaluate and compare use unless --threshold is given.
+    and gain with the best mean of the sources' F1 are written into DST's card. Run it after
+    every fine-tune: a model's calibrated threshold is what predict, evaluate and compare use
+    unless --threshold is given.
 
     \b
     Examples:
@@ -105,7 +109,8 @@ def calibrate(ctx, src, dst, pairs, manifests, gains, synthetic_scenes, syntheti
     """
     import tempfile
 
-    from ..evaluation.calibrate import THRESHOLDS  # heavy: torch
+    from ..checkpoint import annotate_weights  # heavy: torch
+    from ..evaluation.calibrate import THRESHOLDS
     from ..evaluation.calibrate import calibrate as choose
     from ..manifest import pairs_from_options
 

@@ -18,7 +18,6 @@ from typing import Callable
 import numpy as np
 import rasterio
 
-from ..checkpoint import annotate_weights
 from ..formats import NODATA
 from ..grid import SCALE_FACTOR
 from ..manifest import Pair
@@ -67,6 +66,7 @@ def calibrate(weights, work_dir, sources: dict[str, list[Pair]] | None = None, g
     """The threshold and NDWI prior gain of ``weights`` that score best (the mean of the pooled
     F1 of the synthetic scenes and of each of ``sources``, name -> labelled pairs), scored in
     ``work_dir``."""
+    from ..checkpoint import annotate_weights  # heavy: torch
     from ..synthetic.scenes import make_pair, write_pair  # the generator: scipy, only here
 
     work = Path(work_dir)

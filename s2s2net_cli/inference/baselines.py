@@ -17,9 +17,9 @@ from ..grid import SCALE_FACTOR, to_fine
 from ..indices import bilinear_to_fine, index_histogram, otsu_threshold, water_index
 from ..rulebook import refuse
 from ..sources.scene import Scene, SceneReader
+from .options import BASELINES
 from .stream import Forward
 
-BASELINES = ("ndwi", "mndwi", "ndwi-otsu", "mndwi-otsu", "mndwi-bilinear")
 STRIP = 256  # rows read at a time for a scene's Otsu threshold
 
 

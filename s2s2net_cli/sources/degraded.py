@@ -59,9 +59,9 @@ class DegradedScene:
 
 
 def check_factor(factor: int) -> None:
-    """ValueError unless ``factor`` is one --degrade takes (2-5)."""
+    """UsageError unless ``factor`` is one --degrade takes (2-5)."""
     if factor not in DEGRADE_FACTORS:
-        raise ValueError(f"--degrade must be one of {', '.join(map(str, DEGRADE_FACTORS))}, not {factor}")
+        raise refuse("S2N-DEGRADE-FACTOR", None, factor=factor, choices=", ".join(map(str, DEGRADE_FACTORS)))
 
 
 def degraded_shape(scene: Scene, factor: int) -> tuple[int, int]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ..rulebook import refuse
 
+LABEL_EDGES = ("whole", "majority")
 AUGMENTATIONS = ("none", "geometric", "full")  # geometric: flips and turns; full: also radiometric
 DEFAULT_STEPS = 1000  # optimizer steps when neither max_steps nor epochs is given
 

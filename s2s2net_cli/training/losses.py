@@ -33,10 +33,11 @@ from segmentation_models_pytorch.losses import SoftBCEWithLogitsLoss
 from torch import nn
 
 from ..formats import NODATA
+from ..rulebook import refuse
+from .config import LABEL_EDGES
 
 IGNORE = NODATA  # the targets' nodata value, left out of both parts
 EPS = 1e-6
-LABEL_EDGES = ("whole", "majority")
 
 
 class WaterLoss(nn.Module):
@@ -46,7 +47,7 @@ class WaterLoss(nn.Module):
                  label_edges: str = "whole"):
         super().__init__()
         if label_edges not in LABEL_EDGES:
-            raise ValueError(f"label_edges is one of {', '.join(LABEL_EDGES)}, not {label_edges!r}")
+            raise refuse("S2N-LABEL-EDGES", None, value=label_edges, choices=", ".join(LABEL_EDGES))
         self.label_edges = label_edges
         self.smooth_factor = smooth_factor
         self.bce = SoftBCEWithLogitsLoss(smooth_factor=smooth_factor, reduction="none")

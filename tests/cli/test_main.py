@@ -88,3 +88,28 @@ def test_every_command_given_json_prints_one_document_on_stdout_when_it_fails(tm
         assert "Traceback" not in result.stderr
     # without --json, stdout stays empty
     assert run_cli("evaluate", "--baseline", "ndwi", "--pair", missing, missing).stdout == ""
+
+
+STARTUP_PROBE = """
+import sys
+from s2s2net_cli.cli.main import cli
+try:
+    cli(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+print(code, sorted(m for m in ("torch", "deepspeed", "geopandas", "matplotlib") if m in sys.modules))
+"""
+
+
+def test_help_and_usage_errors_load_no_torch(tmp_path):
+    """Every command's --help, and a usage error found in its options, answer without importing
+    torch, DeepSpeed, geopandas or matplotlib (seconds of start-up before a word)."""
+    runs = [["--help"], *([name, "--help"] for name in ("checks", "chip", "compare", "evaluate", "occurrence",
+                                                         "predict", "rivers", "synth", "train", "weights"))]
+    runs += [["weights", "calibrate", "--help"], ["predict", "s.tif", "-o", "o.tif", "--tile-size", "64", "--overlap", "99"],
+             ["evaluate", "--pair", "a.tif", "b.tif", "--device", "gpu"]]
+    for args in runs:
+        r = subprocess.run([sys.executable, "-c", STARTUP_PROBE, *args], capture_output=True, text=True, cwd=tmp_path)
+        code, loaded = r.stdout.strip().splitlines()[-1].split(" ", 1)
+        assert loaded.strip() == "[]", (args, loaded)
+        assert code in ("0", "2"), (args, r.stdout, r.stderr)

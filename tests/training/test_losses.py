@@ -3,6 +3,8 @@ import torch
 
 from s2s2net_cli.training.losses import IGNORE, WaterLoss, label_edge_cells
 
+from ..conftest import raises_rule
+
 
 def test_nodata_pixels_change_nothing():
     torch.manual_seed(0)
@@ -191,5 +193,5 @@ def test_label_edge_cells_are_the_cells_beside_the_other_class():
     assert wet.sum() == 4  # every water cell touches land
     assert not dry[..., 0, 0] and not dry[..., 3, 3]  # nodata is neither
     assert dry.sum() == 10  # the other land cells: all touch water, diagonals included
-    with pytest.raises(ValueError, match="whole, majority"):
+    with raises_rule("S2N-LABEL-EDGES"):
         WaterLoss(label_edges="blocks")
