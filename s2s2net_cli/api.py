@@ -276,4 +276,6 @@ def train(chips_dirs, run_dir, *, world: World | None = None, on_record: Callabl
     from .training.config import TrainOptions
     from .training.loop import train as run  # heavy: torch, deepspeed
 
-    return run(chips_dirs, run_dir, TrainOptions(**options), on_record=on_record, world=world)
+    result = run(chips_dirs, run_dir, TrainOptions(**options), on_record=on_record, world=world)
+    _warn_all(result.warnings)
+    return result

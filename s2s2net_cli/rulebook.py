@@ -296,6 +296,10 @@ RULES = _book(
     Rule("S2N-MASK-VALUES", INPUT, "holds values {shown} besides water 1, land 0{declared}: {declare_nodata}, or make "
                                    "water 1 and land 0"),
     # training/chips.py
+    Rule("S2N-TRAIN-CALIBRATION-DROPPED", WARNING, "was calibrated (threshold {threshold:g}, NDWI prior gain {gain:g}); "
+                                                   "the weights this run wrote are trained plain, with threshold "
+                                                   "{plain:g} and no prior: calibrate them with s2s2net weights "
+                                                   "calibrate"),
     Rule("S2N-CHIP-NONE-CUT", WARNING, "no chip was cut: all {windows} chip windows hold more nodata than "
                                        "{o.max_nodata:{max_nodata:g}} allows (a scene reprojected to another grid has "
                                        "nodata corners)"),

@@ -11,7 +11,7 @@ from click.core import ParameterSource
 from ..rulebook import finding
 from ..training.config import AUGMENTATIONS, DEFAULT_STEPS, LABEL_EDGES, TrainOptions, read_deepspeed_config
 from .options import bad_parameter, exclusive, overwrite_option, parse_name_values, precision_option
-from .render import progress_bar, stderr
+from .render import log_findings, progress_bar, stderr
 
 _TRAIN = TrainOptions()  # the defaults, as the options show them
 
@@ -105,6 +105,8 @@ def train(ctx, chips_dirs, run_dir, max_steps, epochs, batch_size, lr, weight_de
         from ..training.loop import train as run_training  # heavy: torch, deepspeed
 
         result = run_training(list(chips_dirs), run_dir, options, on_record=on_record, world=world)
+    if world.leads:
+        log_findings(result.warnings)
     if world.leads and not ctx.obj.get("quiet"):
         click.echo(json.dumps({"steps": result.steps, "best_f1": result.best_f1, "last": result.last, "best": result.best,
                                "seconds": round(result.seconds, 1), "world_size": result.world_size,

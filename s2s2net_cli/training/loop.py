@@ -28,7 +28,7 @@ from ..checkpoint import WeightsCard, load_weights
 from ..formats import NODATA
 from ..metrics import scores_from_counts
 from ..model import ModelConfig, S2S2Net, widen_inputs
-from ..rulebook import refuse
+from ..rulebook import finding, refuse
 from ..world import World
 from .checkpoints import export_weights, save_checkpoint, weights_only_loading
 from .config import DEFAULT_STEPS, TrainOptions, build_ds_config, lr_factor
@@ -60,6 +60,7 @@ class TrainResult:
     optimizer_state_bytes: int = 0  # this rank's Adam moments (ZeRO shards them across ranks)
     master_weight_bytes: int = 0  # this rank's fp32 master copy held by ZeRO (0 without ZeRO)
     signal: int | None = None  # the signal that stopped the run on this rank (SIGINT when another rank's did)
+    warnings: list = field(default_factory=list)  # findings about the run (a calibration its start had, dropped)
 
 
 def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict], None] | None = None,
@@ -96,9 +97,21 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
             model_config = replace(model_config, water_indices=True)
         trainer = Trainer(chips_dirs, run_dir, options, world, spec, splits, on_record)
         trainer.start(deepspeed, ds_config, model_config, init_state)
-        return trainer.fit(start_time)
+        result = trainer.fit(start_time)
+        result.warnings = calibration_dropped(options.init_weights, init_card)
+        return result
     finally:
         World.leave(wait=False)
+
+
+def calibration_dropped(init_weights, init_card: WeightsCard | None) -> list:
+    """A warning when the weights a run started from were calibrated (a threshold or an NDWI
+    prior of their own): the network is trained plain and the weights written are not."""
+    plain = WeightsCard()
+    if init_card is None or (init_card.threshold == plain.threshold and init_card.ndwi_prior == plain.ndwi_prior):
+        return []
+    return [finding("S2N-TRAIN-CALIBRATION-DROPPED", init_weights, threshold=init_card.threshold,
+                    gain=init_card.ndwi_prior, plain=plain.threshold)]
 
 
 def import_deepspeed():

@@ -268,6 +268,8 @@ def test_weights_with_an_ndwi_prior_train_without_it(chips, tmp_path, random_wei
     assert r.returncode == 0, r.stderr
     for name in ("best.safetensors", "last.safetensors"):
         assert load_weights(run / name)[1].ndwi_prior == 0.0
+    # and the run says so, naming the weights it started from and the command that calibrates
+    assert codes(r.stderr) == ["S2N-TRAIN-CALIBRATION-DROPPED"] and f"{with_prior}: was calibrated" in r.stderr
 
 
 @pytest.mark.parametrize("case", ["no_index", "empty_train", "exists", "nothing_to_resume", "contradiction", "both_limits",
