@@ -113,6 +113,8 @@ def _chip_pairs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degraded
     warnings = [w for p in prepared for w in (*scene_warnings(p.read_as, BandSpec()), *p.label_warnings)]
     summary = ChipSummary(scenes=len(prepared), warnings=warnings)
     rows, done, total = [], 0, sum(len(p.windows) for p in prepared)
+    # a manifest's split=train rows lend validation chips as unsplit rows do, unless some row is split=val
+    drawn_from = (None,) if any(p.pair.split == "val" for p in prepared) else (None, "train")
     for prep in prepared:
         is_test_scene = prep.pair.id in options.test_ids or prep.pair.split == "test"
         with SceneReader(prep.scene) as reader:
@@ -125,7 +127,8 @@ def _chip_pairs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degraded
                     summary.skipped[record] += 1
                     continue
                 in_region = regions_in_index is not None and record["geometry"].intersects(regions_in_index)
-                record["split"] = "test" if (is_test_scene or in_region) else prep.pair.split
+                record["split"] = "test" if (is_test_scene or in_region) else (
+                    None if prep.pair.split in drawn_from else prep.pair.split)
                 rows.append(record)
         if is_test_scene:
             _write_test_pair(prep, out_dir)
@@ -183,8 +186,9 @@ def _write_index(prepared: list["_Prepared"], rows: list[dict], out_dir: Path, o
 
     in_blocks = _assign_splits(rows, options)
     rows = _drop_overlapping(rows, "test", ("train", "val"), out_dir, summary)
-    if in_blocks:
-        rows = _drop_overlapping(rows, "val", ("train",), out_dir, summary)
+    # validation chips drawn one by one overlap their own scene's training chips; never another's
+    # (two dates or two labels of one place)
+    rows = _drop_overlapping(rows, "val", ("train",), out_dir, summary, other_scenes_only=not in_blocks)
     for r in rows:
         summary.chips[r["split"]] += 1
     summary.labels_10m = sum(r["label_scale"] > 1 for r in rows)
@@ -322,10 +326,12 @@ def _assign_splits(rows: list[dict], options: ChipOptions) -> bool:
 
 
 def _drop_overlapping(rows: list[dict], held: str, others: tuple[str, ...], out_dir: Path,
-                      summary: ChipSummary) -> list[dict]:
+                      summary: ChipSummary, other_scenes_only: bool = False) -> list[dict]:
     """A hold-out must be geographically separate: drop chips of the ``others`` splits that
-    overlap a chip of the ``held`` split (test, then val)."""
-    held_geoms = [r["geometry"] for r in rows if r["split"] == held]
+    overlap a chip of the ``held`` split (test, then val), of any scene (footprints in the index's
+    CRS), or with ``other_scenes_only`` of another scene than their own."""
+    held_rows = [r for r in rows if r["split"] == held]
+    held_geoms = [r["geometry"] for r in held_rows]
     if not held_geoms:
         return rows
     tree = STRtree(held_geoms)
@@ -333,7 +339,8 @@ def _drop_overlapping(rows: list[dict], held: str, others: tuple[str, ...], out_
     for r in rows:
         if r["split"] in others:
             hits = tree.query(r["geometry"])
-            if any(r["geometry"].intersection(held_geoms[h]).area > 0 for h in hits):
+            if any(r["geometry"].intersection(held_geoms[h]).area > 0
+                   and not (other_scenes_only and held_rows[h]["scene_id"] == r["scene_id"]) for h in hits):
                 summary.skipped[f"overlaps_{held}"] += 1
                 (out_dir / r["image"]).unlink(missing_ok=True)
                 (out_dir / r["mask"]).unlink(missing_ok=True)

@@ -1,5 +1,6 @@
 import csv
 import json
+import shutil
 
 import geopandas as gpd
 import numpy as np
@@ -410,3 +411,42 @@ def test_a_folder_chipped_without_validation_trains_on_all_its_chips_beside_one_
     # alone, with nothing else to choose the weights on, a seeded tenth of it validates
     train, val = source_splits([pairs / "all_train"])
     assert (len(train), len(val)) == (24, 3) and not {r.image for r in train} & {r.image for r in val}
+
+
+def test_two_labels_of_one_place_never_train_where_the_other_validates(tmp_path):
+    """Two dates (or two labels) of one place: a validation chip of one must not lie under a
+    training chip of the other, in blocks or one by one, or the weights are chosen on pixels
+    trained on."""
+    p = make_pair(48, seed=4, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    shutil.copy(tmp_path / "s.tif", tmp_path / "s_later.tif")
+    (tmp_path / "pairs.csv").write_text("image,mask,id\ns.tif,m.tif,early\ns_later.tif,m.tif,later\n")
+    for stride in (16, 8):  # 16: chips side by side, drawn one by one; 8: in blocks
+        out = tmp_path / f"chips{stride}"
+        r = run_cli("chip", "--manifest", tmp_path / "pairs.csv", "-o", out, "--size", 16, "--stride", stride,
+                    "--val-fraction", 0.25, "--json")
+        assert r.returncode == 0, r.stderr
+        index = gpd.read_file(out / "index.gpkg")
+        val, train = index[index.split == "val"], index[index.split == "train"]
+        assert len(val) > 0 and len(train) > 0
+        for _, t in train.iterrows():
+            assert all(t.geometry.intersection(v.geometry).area == 0 for _, v in val.iterrows()
+                       if v.scene_id != t.scene_id), (stride, t.image)
+        assert json.loads(r.stdout)["skipped"]["overlaps_val"] > 0
+
+
+def test_split_train_rows_of_a_manifest_still_lend_validation_chips(pairs):
+    """A manifest saying split=train (to keep its scenes out of the test split) switched
+    validation off without a word; its rows are drawn from as unsplit ones are, unless a row
+    says split=val."""
+    text = (pairs / "pairs.csv").read_text().splitlines()
+    (pairs / "train.csv").write_text("\n".join([text[0] + ",split", *(line + ",train" for line in text[1:])]) + "\n")
+    r = run_cli("chip", "--manifest", pairs / "train.csv", "-o", pairs / "chips", "--size", 24, "--json")
+    assert r.returncode == 0, r.stderr
+    chips = json.loads(r.stdout)["chips"]
+    assert chips["val"] > 0 and chips["train"] > 0 and chips["test"] == 0
+    lines = [text[0] + ",split", text[1] + ",val", *(line + ",train" for line in text[2:])]
+    (pairs / "val.csv").write_text("\n".join(lines) + "\n")
+    r = run_cli("chip", "--manifest", pairs / "val.csv", "-o", pairs / "chips_val", "--size", 24, "--json")
+    index = gpd.read_file(pairs / "chips_val" / "index.gpkg")
+    assert r.returncode == 0 and set(index[index.split == "val"].scene_id) == {"scene21"}
