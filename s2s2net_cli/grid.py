@@ -55,3 +55,26 @@ def is_rotated(transform: Affine) -> bool:
 def to_fine(values, factor: int = SCALE_FACTOR):
     """A (..., h, w) 10 m array on its 2 m sub-grid: each pixel copied to its ``factor`` x ``factor`` cells."""
     return np.repeat(np.repeat(values, factor, axis=-2), factor, axis=-1)
+
+
+def grid_shift(transform: Affine, on: Affine, factor: int = SCALE_FACTOR) -> tuple[float, float] | None:
+    """How far (x, y, in the CRS's units) the grid of ``transform`` lies off the exact 5x sub-grid
+    of ``on`` (a scene's 10 m grid), both in one CRS: its origin's offset from the scene's grid
+    in its own cells (a 10 m label half a pixel off: 5). None when its lines fall on the finer
+    grid's lines, or the two cannot be compared (rotated, or not multiples of each other)."""
+    if is_rotated(transform) or is_rotated(on):
+        return None
+    fine = fine_transform(on, factor)
+    shifts = []
+    for origin, fine_origin, cell, fine_cell in ((transform.c, fine.c, transform.a, fine.a),
+                                                 (transform.f, fine.f, transform.e, fine.e)):
+        step = min(abs(cell), abs(fine_cell))
+        coarse = max(abs(cell), abs(fine_cell))
+        if abs(coarse / step - round(coarse / step)) > 1e-6:  # cells that are no multiple of each other
+            return None
+        aligned = abs(((origin - fine_origin) + step / 2) % step - step / 2) < 1e-3 * step
+        off = (origin - fine_origin) % abs(cell)
+        shifts.append((aligned, off - abs(cell) if off > abs(cell) / 2 else off))
+    if all(aligned for aligned, _ in shifts):
+        return None
+    return tuple(0.0 if aligned else off for aligned, off in shifts)

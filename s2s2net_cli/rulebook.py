@@ -300,6 +300,12 @@ RULES = _book(
                                                    "the weights this run wrote are trained plain, with threshold "
                                                    "{plain:g} and no prior: calibrate them with s2s2net weights "
                                                    "calibrate"),
+    Rule("S2N-GRID-SHIFT", WARNING, "lies {dx:+.3g}, {dy:+.3g} (x, y in its CRS's units) off the 10 m and 2 m grids of "
+                                    "{scene_name}, part of a cell: warped onto them, each cell is read partly from its "
+                                    "neighbours; resample it onto the scene's grid first"),
+    Rule("S2N-GRID-SHIFT-OUTPUT", WARNING, "lies {dx:+.3g}, {dy:+.3g} (x, y in its CRS's units) off the output grid, "
+                                           "part of a cell: counted onto it, each cell is read partly from its "
+                                           "neighbours; resample it onto the grid first ({o.like} names the grid)"),
     Rule("S2N-CHIP-NONE-CUT", WARNING, "no chip was cut: all {windows} chip windows hold more nodata than "
                                        "{o.max_nodata:{max_nodata:g}} allows (a scene reprojected to another grid has "
                                        "nodata corners)"),

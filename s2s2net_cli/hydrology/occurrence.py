@@ -35,10 +35,10 @@ from rasterio.windows import Window
 from ..bands import BAND_NAMES
 from ..errors import InputError, S2S2NetError
 from ..formats import WATER, probability_cut
-from ..grid import row_pixel_areas
+from ..grid import grid_shift, row_pixel_areas
 from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, temporary_sibling
 from ..labels import MAX_VALUES_NAMED, NODATA_TAG, check_nodata_value, check_one_band, unexpected_values
-from ..rulebook import code_of, refuse
+from ..rulebook import code_of, finding, refuse
 from ..sources.dates import acquisition
 from ..world import World
 
@@ -189,6 +189,9 @@ def _check_mask(d: DateMask, grid: Grid) -> None:
             scene_like = src.count >= len(BAND_NAMES)  # six bands or more: a scene given as a mask
             check_one_band(d.mask, src.count, scene_like)
             left, bottom, right, top = transform_bounds(src.crs, grid.crs, *src.bounds)
+            shift = grid_shift(src.transform, grid.transform, factor=1) if src.crs == grid.crs else None
+            if shift is not None:  # counted onto the grid, each cell read partly from its neighbours
+                d.warnings.append(finding("S2N-GRID-SHIFT-OUTPUT", d.mask, dx=shift[0], dy=shift[1]))
             if probability_cut(src.tags()) is None:
                 check_nodata_value(d.mask, src.nodata, NODATA_TAG)
     except rasterio.errors.RasterioIOError as exc:

@@ -8,10 +8,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import rasterio
+from rasterio.crs import CRS
 
 from ..bands import BAND_NAMES, BandSpec, band_token
 from ..formats import valid_mask
-from ..grid import row_pixel_areas
+from ..grid import grid_shift, row_pixel_areas
 from ..rulebook import Finding, finding
 from .scene import Scene, check_has_valid_pixels
 
@@ -26,7 +28,7 @@ def scene_warnings(scene: Scene, spec: BandSpec) -> list[Finding]:
     # an offset the DNs do not carry darkens every pixel: say that, not that the scale looks wrong
     scale = None if negative else scale_warning(scene, sample, valid)
     found = (resolution_warning(scene), scale, offset_warning(scene, sample, valid), negative)
-    return warnings + [w for w in found if w]
+    return warnings + [w for w in found if w] + leave_out_grid_warnings(scene)
 
 
 def band_order_warnings(scene: Scene, spec: BandSpec) -> list[Finding]:
@@ -130,3 +132,23 @@ def resolution_warning(scene: Scene) -> Finding | None:
     if TEN_METRE_PIXELS[0] <= metres <= TEN_METRE_PIXELS[1]:
         return None
     return finding("S2N-PIXELS-NOT-10M", scene.path, metres=metres, output_metres=metres / 5)
+
+
+def grid_warnings(path, crs, transform, scene: Scene) -> list:
+    """A warning when a raster (a label, a --mask) in the scene's CRS lies on a grid shifted off
+    the scene's 10 m and 2 m grids by part of a cell: warped onto them, every cell is read half
+    from its neighbours, without a word."""
+    if crs is None or CRS.from_user_input(crs) != CRS.from_user_input(scene.crs):
+        return []
+    shift = grid_shift(transform, scene.transform)
+    if shift is None:
+        return []
+    return [finding("S2N-GRID-SHIFT", path, scene_name=scene.name, dx=shift[0], dy=shift[1])]
+
+
+def leave_out_grid_warnings(scene: Scene) -> list:
+    """grid_warnings of the scene's --mask raster, when it has one."""
+    if not scene.leave_out:
+        return []
+    with rasterio.open(scene.leave_out) as src:
+        return grid_warnings(scene.leave_out, src.crs, src.transform, scene)

@@ -23,6 +23,7 @@ from ..labels import Label, check_label, label_bounds_in, open_label
 from ..rulebook import refuse
 from . import safe, stac
 from .aoi import restrict_to_aoi
+from .checks import grid_warnings
 from .options import SceneOptions
 from .scene import Scene, check_has_valid_pixels, open_stack, read_sample
 from .vrt import band_files_scene
@@ -128,4 +129,5 @@ def open_pair(image, label_path, options: SceneOptions | None = None, nodata: fl
     bounds = label_bounds_in(label, scene.crs)
     if not _overlap(bounds, scene.bounds):
         raise refuse("S2N-MASK-NO-OVERLAP", label_path, scene_name=scene.name)
-    return OpenPair(scene, label, bounds, check_label(label))
+    return OpenPair(scene, label, bounds, check_label(label) + grid_warnings(label_path, label.crs, label.transform, scene))
+
