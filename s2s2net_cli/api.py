@@ -51,8 +51,11 @@ def predict(scene, output=None, *, probability: bool = False, vector=None, river
             item (file or URL), or an ``xarray.DataArray`` (band, y, x) with a CRS.
         output: the GeoTIFF to write (a DataArray's mask is returned instead when None).
         probability: write water probability (0-100) instead of a 0/1 mask.
-        vector, rivers: also write the water polygons, or the river centrelines and widths, here.
-        cog, creation_options, overwrite: how the GeoTIFF is written.
+        vector: also write the water polygons here (.gpkg, .geojson, .shp, .fgb).
+        rivers: also write the river centrelines and widths here (.gpkg).
+        cog: write a Cloud Optimized GeoTIFF.
+        creation_options: GDAL creation options of the GeoTIFF.
+        overwrite: replace existing outputs.
         **options: ModelOptions and SceneOptions fields (``weights``, ``tile_size``, ``offset``...).
 
     Returns:
@@ -86,7 +89,13 @@ def predict_scenes(scenes: list, output, *, probability: bool = False, vector=No
         world: the ranks sharing the work (default: the launcher's, or one process).
         raise_failures: raise the first scene's error instead of listing it.
         on_result: called with each scene's ``SceneResult`` as it is written.
-        probability, vector, rivers, cog, creation_options, overwrite, **options: as ``predict``.
+        probability: as ``predict``.
+        vector: as ``predict``, beside each mask in a folder of masks.
+        rivers: as ``predict``, beside each mask.
+        cog: as ``predict``.
+        creation_options: as ``predict``.
+        overwrite: as ``predict``.
+        **options: as ``predict``.
 
     Returns:
         A ``BatchSummary`` (``scenes``, ``skipped``, ``failures``, as JSON gives them), or None
@@ -181,7 +190,9 @@ def occurrence(scenes: list, output, *, from_masks: bool = False, like=None, dat
         dates: a CSV of scene,date for scenes whose metadata says no date.
         classes: add the class band (never water, seasonal, permanent, unseen).
         strict: stop at a date that fails (default: skip it and list it).
-        cog, creation_options, overwrite: how the GeoTIFF is written.
+        cog: write a Cloud Optimized GeoTIFF.
+        creation_options: GDAL creation options of the GeoTIFF.
+        overwrite: replace an existing output.
         world: the ranks sharing the dates (default: the launcher's, or one process).
         **options: ModelOptions and SceneOptions fields, for the scenes predicted.
 
@@ -237,7 +248,8 @@ def chip(pairs=(), output=None, *, manifests=(), overwrite: bool = False, on_pro
     """Cut training chips from scenes and their masks, as ``s2s2net chip`` does.
 
     Args:
-        pairs: (scene, mask) pairs; manifests: CSV manifests of them.
+        pairs: (scene, mask) pairs.
+        manifests: CSV manifests of pairs (image,mask[,id,split]).
         output: the chips folder (chips and index.gpkg, split train, val and test).
         overwrite: replace the chips a folder holds.
         **options: ChipOptions fields (``size``, ``stride``, ``max_nodata``, ``test_ids``,
