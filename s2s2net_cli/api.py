@@ -279,7 +279,8 @@ def train(chips_dirs, run_dir, *, world: World | None = None, on_record: Callabl
         chips_dirs: one chips folder or several (the sources, drawn as ``source_weights`` say).
         run_dir: the run folder (checkpoints, metrics.jsonl, best.safetensors).
         world: the ranks (default: the launcher's, or one process).
-        on_record: called with each metrics record (train steps and validations).
+        on_record: called with each record: train steps, validations, and status lines
+            (``kind`` "status": the first DeepSpeed op build, say).
         **options: TrainOptions fields (``max_steps``, ``batch_size``, ``lr``, ``init_weights``...).
 
     Returns:

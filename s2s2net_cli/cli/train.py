@@ -98,6 +98,8 @@ def train(ctx, chips_dirs, run_dir, max_steps, epochs, batch_size, lr, weight_de
         def on_record(record):
             if on_step and record["kind"] == "train":
                 on_step(record["step"], record["total_steps"])
+            elif record["kind"] == "status" and not quiet:
+                stderr.print(record["message"])
             elif record["kind"] == "val" and not quiet:
                 f1 = "-" if record["f1"] is None else f"{record['f1']:.3f}"
                 stderr.print(f"step {record['step']}: val loss {record['val_loss']:.4f}, F1 {f1}")

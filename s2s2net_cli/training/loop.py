@@ -87,6 +87,9 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
     ds_config = build_ds_config(options, world.size, "cuda" if cuda else "cpu", cuda and torch.cuda.is_bf16_supported())
     if cuda:
         torch.cuda.set_device(world.local_rank)
+    elif on_record and world.leads and not deepspeed_op_built():
+        on_record({"kind": "status", "message": "DeepSpeed builds its shared-memory C++ op for this CPU (first run "
+                                                "on a machine only: about a minute, sometimes more)"})
     world.join(timedelta(minutes=10), "nccl" if cuda else "gloo",
                init=lambda backend, timeout: deepspeed.init_distributed(dist_backend=backend, verbose=False,
                                                                         timeout=timeout))
@@ -112,6 +115,14 @@ def calibration_dropped(init_weights, init_card: WeightsCard | None) -> list:
         return []
     return [finding("S2N-TRAIN-CALIBRATION-DROPPED", init_weights, threshold=init_card.threshold,
                     gain=init_card.ndwi_prior, plain=plain.threshold)]
+
+
+def deepspeed_op_built(root=None) -> bool:
+    """Whether DeepSpeed's shared-memory op for CPUs is already built in torch's extensions cache
+    (``TORCH_EXTENSIONS_DIR``, else ~/.cache/torch_extensions): its first build takes a minute or
+    more, in silence."""
+    root = Path(root or os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+    return any(root.glob("*/deepspeed_shm_comm/*.so")) or any(root.glob("deepspeed_shm_comm/*.so"))
 
 
 def import_deepspeed():

@@ -368,3 +368,14 @@ def test_resume_knows_a_chips_folder_whose_name_holds_a_comma(tmp_path):
     check_resume_matches(tmp_path / "run", TrainOptions(), 1, [folder])  # the same folder: resumes
     with raises_rule("S2N-RESUME-CHIPS"):
         check_resume_matches(tmp_path / "run", TrainOptions(), 1, [tmp_path / "floods", tmp_path / "2018"])
+
+
+def test_the_first_deepspeed_op_build_is_announced_only_when_it_is_missing(tmp_path):
+    from s2s2net_cli.training.loop import deepspeed_op_built
+
+    assert not deepspeed_op_built(tmp_path)
+    built = tmp_path / "py311_cpu" / "deepspeed_shm_comm"
+    built.mkdir(parents=True)
+    assert not deepspeed_op_built(tmp_path)  # a build that did not finish
+    (built / "deepspeed_shm_comm.so").write_bytes(b"")
+    assert deepspeed_op_built(tmp_path)
