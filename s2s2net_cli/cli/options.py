@@ -4,7 +4,6 @@ command one finished SceneOptions, as rasterio's rio/options.py hands finished v
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import fields
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import click
 
 from ..bands import BAND_NAMES, repeated_band
 from ..errors import S2S2NetError
-from ..inference.options import DEFAULT_OVERLAP, MIN_TILE_SIZE, PRECISIONS, ModelOptions
+from ..inference.options import DEFAULT_OVERLAP, MIN_TILE_SIZE, PRECISIONS, ModelOptions, is_device
 from ..io import creation_option_problems
 from ..manifest import pairs_from_options
 from ..rulebook import finding
@@ -103,7 +102,7 @@ creation_options = click.option("--co", "creation_options", multiple=True, callb
 
 
 def _check_device(ctx, param, value):
-    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", value):
+    if not is_device(value):  # said by Click, naming the option, before the bundle is made
         raise bad_parameter(finding("S2N-DEVICE-UNKNOWN", value=value), ctx, param)
     return value
 

@@ -37,6 +37,11 @@ class ModelOptions:
         check_model_options(self)
 
 
+def is_device(text: str) -> bool:
+    """Whether ``text`` names a device a model runs on: auto, cpu, cuda or cuda:N."""
+    return re.fullmatch(r"auto|cpu|cuda(:\d+)?", text) is not None
+
+
 def check_model_options(options: ModelOptions) -> None:
     """Refuse options no model can run with, as the rulebook words them."""
     if options.tile_size < MIN_TILE_SIZE:
@@ -47,7 +52,7 @@ def check_model_options(options: ModelOptions) -> None:
         raise refuse("S2N-OVERLAP-TILE", None, overlap=options.overlap, tile_size=options.tile_size)
     if options.batch_size is not None and options.batch_size < 1:
         raise refuse("S2N-BATCH-SIZE", None, batch_size=options.batch_size)
-    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", options.device):
+    if not is_device(options.device):
         raise refuse("S2N-DEVICE-UNKNOWN", None, value=options.device)
     if options.precision not in PRECISIONS:
         raise refuse("S2N-PRECISION-UNKNOWN", None, value=options.precision, choices=", ".join(PRECISIONS))

@@ -140,9 +140,9 @@ def collection_items(source: str) -> list[str]:
     """The items of the ItemCollection ``source``, in date order, each named
     ``source#ITEM_ID`` (read from the collection itself: no file is written)."""
     features = _read(str(source)).get("features") or []
-    collection = pystac.ItemCollection([_item_of(f, f"{source}#{k}") for k, f in enumerate(features)
-                                        if isinstance(f, dict) and f.get("type") == "Feature"])
-    items = sorted(collection.items, key=lambda i: str(i.properties.get("datetime") or ""))
+    items = sorted((_item_of(f, f"{source}#{k}") for k, f in enumerate(features)
+                    if isinstance(f, dict) and f.get("type") == "Feature"),
+                   key=lambda i: str(i.properties.get("datetime") or ""))
     if not items:
         raise refuse("S2N-STAC-EMPTY", source)
     return [f"{source}#{item.id}" for item in items]
