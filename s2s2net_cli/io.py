@@ -4,6 +4,7 @@ name beside the target and rename when complete, so no half-written file looks f
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import logging
 import os
@@ -11,12 +12,13 @@ import re
 import shutil
 from pathlib import Path
 
+import rasterio
 from affine import Affine
 from rasterio.errors import RasterioIOError
 from rasterio.io import MemoryFile
 from rasterio.shutil import copy as copy_dataset
 
-from .errors import first_line
+from .errors import S2S2NetError, first_line
 from .rulebook import refuse
 
 UMASK = os.umask(0o022)  # the process's umask, read (os.umask sets it too) and restored below
@@ -176,20 +178,102 @@ def atomic_path(path):
     tmp = temporary_sibling(path)
     try:
         yield tmp
+        check_written(tmp)
         if tmp.is_file():
             os.chmod(tmp, 0o666 & ~UMASK)  # safetensors writes 0600
         os.replace(tmp, path)
     except RasterioIOError as exc:  # an OSError too: GDAL's, reading an input or writing our file
+        ours = is_write_error(exc, tmp)  # an error writing our file (disk full, ...), not reading an input
+        text = write_error_text(exc, tmp)
         _remove(tmp)
-        if tmp.name in str(exc):  # an error writing our file (disk full, ...), not reading an input
-            raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=first_line(exc)) from exc
+        if ours:
+            raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=text) from exc
         raise
     except OSError as exc:
+        text = write_error_text(exc, tmp)
         _remove(tmp)
-        raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=exc.strerror or exc) from exc
+        raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=text) from exc
+    except Exception as exc:
+        full = disk_full(tmp, exc)  # a library's own error for a full disk (safetensors, SQLite, PNG, torch)
+        _remove(tmp)
+        if full:
+            raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=os.strerror(errno.ENOSPC)) from exc
+        raise
     except BaseException:
         _remove(tmp)
         raise
+
+
+class UnfinishedOutput(OSError):
+    """A file written without an error raised that does not read back whole (GDAL logs most write
+    errors, a full disk among them, and closes the file as if nothing happened)."""
+
+
+def check_written(tmp: Path) -> None:
+    """UnfinishedOutput unless what was written at ``tmp`` reads back: a file that is not empty
+    (a folder: each of its files) and, for a GeoTIFF, one whose directory opens and whose every
+    block lies inside the file (GDAL's own index of offsets and sizes; nothing is decoded, so a
+    full tile's mask is checked in a moment)."""
+    files = sorted(p for p in tmp.rglob("*") if p.is_file()) if tmp.is_dir() else [tmp]
+    for part in files:
+        if not part.exists():
+            continue  # a writer that made no file (nothing to rename) is not ours to judge
+        size = part.stat().st_size
+        if size == 0:
+            raise UnfinishedOutput(f"{part.name} is empty")
+        if part.suffix.lower() in (".tif", ".tiff"):
+            _check_geotiff(part, size)
+
+
+def _check_geotiff(path: Path, size: int) -> None:
+    try:
+        with rasterio.open(path) as src:
+            for band in range(1, src.count + 1):
+                rows = -(-src.height // src.block_shapes[band - 1][0])
+                cols = -(-src.width // src.block_shapes[band - 1][1])
+                for y in range(rows):
+                    for x in range(cols):
+                        offset = src.get_tag_item(f"BLOCK_OFFSET_{x}_{y}", "TIFF", bidx=band)
+                        length = src.get_tag_item(f"BLOCK_SIZE_{x}_{y}", "TIFF", bidx=band)
+                        if offset is None or length is None:  # a block never written: read as nodata
+                            continue
+                        if int(offset) + int(length) > size:
+                            raise UnfinishedOutput(f"{path.name} ends before its block {x}, {y}")
+    except RasterioIOError as exc:
+        raise UnfinishedOutput(f"{path.name} does not open ({first_line(exc)})") from exc
+
+
+def is_write_error(exc: BaseException, tmp: Path) -> bool:
+    """Whether GDAL's ``exc`` came from writing ``tmp`` (not from reading an input): it names the
+    file, says a write failed, or the file system ``tmp`` is on has no room left."""
+    text = str(exc)
+    return tmp.name in text or "Write failed" in text or "write error" in text.lower() or disk_full(tmp, exc)
+
+
+FULL_BELOW = 1 << 20  # bytes free under which a file system counts as full (SQLite stops a page or more short)
+_FULL_WORDS = re.compile(r"no space left|disk is full|disk full|not enough space", re.IGNORECASE)
+
+
+def disk_full(path: Path, exc: BaseException | None = None) -> bool:
+    """Whether the file system ``path`` (or its folder) is on is full: under FULL_BELOW bytes
+    left for a user, or ``exc`` says so (ENOSPC, "database or disk is full", ...)."""
+    if exc is not None and (getattr(exc, "errno", None) == errno.ENOSPC or _FULL_WORDS.search(str(exc))):
+        return True
+    folder = path if path.is_dir() else path.parent
+    try:
+        info = os.statvfs(folder)
+    except OSError:
+        return False
+    return info.f_bavail * info.f_frsize < FULL_BELOW
+
+
+def write_error_text(exc: BaseException, tmp: Path) -> str:
+    """What to say of a failed write of ``tmp``: "No space left on device" when that is why,
+    whatever the error said; else the error's first line, without the temporary name."""
+    if disk_full(tmp, exc):
+        return os.strerror(errno.ENOSPC)
+    text = getattr(exc, "strerror", None) if isinstance(exc, OSError) and not isinstance(exc, RasterioIOError) else None
+    return (text or first_line(exc)).replace(str(tmp), tmp.name)
 
 
 @contextlib.contextmanager
@@ -206,13 +290,50 @@ def atomic_file_set(path):
     folder.mkdir()
     try:
         yield folder / path.name
+        check_written(folder)
         for part in sorted(folder.iterdir(), key=lambda p: p.name == path.name):
             os.chmod(part, 0o666 & ~UMASK)
             os.replace(part, path.with_name(part.name))
     except OSError as exc:
-        raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=exc.strerror or exc) from exc
+        raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=write_error_text(exc, folder)) from exc
+    except Exception as exc:
+        if disk_full(folder, exc):
+            raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=os.strerror(errno.ENOSPC)) from exc
+        raise
     finally:
         _remove(folder)
+
+
+@contextlib.contextmanager
+def staged_folder(folder, names: tuple[str, ...], overwrite: bool):
+    """Yield a hidden folder inside ``folder`` to write a set of outputs in (``names``: the files
+    and folders a run makes there); on success remove what a run made before (``overwrite``) and
+    move the new ones into place, the last of ``names`` last (the index a reader opens); on any
+    failure remove the staged folder, leaving ``folder`` as it was, and report a write error."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    remove_stale_siblings(folder / "staged")
+    stage = temporary_sibling(folder / "staged")
+    stage.mkdir()
+    try:
+        yield stage
+        made = [name for name in names if (stage / name).exists()]
+        if overwrite:
+            for name in names:
+                _remove(folder / name)
+        for name in made:
+            os.replace(stage / name, folder / name)
+    except S2S2NetError:  # said already, of the file that failed
+        raise
+    except OSError as exc:
+        text = write_error_text(exc, stage)
+        raise refuse("S2N-OUTPUT-WRITE-FAILED", folder, error=text) from exc
+    except Exception as exc:
+        if disk_full(stage, exc):
+            raise refuse("S2N-OUTPUT-WRITE-FAILED", folder, error=os.strerror(errno.ENOSPC)) from exc
+        raise
+    finally:
+        _remove(stage)
 
 
 def _remove(path: Path) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
 import logging
 import os
 import signal
 import sys
+from pathlib import Path
 
 import click
 import rasterio
@@ -15,7 +17,7 @@ from rasterio.errors import RasterioError
 
 from .. import __version__
 from ..errors import S2S2NetError, first_line
-from ..rulebook import code_of, with_code
+from ..rulebook import code_of, refuse, with_code
 from ..world import World
 
 # GDAL's block cache defaults to 5 % of RAM and keeps dirty output blocks in it: on a full
@@ -75,6 +77,15 @@ class S2S2NetGroup(click.Group):
             _json_failure(ctx, first_line(exc), 1)
             click.echo(f"Error: {first_line(exc)}", err=True)
             ctx.exit(1)
+        except OSError as exc:
+            from ..io import disk_full  # only when an error came
+
+            if not disk_full(Path(exc.filename or "."), exc) or (ctx.obj and ctx.obj.get("debug")):
+                raise
+            failed = refuse("S2N-OUTPUT-WRITE-FAILED", exc.filename or "output", error=os.strerror(errno.ENOSPC))
+            _json_failure(ctx, str(failed), failed.exit_code, code_of(failed))
+            click.echo(f"Error: {with_code(failed)}", err=True)
+            ctx.exit(failed.exit_code)
         except click.ClickException as exc:  # a usage error: Click says it on stderr, exit 2
             _json_failure(ctx, exc.format_message(), exc.exit_code)
             raise

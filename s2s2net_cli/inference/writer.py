@@ -18,7 +18,7 @@ from .. import __version__
 from ..errors import first_line
 from ..formats import NODATA, VALUES_TAG, source_name
 from ..grid import SCALE_FACTOR, fine_transform, row_pixel_areas
-from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, temporary_sibling
+from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, is_write_error, temporary_sibling
 from ..rulebook import refuse
 
 WRITE_ROWS = 512  # 2 m rows converted and written at a time
@@ -106,7 +106,7 @@ class MaskWriter:
                     try:
                         stats = fill(dst)
                     except RasterioIOError as exc:
-                        if gtiff.name in str(exc):
+                        if is_write_error(exc, gtiff):
                             raise
                         raise refuse("S2N-SCENE-READ-FAILED", scene.path, error=first_line(exc)) from exc
                     dst.set_band_description(1, "water probability (percent)" if self.probability else "water (1), land (0)")

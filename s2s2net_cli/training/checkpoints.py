@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 from ..checkpoint import WeightsCard, save_weights
 from ..errors import first_line
+from ..io import atomic_path, write_error_text
 from ..rulebook import refuse
 from ..world import World
 from .run_folder import CHECKPOINTS
@@ -45,9 +46,28 @@ def weights_only_loading(ckpt_dir):
 
 
 def save_checkpoint(engine, ckpt_dir: Path, step: int, best_f1: float | None, world: World) -> str:
-    """A ZeRO checkpoint of every rank at ``step``; the oldest beyond KEEP_CHECKPOINTS removed. Its tag."""
+    """A ZeRO checkpoint of every rank at ``step``; the oldest beyond KEEP_CHECKPOINTS removed. Its tag.
+
+    Whole or absent: `latest` names the new checkpoint only once every rank has written its part;
+    when any rank could not (a full disk), the partial checkpoint is removed, `latest` still names
+    the one before (--resume goes on from there) and the write failure is raised on every rank."""
     tag = f"step{step:08d}"
-    engine.save_checkpoint(str(ckpt_dir), tag=tag, client_state={"step": step, "best_f1": best_f1})
+    failure = None
+    try:
+        engine.save_checkpoint(str(ckpt_dir), tag=tag, client_state={"step": step, "best_f1": best_f1},
+                               save_latest=False)
+    except Exception as exc:  # noqa: BLE001 - whatever the writer raises (OSError, torch's "unexpected pos")
+        failure = exc
+    written = torch.tensor([0 if failure else 1], dtype=torch.int32)
+    dist.all_reduce(written, op=dist.ReduceOp.MIN)
+    if not written.item():
+        if world.leads:
+            shutil.rmtree(ckpt_dir / tag, ignore_errors=True)
+        error = write_error_text(failure, ckpt_dir / tag) if failure else "another rank could not write its part"
+        raise refuse("S2N-OUTPUT-WRITE-FAILED", ckpt_dir / tag, error=error) from failure
+    if world.leads:
+        with atomic_path(ckpt_dir / "latest") as tmp:
+            tmp.write_text(tag)
     dist.barrier()
     if world.leads:
         tags = sorted(p.name for p in ckpt_dir.iterdir() if p.is_dir() and p.name.startswith("step"))

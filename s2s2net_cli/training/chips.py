@@ -19,7 +19,6 @@ and trained on as one. The index records ``degrade`` (0: the scene as it was).
 from __future__ import annotations
 
 import random
-import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,7 +34,7 @@ from ..bands import BAND_NAMES, BandSpec
 from ..errors import first_line
 from ..formats import NODATA, reflectance_to_dn, safe_name
 from ..grid import SCALE_FACTOR, fine_transform, to_fine
-from ..io import atomic_path, geotiff_profile, lies_in
+from ..io import atomic_path, geotiff_profile, lies_in, remove_stale_siblings, staged_folder
 from ..labels import Label, label_resolution_in, warp_label
 from ..manifest import Pair, write_manifest
 from ..rulebook import refuse
@@ -106,7 +105,18 @@ def _chip_pairs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degraded
                 on_progress: Callable[[str, int, int], None] | None) -> ChipSummary:
     prepared = _check_inputs(pairs, out_dir, options, degraded_dir)  # every input is checked before anything is written
     regions = _read_regions(options.test_regions) if options.test_regions else None
-    _clear_outputs(out_dir, options.overwrite)
+    with staged_folder(out_dir, (*CLEARED_FOLDERS, *CLEARED_FILES), options.overwrite) as stage:  # the index last
+        summary = _cut_all(prepared, stage, options, regions, on_progress)  # all or nothing: a full disk leaves out_dir as it was
+    summary.index = str(out_dir / "index.gpkg")
+    if summary.test_manifest:
+        summary.test_manifest = str(out_dir / "test_manifest.csv")
+    return summary
+
+
+def _cut_all(prepared: list["_Prepared"], out_dir: Path, options: ChipOptions, regions,
+             on_progress: Callable[[str, int, int], None] | None) -> ChipSummary:
+    (out_dir / "images").mkdir()
+    (out_dir / "masks").mkdir()
     index_crs = prepared[0].scene.crs if all(p.scene.crs == prepared[0].scene.crs for p in prepared) else "EPSG:4326"
     regions_in_index = regions.to_crs(index_crs).union_all() if regions is not None else None
     # predict's warnings (band order, pixel size, scale, offset) and the labels': chips would teach what they warn of
@@ -141,6 +151,8 @@ def _check_inputs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degrad
         raise refuse("S2N-CHIP-NO-PAIRS", "--pair/--manifest")
     if options.overwrite:
         _check_none_cleared(pairs, out_dir, options)
+    if out_dir.exists():
+        remove_stale_siblings(out_dir / "staged")  # what a killed run was staging
     if out_dir.exists() and any(out_dir.iterdir()) and not options.overwrite:
         if any((out_dir / name).exists() for name in ("index.gpkg", "images", "masks")):
             raise refuse("S2N-CHIP-FOLDER-HAS-CHIPS", out_dir)
@@ -153,7 +165,7 @@ def _check_inputs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degrad
 
 
 # what a chips folder holds of a run's making, which --overwrite clears: folders, then files
-CLEARED_FOLDERS, CLEARED_FILES = ("images", "masks", "test"), ("index.gpkg", "test_manifest.csv")
+CLEARED_FOLDERS, CLEARED_FILES = ("images", "masks", "test"), ("test_manifest.csv", "index.gpkg")
 
 
 def _check_none_cleared(pairs: list[Pair], out_dir: Path, options: ChipOptions) -> None:
@@ -165,17 +177,6 @@ def _check_none_cleared(pairs: list[Pair], out_dir: Path, options: ChipOptions) 
         where = next((name for name in (*CLEARED_FOLDERS, *CLEARED_FILES) if lies_in(path, out_dir / name)), None)
         if where is not None:
             raise refuse("S2N-CHIP-INPUT-INSIDE", path, folder=out_dir / where)
-
-
-def _clear_outputs(out_dir: Path, overwrite: bool) -> None:
-    """With --overwrite, remove the chips a run made before; make the chips' folders."""
-    if overwrite and out_dir.exists():
-        for name in CLEARED_FOLDERS:
-            shutil.rmtree(out_dir / name, ignore_errors=True)
-        for name in CLEARED_FILES:
-            (out_dir / name).unlink(missing_ok=True)
-    (out_dir / "images").mkdir(parents=True, exist_ok=True)
-    (out_dir / "masks").mkdir(parents=True, exist_ok=True)
 
 
 def _write_index(prepared: list["_Prepared"], rows: list[dict], out_dir: Path, options: ChipOptions,
