@@ -5,8 +5,10 @@ A skeleton (scikit-image) is cut into branches at its junction pixels (three or 
 neighbours). A spur is a branch with one free end; it is pruned when it is shorter than
 ``prune`` times the channel's width where it leaves the channel (twice the distance to the
 shore at its junction), and pruning repeats until nothing changes, so a straight channel
-gives one line, not a comb. A free-standing branch shorter than ``prune`` times its width
-(a pond's stub) is dropped too.
+gives one line, not a comb. A free-standing branch shorter than ``prune`` times its median
+width (a pond's stub) is dropped too. Where the water is wider than ``max_width`` the skeleton
+is cut out before pruning, so a river that enters a lake or the sea is a branch of its own, not
+a spur of the lake's width.
 """
 
 from __future__ import annotations
@@ -94,6 +96,8 @@ def _branches_in(water: np.ndarray, prune: float, max_width: float | None) -> tu
     """centreline_branches on the whole of ``water`` at once."""
     half_width = ndimage.distance_transform_edt(water)
     skeleton = skeletonize(water)
+    if max_width is not None:  # first: a river's junction in a lake would make it a spur of the lake's width
+        skeleton &= 2 * half_width <= max_width
     for _ in range(MAX_PRUNING_ROUNDS):
         branches, junction_labels = skeleton_branches(skeleton)
         pruned = False
@@ -103,16 +107,14 @@ def _branches_in(water: np.ndarray, prune: float, max_width: float | None) -> tu
                 pruned = True
         if not pruned:
             break  # (a pruned spur's junction pixels that stick out are stubs the next round prunes)
-    if max_width is not None:
-        skeleton &= 2 * half_width <= max_width
     return skeleton_branches(skeleton)[0], half_width
 
 
 def _is_stub(branch: Branch, half_width: np.ndarray, prune: float) -> bool:
     if branch.free_ends == 0:
         return False
-    if branch.free_ends == 2:
-        width = 2 * float(half_width[branch.pixels[:, 0], branch.pixels[:, 1]].max())
+    if branch.free_ends == 2:  # its typical width: a river cut off at a lake's shore widens only at its mouth
+        width = 2 * float(np.median(half_width[branch.pixels[:, 0], branch.pixels[:, 1]]))
     else:
         at = branch.start if branch.start is not None else branch.end
         r, c = int(round(at[0])), int(round(at[1]))

@@ -31,6 +31,7 @@ from rasterio.windows import Window
 from scipy import ndimage
 from shapely import STRtree, line_merge
 from shapely.geometry import LineString, MultiLineString, Point, box
+from shapely.ops import substring
 
 from ..formats import NODATA, WATER, probability_cut
 from ..io import atomic_path, check_output
@@ -67,11 +68,12 @@ class RiverSummary:
     windows: int = 0
     output: str = ""
     flags: dict = field(default_factory=dict)
+    open_water_km: float = 0.0  # skeleton cut out where no bank was within --max-width (lakes, bays, the sea)
 
     def to_dict(self) -> dict:
         return {"reaches": self.reaches, "transects": self.transects, "length_km": self.length_km,
-                "width_median_m": self.width_median_m, "flags": self.flags, "windows": self.windows,
-                "output": self.output}
+                "width_median_m": self.width_median_m, "flags": self.flags, "open_water_km": self.open_water_km,
+                "windows": self.windows, "output": self.output}
 
 
 def measure_rivers(mask_path, out_path, options: RiverOptions = RiverOptions(),
@@ -81,19 +83,20 @@ def measure_rivers(mask_path, out_path, options: RiverOptions = RiverOptions(),
     reader = MaskReader(mask_path)
     pixel = reader.pixel_size
     margin = options.margin if options.margin is not None else int(np.ceil(options.max_width_m / pixel)) + 32
-    lines, points = [], []
+    lines, points, open_m = [], [], 0.0
     windows = list(_windows(reader.width, reader.height, options.window))
     for k, window in enumerate(windows, start=1):
-        piece_lines, piece_points = _measure_window(reader, window, margin, options)
+        piece_lines, piece_points, piece_open_m = _measure_window(reader, window, margin, options)
         lines += piece_lines
         points += piece_points
+        open_m += piece_open_m
         if on_progress:
             on_progress(k, len(windows))
     reaches, widths = _assemble(lines, points, pixel, options)
     _write(out_path, reaches, widths, reader.crs)
     summary = RiverSummary(reaches=len(reaches["geometry"]), transects=len(widths["geometry"]),
                            length_km=round(float(sum(reaches["length_m"])) / 1000, 3), windows=len(windows),
-                           output=str(out_path))
+                           open_water_km=round(open_m / 1000, 3), output=str(out_path))
     if widths["width_m"]:
         summary.width_median_m = round(float(np.median(widths["width_m"])), 2)
     summary.flags = {f: widths["flag"].count(f) for f in sorted(set(widths["flag"]))}
@@ -159,7 +162,7 @@ def _measure_window(reader: MaskReader, window: Window, margin: int, options: Ri
     min_px = max(int(options.min_area_m2 / pixel ** 2), 1)
     water = _without_small_bodies(water, min_px)
     if not water.any():
-        return [], []
+        return [], [], 0.0
     gaps = bridge_gaps(water, options.max_bridge_m / pixel, options.bridge_span_m / pixel)
     water = water | gaps
     branches, half_width = centreline_branches(water, options.prune, options.max_width_m / pixel)
@@ -167,22 +170,53 @@ def _measure_window(reader: MaskReader, window: Window, margin: int, options: Ri
     # that share a border cut a centreline at the very same point, and the pieces join
     offset = np.array([outer.col_off, outer.row_off], dtype=float)
     core = box(window.col_off, window.row_off, window.col_off + window.width, window.row_off + window.height)
-    lines, points = [], []
+    lines, points, open_m = [], [], 0.0
+    spacing, max_px = options.spacing_m / pixel, options.max_width_m / pixel
     for branch in branches:
         local = smooth_path(branch.path())
         if len(local) < 2:
             continue
-        for t in transects(LineString(local), water, valid, half_width, options.spacing_m / pixel,
-                           options.max_width_m / pixel, gaps):
+        opened = []  # where along the branch a transect found no bank within reach: open water
+        for t in transects(LineString(local), water, valid, half_width, spacing, max_px, gaps):
+            if t.open or t.width > max_px:
+                opened.append(t.distance)
+                continue
             x, y = t.x + offset[0], t.y + offset[1]
-            if t.width * pixel <= options.max_width_m and core.contains(Point(x, y)):  # wider: a lake or the sea
+            if core.contains(Point(x, y)):
                 points.append((Point(reader.transform * (x, y)), t.width * pixel, t.flag))
-        inside = LineString(np.round(smooth_path(branch.path() + offset), DECIMALS)).intersection(core)
-        for part in getattr(inside, "geoms", [inside]):
-            if isinstance(part, LineString) and not part.is_empty and part.length > 0:
-                coords = np.round(np.asarray(part.coords), DECIMALS)
-                lines.append(LineString([reader.transform * tuple(xy) for xy in coords]))
-    return lines, points
+        line = LineString(np.round(smooth_path(branch.path() + offset), DECIMALS))
+        kept, cut = _split_at_open_water(line, opened, spacing)
+        open_m += sum(piece.intersection(core).length for piece in cut) * pixel
+        for piece in kept:
+            inside = piece.intersection(core)
+            for part in getattr(inside, "geoms", [inside]):
+                if isinstance(part, LineString) and not part.is_empty and part.length > 0:
+                    coords = np.round(np.asarray(part.coords), DECIMALS)
+                    lines.append(LineString([reader.transform * tuple(xy) for xy in coords]))
+    return lines, points, open_m
+
+
+def _split_at_open_water(line: LineString, opened: list[float], spacing: float) -> tuple[list, list]:
+    """The parts of ``line`` a river runs on and the parts cut out: a stretch of ``spacing``
+    centred on each transect at the distances ``opened`` along it (no bank within reach there)."""
+    if not opened:
+        return [line], []
+    removed = []  # merged [start, end] intervals along the line
+    for d in sorted(opened):
+        a, b = max(d - spacing / 2, 0.0), min(d + spacing / 2, line.length)
+        if removed and a <= removed[-1][1] + 1e-9:
+            removed[-1][1] = b
+        else:
+            removed.append([a, b])
+    kept, cut, start = [], [], 0.0
+    for a, b in removed:
+        if a - start > 1e-9:
+            kept.append(substring(line, start, a))
+        cut.append(substring(line, a, b))
+        start = b
+    if line.length - start > 1e-9:
+        kept.append(substring(line, start, line.length))
+    return [k for k in kept if isinstance(k, LineString) and k.length > 0], cut
 
 
 def _without_small_bodies(water: np.ndarray, min_px: int) -> np.ndarray:

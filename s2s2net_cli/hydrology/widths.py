@@ -13,7 +13,9 @@ off it. What ended the transect is its flag:
   centreline runs under; the width is the channel's between the shores beside the bridge);
 - ``edge``: it ran off the mask or into its nodata on a side (the width is at least this).
 
-A transect that is both is flagged ``edge`` first, then ``bridge``, then ``island``.
+A transect that is both is flagged ``edge`` first, then ``bridge``, then ``island``. A transect
+that walked past ``max_width`` on a side found no bank within reach: it is ``open`` (the
+centreline runs in a lake, a bay or the sea there, and is no river's).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class Transect:
     width: float  # in pixels
     flag: str
     ends: tuple[tuple[float, float], tuple[float, float]]  # the two shores (x, y)
+    open: bool = False  # no shore within max_width on a side: open water, no river
 
 
 def smooth_path(path: np.ndarray, window: int = 5) -> np.ndarray:
@@ -77,11 +80,11 @@ def transects(line: LineString, water: np.ndarray, valid: np.ndarray, half_width
 
 
 def _walk(water, valid, x, y, nx, ny, max_width, gaps=None):
-    """Width, flag and shores of the transect through (x, y) along (nx, ny); None when the
-    centre is not on water."""
+    """Width, flag, shores and whether a side found no shore within ``max_width`` of the transect
+    through (x, y) along (nx, ny); None when the centre is not on water."""
     if not _at(water, x, y):
         return None
-    sides, flags = [], []
+    sides, flags, opened = [], [], False
     bridged = gaps is not None and _at(gaps, x, y)
     for sign in (1, -1):
         t, flag = 0.0, BANK
@@ -96,7 +99,7 @@ def _walk(water, valid, x, y, nx, ny, max_width, gaps=None):
             if gaps is not None and not bridged and _at(gaps, px, py):
                 bridged = True
             if t > max_width:
-                flag = EDGE
+                flag, opened = EDGE, True
                 break
         shore = t - STEP / 2
         if flag == BANK and _water_beyond(water, valid, x, y, sign * nx, sign * ny, t, max(t, 5.0)):
@@ -104,7 +107,7 @@ def _walk(water, valid, x, y, nx, ny, max_width, gaps=None):
         sides.append((shore, (x + sign * shore * nx, y + sign * shore * ny)))
         flags.append(flag)
     flag = EDGE if EDGE in flags else BRIDGE if bridged else ISLAND if ISLAND in flags else BANK
-    return sides[0][0] + sides[1][0], flag, (sides[0][1], sides[1][1])
+    return sides[0][0] + sides[1][0], flag, (sides[0][1], sides[1][1]), opened
 
 
 def _water_beyond(water, valid, x, y, nx, ny, t0, distance) -> bool:

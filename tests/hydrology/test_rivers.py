@@ -99,6 +99,46 @@ def test_a_lake_is_no_river_and_an_empty_mask_gives_empty_layers(tmp_path):
     assert reaches.crs == widths.crs == "EPSG:32633"
 
 
+def test_a_river_ends_where_it_enters_a_bay_and_no_spokes_run_into_it(tmp_path):
+    """A 30 m river enters a bay 560 m deep whose shore has coves (each sends the skeleton a
+    spoke into open water): the centreline ends at the mouth, nothing runs out into the bay."""
+    size = 600
+    bay = Polygon([(300, 0), (600, 0), (600, 600), (300, 600)])
+    coves = [Point(300, y).buffer(25) for y in (80, 200, 420, 520)]
+    river = LineString([(0, 310), (150, 290), (310, 300)]).buffer(7.5, cap_style="flat")
+    mask = mask_of([bay, *coves, river], size=size, path=tmp_path / "m.tif")
+    summary = measure_rivers(mask, tmp_path / "r.gpkg", RiverOptions(max_width_m=300))
+    reaches, widths = layers(tmp_path / "r.gpkg")
+    open_water = Polygon([T2 * xy for xy in [(306, 0), (600, 0), (600, 600), (306, 600)]])  # 3 px off the shore
+    assert reaches.intersection(open_water).length.sum() < 2 * 6  # at most the 3 px of a shore's transect
+    assert summary.open_water_km > 0  # what was cut is counted
+    river_reaches = reaches[reaches.width_median_m.between(24, 36)]
+    assert river_reaches.length_m.sum() == pytest.approx(300 * 2, rel=0.1)  # the river, to its mouth
+    assert (reaches.width_median_m <= 60).all()
+
+
+def test_rivers_of_a_real_shore_do_not_comb_into_the_bay(tmp_path):
+    """predict's mask of the bundled Virginia crop: the skeleton of Chesapeake Bay's open water
+    sent about 25 straight spokes out from the shore; a centreline is kept only where banks are
+    in reach, so none runs more than a transect's reach into the bay."""
+    mask = tmp_path / "virginia.tif"
+    assert run_cli("predict", "sample_data/virginia_shoreline_s2_6band_10m.tif", "-o", mask).returncode == 0
+    summary = measure_rivers(mask, tmp_path / "r.gpkg", RiverOptions(max_width_m=300))
+    reaches, _ = layers(tmp_path / "r.gpkg")
+    with rasterio.open(mask) as src:
+        water = src.read(1) == 1
+        transform = src.transform
+    from scipy import ndimage
+
+    # open water: farther than 150 m (the reach of a 300 m transect) from any land
+    far = ndimage.distance_transform_edt(water) * transform.a > 150
+    rows, cols = rasterio.transform.rowcol(transform, *np.array([(p.x, p.y) for line in reaches.geometry
+                                                                  for p in map(Point, line.coords)]).T)
+    rows, cols = np.clip(rows, 0, far.shape[0] - 1), np.clip(cols, 0, far.shape[1] - 1)
+    assert far[rows, cols].mean() < 0.01
+    assert summary.open_water_km > 1.0
+
+
 def test_an_island_and_the_mask_edge_are_flagged(tmp_path):
     channel = LineString([(0, 200), (400, 200)]).buffer(20, cap_style="flat")
     island = LineString([(150, 200), (250, 200)]).buffer(3)
