@@ -60,5 +60,6 @@ def report(ctx, summary, as_json: bool) -> None:
         click.echo(json.dumps(summary.to_dict(), indent=2))
     elif not ctx.obj.get("quiet"):
         width = "-" if summary.width_median_m is None else f"{summary.width_median_m:.1f} m"
-        summary_table(f"{summary.output}", ["reaches", "length", "transects", "median width"],
-                      [[str(summary.reaches), f"{summary.length_km:.2f} km", str(summary.transects), width]])
+        summary_table(f"{summary.output}", ["reaches", "length", "transects", "median width", "open water cut"],
+                      [[str(summary.reaches), f"{summary.length_km:.2f} km", str(summary.transects), width,
+                        f"{summary.open_water_km:.2f} km"]])
