@@ -35,10 +35,11 @@ from pathlib import Path
 import torch
 
 from s2s2net_cli.checkpoint import WeightsCard, load_model, save_weights
-from s2s2net_cli.model import S2S2Net
-from s2s2net_cli.inference.runtime import DEFAULT_WEIGHTS, inference_network
+from s2s2net_cli.inference.runtime import inference_network
 from s2s2net_cli.inference.subpixel_head import FusedMish
+from s2s2net_cli.model import S2S2Net
 from s2s2net_cli.synthetic.scenes import make_pair
+from s2s2net_cli.weights_header import BUNDLED_WEIGHTS as DEFAULT_WEIGHTS
 
 
 def main() -> None:

@@ -217,7 +217,7 @@ def occurrence(scenes: list, output, *, from_masks: bool = False, like=None, dat
 def _date_predictor(model: ModelOptions, scene: SceneOptions) -> Callable:
     """predict(source, mask_path) -> its findings: one date's mask, made by this rank alone."""
     from .inference.predictor import Predictor  # heavy: torch
-    from .inference.runtime import default_weights
+    from .weights_header import default_weights
 
     predictor = Predictor(model.weights or default_weights(), PredictOptions.of(model, scene=scene, overwrite=True),
                           World())
@@ -239,7 +239,7 @@ def load_model(weights=None, device: str = "cpu"):
         (model, card): the ``S2S2Net`` and its ``WeightsCard`` (bands, threshold, training record).
     """
     from .checkpoint import load_model as load  # heavy: torch
-    from .checkpoint import weights_file
+    from .weights_header import weights_file
 
     return load(weights_file(weights or "default"), device)
 

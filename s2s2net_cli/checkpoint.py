@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError, safe_open
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from . import __version__
@@ -20,8 +20,8 @@ from .bands import BandSpec
 from .io import atomic_path, check_output
 from .model import MAX_NDWI_PRIOR, ModelConfig, S2S2Net, check_index_bands
 from .rulebook import refuse
+from .weights_header import METADATA_KEY, header_metadata, weights_file
 
-METADATA_KEY = "s2s2net"
 FORMAT_VERSION = 1
 
 
@@ -81,24 +81,10 @@ def save_weights(path, state_dict: dict[str, torch.Tensor], card: WeightsCard) -
     return Path(path)
 
 
-BUNDLED_WEIGHTS = Path(__file__).parent / "weights" / "default.safetensors"
-BUNDLED_NAME = "default"  # what --weights, --init-weights and `weights show` call the bundled model
-
-
-def weights_file(path) -> Path:
-    """The weights file ``path`` names: ``default`` is the bundled model, wherever the package
-    is installed (unless a file of that name lies in the working folder)."""
-    if str(path) == BUNDLED_NAME and not Path(path).exists():
-        if not BUNDLED_WEIGHTS.exists():
-            raise refuse("S2N-WEIGHTS-NO-BUNDLED", BUNDLED_WEIGHTS.parent)
-        return BUNDLED_WEIGHTS
-    return Path(path)
-
-
 def read_card(path) -> WeightsCard:
     """The validated card of a weights file (``default``: the bundled one), read from its header alone."""
     path = weights_file(path)
-    data = _header_metadata(path)
+    data = header_metadata(path)
     try:
         return WeightsCard.from_dict(data)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -131,42 +117,6 @@ def load_model(path, device: str | torch.device = "cpu") -> tuple[S2S2Net, Weigh
             raise refuse("S2N-WEIGHTS-TENSOR-SHAPE", path, name=name, shape=tuple(tensor.shape), expected=tuple(expected[name].shape))
     model.load_state_dict(state)
     return model.to(device).eval(), card
-
-
-def _header_metadata(path) -> dict:
-    """The s2s2net card of a weights file, read by safetensors' own header parser
-    (``safe_open(...).metadata()``: JSON only, no tensor is loaded, nothing is unpickled). The
-    first bytes are looked at only to say what a file that is not safetensors seems to be."""
-    path = Path(path)
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(8)
-    except IsADirectoryError as exc:
-        raise refuse("S2N-WEIGHTS-IS-FOLDER", path) from exc
-    except FileNotFoundError as exc:
-        raise refuse("S2N-WEIGHTS-NOT-FOUND", path) from exc
-    except PermissionError as exc:
-        raise refuse("S2N-WEIGHTS-PERMISSION", path) from exc
-    if len(head) < 8:
-        raise refuse("S2N-WEIGHTS-TOO-SHORT", path)
-    try:
-        with safe_open(str(path), framework="pt") as weights:
-            metadata = weights.metadata() or {}
-    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
-        raise refuse(_not_safetensors(head), path) from exc
-    if METADATA_KEY not in metadata:
-        raise refuse("S2N-WEIGHTS-NOT-S2S2NET", path)
-    try:
-        return json.loads(metadata[METADATA_KEY])
-    except (json.JSONDecodeError, TypeError) as exc:
-        raise refuse("S2N-WEIGHTS-METADATA-JSON", path) from exc
-
-
-def _not_safetensors(head: bytes) -> str:
-    """The rule a file that is no safetensors falls under: a pickle (never loaded) or anything else."""
-    if head.startswith(b"PK"):
-        return "S2N-WEIGHTS-ZIP-PICKLE"
-    return "S2N-WEIGHTS-PICKLE" if head[:1] == b"\x80" else "S2N-WEIGHTS-NOT-SAFETENSORS"
 
 
 def annotate_weights(src, dst, training_notes: dict, threshold: float | None = None, overwrite: bool = False,

@@ -19,10 +19,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import rasterio
 
+from s2s2net_cli.evaluation.report import false_colour
 from s2s2net_cli.indices import water_index
 from s2s2net_cli.inference.predictor import PredictOptions, Predictor
-from s2s2net_cli.inference.runtime import default_weights
-from s2s2net_cli.evaluation.report import false_colour
+from s2s2net_cli.weights_header import default_weights
 
 
 def main() -> None:

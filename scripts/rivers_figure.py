@@ -25,7 +25,7 @@ from rasterio.windows import Window  # noqa: E402
 from s2s2net_cli.evaluation.report import false_colour  # noqa: E402
 from s2s2net_cli.hydrology.rivers import RiverOptions, measure_rivers  # noqa: E402
 from s2s2net_cli.inference.predictor import PredictOptions, Predictor  # noqa: E402
-from s2s2net_cli.inference.runtime import default_weights  # noqa: E402
+from s2s2net_cli.weights_header import default_weights  # noqa: E402
 
 
 def main() -> None:

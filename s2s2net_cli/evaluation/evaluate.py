@@ -28,7 +28,6 @@ import rasterio
 from ..formats import NODATA, safe_name
 from ..inference.baselines import IndexBaseline
 from ..inference.predictor import PredictOptions, Predictor
-from ..inference.runtime import default_weights
 from ..labels import binarise, check_transformable, label_resolution_in, open_label, warp_label
 from ..manifest import Pair
 from ..metrics import BOUNDARY_TOLERANCE, Counts, boundary_counts, count
@@ -36,6 +35,7 @@ from ..rulebook import refuse
 from ..sources.checks import scene_warnings
 from ..sources.degraded import DEGRADED_READING, degrade_scene, degraded_shape
 from ..sources.open import OpenPair, open_pair
+from ..weights_header import default_weights
 
 
 @dataclass

@@ -19,20 +19,23 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
+from ..bands import BAND_NAMES
 from ..errors import S2S2NetError
 from ..formats import GEOTIFF_SUFFIXES, safe_name, source_name, source_stem
 from ..io import check_not_inputs
 from ..rulebook import code_of, refuse
 from ..sources import stac
+from ..sources.open import check_exists, open_scene
+from ..weights_header import default_weights, weights_tags
 from ..world import World
 from .beside import Beside
 from .options import PredictOptions
-from .predictor import Predictor, SceneResult
-from .runtime import default_weights
-from .shared_scene import gather_on_rank0, predict_scene_shared
-from .writer import SOURCE_TAG, mask_tags
+from .writer import SOURCE_TAG, made_with, mask_tags, reading_tags
+
+if TYPE_CHECKING:  # the network and torch load only when a scene is predicted
+    from .predictor import Predictor, SceneResult
 
 # one rank may wait for another's share of a whole scene
 PROCESS_GROUP_TIMEOUT = timedelta(hours=12)
@@ -134,23 +137,40 @@ def predict_batch(scenes: list, output, options: PredictOptions, beside_vector=N
     for mask in masks:
         if not (skip_existing and mask.exists()):
             beside.check(mask)
-    predictor = Predictor(options.weights or default_weights(), options, world)
+    weights = options.weights or default_weights()
+
+    def make_predictor() -> Predictor:
+        from .predictor import Predictor  # heavy: torch, when the first scene is predicted
+
+        return Predictor(weights, options, world)
 
     def after(result: SceneResult) -> None:
         if on_result:
             on_result(result)
         beside.write(result.output)
 
-    return predict_scenes(predictor, targets, world, progress, after, on_failure, skip_existing,
-                          lambda mask: beside.write(mask, missing_only=True))
+    identity = weights_tags(weights, options.flips, options.threshold) if skip_existing else {}
+
+    def tags_of(scene) -> dict:  # what --skip-existing compares, known from the weights' header alone
+        return {**made_with(identity, options.probability),
+                **reading_tags(open_scene(scene, options.scene, len(BAND_NAMES)))}
+
+    return predict_scenes(make_predictor, targets, world, progress, after, on_failure, skip_existing,
+                          lambda mask: beside.write(mask, missing_only=True), tags_of=tags_of)
 
 
-def predict_scenes(predictor: Predictor, targets: list[tuple], world: World = World(), progress: Callable | None = None,
+def predict_scenes(make_predictor: Callable[[], Predictor], targets: list[tuple], world: World = World(),
+                   progress: Callable | None = None,
                    after: Callable[[SceneResult], None] | None = None,
                    on_failure: Callable[[S2S2NetError], None] | None = None,
                    skip_existing: bool = False,
-                   on_skipped: Callable[[Path], None] | None = None) -> BatchSummary | None:
+                   on_skipped: Callable[[Path], None] | None = None,
+                   tags_of: Callable[[object], dict] | None = None) -> BatchSummary | None:
     """Predict each (scene, output) of ``targets``; the summary on rank 0, None on the others.
+
+    ``make_predictor()`` makes the Predictor when the first scene needs it (once): a batch of
+    missing scenes or finished masks loads no model. ``tags_of(scene)`` gives the tags
+    ``skip_existing`` compares (default: the predictor's).
 
     ``progress(name, quiet)`` gives a context manager yielding an ``on_tile(done, total)``
     callback (or None); ``after(result)`` runs for each scene written (vectors, say). A scene
@@ -167,16 +187,24 @@ def predict_scenes(predictor: Predictor, targets: list[tuple], world: World = Wo
         for folder in {Path(target).parent for _, target in targets}:
             folder.mkdir(parents=True, exist_ok=True)
     summary = BatchSummary()
+    made: list = []
+
+    def predictor() -> Predictor:
+        if not made:
+            made.append(make_predictor())
+        return made[0]
+
     try:
         for scene, target in (targets if share_one else targets[world.rank::world.size]):
             try:
-                if skip_existing and Path(target).exists() and finished_output(scene, target,
-                                                                               predictor.made_with(scene)):
+                check_exists(scene)
+                if skip_existing and Path(target).exists() and finished_output(
+                        scene, target, tags_of(scene) if tags_of else predictor().made_with(scene)):
                     if on_skipped and (world.leads or not share_one):
                         on_skipped(Path(target))
                     summary.skipped.append({"scene": str(scene), "output": str(target)})
                     continue
-                _predict_one(predictor, scene, target, world, share_one, progress, after, summary)
+                _predict_one(predictor(), scene, target, world, share_one, progress, after, summary)
             except S2S2NetError as exc:
                 if share_one and not world.leads:  # rank 0 reports the shared scene
                     continue
@@ -188,6 +216,8 @@ def predict_scenes(predictor: Predictor, targets: list[tuple], world: World = Wo
         summary.interrupted = getattr(exc, "signum", 2)
         return summary if world.leads else None
     if world.is_shared:  # one summary, from rank 0, of every rank's scenes
+        from .shared_scene import gather_on_rank0  # torch.distributed
+
         parts = gather_on_rank0([summary.scenes, summary.skipped, summary.failures], world)
         summary = BatchSummary(*parts)
         World.leave()
@@ -201,6 +231,8 @@ def _predict_one(predictor: Predictor, scene, target, world: World, share_one: b
     progress = progress or (lambda name, quiet: nullcontext(None))
     with progress(source_name(scene), share_one and not world.leads) as on_tile:
         if share_one:
+            from .shared_scene import predict_scene_shared  # torch.distributed
+
             result = predict_scene_shared(predictor, scene, target, world, on_tile=on_tile)
         else:
             result = predictor.predict_scene(scene, target, on_tile=on_tile)

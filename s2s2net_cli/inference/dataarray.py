@@ -25,8 +25,8 @@ import rasterio
 from ..bands import BAND_NAMES
 from ..rulebook import Finding, refuse, warn
 from ..sources.stac import ASSET_NAMES
+from ..weights_header import default_weights
 from .predictor import PredictOptions, Predictor
-from .runtime import default_weights
 
 DATAARRAY = "DataArray"  # what a finding names in place of a file
 

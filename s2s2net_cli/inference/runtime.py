@@ -3,26 +3,18 @@ as a forward from normalised tiles to 2 m water probabilities."""
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import torch
 
 from ..bands import BAND_NAMES
-from ..checkpoint import BUNDLED_NAME, BUNDLED_WEIGHTS, load_model, weights_file
+from ..checkpoint import load_model
 from ..rulebook import refuse
+from ..weights_header import model_name, weights_digest, weights_file
 from .folded_decoder import FoldedDecoder
 from .stream import Forward
 from .subpixel_head import FusedMish, SubpixelHead
-
-DEFAULT_WEIGHTS = BUNDLED_WEIGHTS
-
-
-def default_weights() -> Path:
-    """The bundled model's file (InputError where this install has none)."""
-    return weights_file(BUNDLED_NAME)
 
 
 def resolve_device(device: str, local_rank: int = 0) -> torch.device:
@@ -81,8 +73,7 @@ class ModelRuntime(Forward):
         self.weights = weights_file(weights)  # "default": the bundled model
         self.device = resolve_device(device, local_rank)
         self.model, self.card = load_model(self.weights, self.device)  # InputError naming a missing or bad file
-        with open(self.weights, "rb") as fh:  # which weights, whatever the file is called (best.safetensors of two runs)
-            self.digest = hashlib.file_digest(fh, "sha256").hexdigest()[:16]
+        self.digest = weights_digest(self.weights)
         self.mish = FusedMish()
         self.model = inference_network(self.model, self.mish)
         if tuple(self.card.bands.names) != BAND_NAMES:
@@ -104,7 +95,7 @@ class ModelRuntime(Forward):
     @property
     def name(self) -> str:
         """The model's name in tags, tables and prediction files: its label, "+flips" when averaged over flips."""
-        return f"{self.label}+flips" if self.flips else self.label
+        return model_name(self.label, self.flips)
 
     @property
     def precision(self) -> str:

@@ -9,6 +9,7 @@ item becomes a VRT of its band files (vrt.py). ``open_pair`` opens a scene with 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -18,7 +19,7 @@ from rasterio.errors import RasterioIOError
 
 from ..bands import BAND_NAMES, DEFAULT_SCALE
 from ..errors import first_line
-from ..formats import valid_mask
+from ..formats import is_remote, valid_mask
 from ..labels import Label, check_label, label_bounds_in, open_label
 from ..rulebook import refuse
 from . import safe, stac
@@ -29,10 +30,20 @@ from .scene import Scene, check_has_valid_pixels, open_stack, read_sample
 from .vrt import band_files_scene
 
 
+def check_exists(source) -> None:
+    """InputError when ``source`` names a local file or folder that is not there (for a
+    collection's item, ``search.json#ITEM_ID``, the collection's file): said before a model
+    loads or anything is read. URLs and GDAL's virtual paths are GDAL's to find."""
+    text = str(source)
+    if not is_remote(text) and not os.path.exists(stac.file_of(text)):
+        raise refuse("S2N-FILE-NOT-FOUND", text)
+
+
 def open_scene(source, options: SceneOptions = SceneOptions(), n_bands: int = len(BAND_NAMES)) -> Scene:
     """Open ``source`` (stack, ``.SAFE`` folder, its ``MTD_MSIL*.xml``, a product ``.zip``, or a
     STAC item ``.json`` or URL) as a checked Scene; InputError naming it for anything wrong."""
     text = str(source)
+    check_exists(text)
     if safe.is_product(text):
         band_files = safe.product_bands(text)
     elif stac.is_item(text):

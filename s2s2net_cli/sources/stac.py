@@ -41,6 +41,11 @@ def _split(source: str) -> tuple[str, str | None]:
     return (where, ident) if sep and where.lower().endswith(".json") else (str(source), None)
 
 
+def file_of(source: str) -> str:
+    """The file or URL ``source`` reads: the collection's, for ``search.json#ITEM_ID``."""
+    return _split(source)[0]
+
+
 def is_item(text: str) -> bool:
     lower = _split(text)[0].lower().split("?", 1)[0]
     return lower.endswith(".json") or (lower.startswith(("http://", "https://")) and "/items/" in lower)

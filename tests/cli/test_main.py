@@ -1,10 +1,14 @@
+import json
 import subprocess
 import sys
 
+import numpy as np
 from click.testing import CliRunner
 
 from s2s2net_cli import __version__
 from s2s2net_cli.cli.main import cli
+
+from ..conftest import codes, run_cli, write_raster
 
 
 def test_help_and_version():
@@ -113,3 +117,31 @@ def test_help_and_usage_errors_load_no_torch(tmp_path):
         code, loaded = r.stdout.strip().splitlines()[-1].split(" ", 1)
         assert loaded.strip() == "[]", (args, loaded)
         assert code in ("0", "2"), (args, r.stdout, r.stderr)
+
+
+def test_missing_scenes_and_finished_masks_load_no_model(tmp_path, random_weights):
+    """`predict missing.tif` says so before torch loads, and a re-run with --skip-existing of
+    masks already made checks them from the weights' header and the scenes alone (no torch),
+    as a batch loop over finished scenes expects: file-check speed."""
+    r = subprocess.run([sys.executable, "-c", STARTUP_PROBE, "predict", "missing.tif", "-o", "m.tif"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    code, loaded = r.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert code == "1" and loaded.strip() == "[]", (r.stdout, r.stderr)
+    assert codes(r.stderr) == ["S2N-FILE-NOT-FOUND"] and "missing.tif" in r.stderr
+    rng = np.random.default_rng(0)
+    scenes = [write_raster(tmp_path / f"s{k}.tif", rng.integers(200, 4000, (6, 24, 24)).astype("uint16"), nodata=0)
+              for k in range(3)]
+    made = run_cli("predict", *scenes, "-o", tmp_path / "out", "--weights", random_weights, "--tile-size", 32)
+    assert made.returncode == 0, made.stderr
+    args = ["predict", *map(str, scenes), "-o", "out", "--weights", str(random_weights), "--tile-size", "32",
+            "--skip-existing", "--json"]
+    r = subprocess.run([sys.executable, "-c", STARTUP_PROBE, *args], capture_output=True, text=True, cwd=tmp_path)
+    code, loaded = r.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert code == "0" and loaded.strip() == "[]", (r.stdout, r.stderr)
+    document = json.loads(r.stdout[: r.stdout.rindex("}") + 1])
+    assert len(document["skipped"]) == 3 and not document["scenes"] and not document["failures"]
+    # another threshold is another mask: refused, not skipped, and still without a model
+    r = subprocess.run([sys.executable, "-c", STARTUP_PROBE, *args, "--threshold", "0.3"], capture_output=True,
+                       text=True, cwd=tmp_path)
+    assert codes(r.stderr) == ["S2N-OUTPUT-OTHER-MODEL"] * 3, r.stderr
+    assert r.stdout.strip().splitlines()[-1].endswith("[]")

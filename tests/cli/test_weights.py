@@ -96,7 +96,8 @@ def test_a_missing_or_unreadable_weights_file_gets_one_line_from_every_command(t
 
 def test_default_names_the_bundled_weights_wherever_a_weights_file_is_taken(tmp_path):
     """After `pip install` the bundled file lies in site-packages: `default` names it."""
-    from s2s2net_cli.checkpoint import BUNDLED_WEIGHTS, load_weights, read_card
+    from s2s2net_cli.checkpoint import load_weights, read_card
+    from s2s2net_cli.weights_header import BUNDLED_WEIGHTS
 
     shown = run_cli("weights", "show", "default", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr

@@ -225,7 +225,7 @@ def test_interrupted_predict_leaves_no_file_at_output(tmp_path, random_weights, 
 
 def test_the_bundled_model_maps_the_sample_scene_without_weights(tmp_path):
     from s2s2net_cli.checkpoint import read_card
-    from s2s2net_cli.inference.runtime import default_weights
+    from s2s2net_cli.weights_header import default_weights
 
     card = read_card(default_weights())
     assert card.training["recipe"] == "scripts/train_default.sh" and card.training["steps"] > 0
@@ -246,8 +246,9 @@ def test_the_bundled_model_maps_the_sample_scene_without_weights(tmp_path):
 
 def test_reads_and_writes_in_threads_give_the_same_mask(tmp_path, monkeypatch):
     # the GPU path reads and writes beside the network in threads; force it on the CPU
-    import s2s2net_cli.inference.stream as stream_module
     from concurrent.futures import ThreadPoolExecutor
+
+    import s2s2net_cli.inference.stream as stream_module
 
     rng = np.random.default_rng(3)
     data = rng.integers(100, 5000, size=(6, 97, 83)).astype("uint16")
@@ -264,8 +265,8 @@ def test_reads_and_writes_in_threads_give_the_same_mask(tmp_path, monkeypatch):
 def test_mean_over_flips_commutes_with_every_flip_and_turn():
     import torch
 
-    from s2s2net_cli.model import S2S2Net
     from s2s2net_cli.inference.runtime import mean_over_flips
+    from s2s2net_cli.model import S2S2Net
 
     torch.manual_seed(1)
     model = S2S2Net().eval()

@@ -12,18 +12,16 @@ from click.testing import CliRunner
 from rasterio.windows import Window
 from shapely.geometry import Polygon
 
-from s2s2net_cli.formats import source_name, source_stem
-from s2s2net_cli.sources.scene import SceneReader
 from s2s2net_cli.cli.main import cli
-from s2s2net_cli.rulebook import S2S2NetWarning
+from s2s2net_cli.formats import gdal_path, source_name, source_stem
 from s2s2net_cli.inference.predictor import PredictOptions, Predictor
-from s2s2net_cli.inference.runtime import DEFAULT_WEIGHTS
-from s2s2net_cli.formats import gdal_path
+from s2s2net_cli.rulebook import S2S2NetWarning
 from s2s2net_cli.sources.open import open_scene
+from s2s2net_cli.sources.scene import SceneReader
+from s2s2net_cli.weights_header import BUNDLED_WEIGHTS as DEFAULT_WEIGHTS
 
 from ..conftest import raises_rule, write_raster
-from .product_factory import (read_stack, virginia_window, write_band_files, write_item, write_product,
-                              write_stack)
+from .product_factory import read_stack, virginia_window, write_band_files, write_item, write_product, write_stack
 
 SIZE = 64
 
