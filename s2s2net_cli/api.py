@@ -201,14 +201,14 @@ def occurrence(scenes: list, output, *, from_masks: bool = False, like=None, dat
         a rank other than the first.
     """
     from .hydrology.occurrence import OccurrenceOptions, water_occurrence
-    from .hydrology.series import dated_series, series_grid
+    from .hydrology.series import dated_series, grid_date, series_grid
 
     model, scene = _split(options, ModelOptions, SceneOptions)
     scene_options = SceneOptions(**scene)
     occurrence_options = OccurrenceOptions(classes=classes, strict=strict, cog=cog,
                                            creation_options=creation_options or {}, overwrite=overwrite)
     series = dated_series(scenes, from_masks, dates)
-    grid = series_grid(series[0], like, scene_options)
+    grid = series_grid(grid_date(series), like, scene_options)
     predict = None if from_masks else _date_predictor(ModelOptions(**model), scene_options)
     return water_occurrence(series, output, grid, occurrence_options, predict, world or World.from_environment(),
                             on_progress=on_progress)

@@ -14,6 +14,8 @@ import os
 import numpy as np
 from rasterio.enums import ColorInterp, MaskFlags
 
+from .rulebook import refuse
+
 LAND, WATER, NODATA = 0, 1, 255
 CHIP_SCALE = 10000.0  # chips (and synthetic scenes) store reflectance x 10000 as uint16, 0 nodata
 GEOTIFF_SUFFIXES = (".tif", ".tiff", "")  # names rasters are written under (GDAL's GTiff takes none too)
@@ -79,6 +81,21 @@ def source_stem(path) -> str:
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     return name or "scene"
+
+
+def source_file(source) -> str:
+    """The file or URL ``source`` reads: the collection's, for one of its items
+    (``search.json#ITEM_ID``)."""
+    where, sep, _ = str(source).rpartition("#")
+    return where if sep and where.lower().endswith(".json") else str(source)
+
+
+def check_exists(source) -> None:
+    """InputError when ``source`` names a local file or folder that is not there (for a
+    collection's item, the collection's file): said before a model loads or anything is read.
+    URLs and GDAL's virtual paths are GDAL's to find."""
+    if not is_remote(source) and not os.path.exists(source_file(source)):
+        raise refuse("S2N-FILE-NOT-FOUND", source)
 
 
 def is_remote(path) -> bool:

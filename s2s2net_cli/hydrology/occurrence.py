@@ -144,7 +144,7 @@ def water_occurrence(dates: list[DateMask], out_path, grid: Grid, options: Occur
             World.leave()
     if not world.leads:
         return None
-    summary.dates = sorted([d for d in everyone if d.error is None], key=lambda d: (d.date or "", d.source))
+    summary.dates = sorted([d for d in everyone if d.error is None], key=lambda d: (d.date is None, d.date or "", d.source))
     summary.skipped = [d for d in everyone if d.error is not None]
     return summary
 
@@ -171,7 +171,7 @@ def _prepare(d: DateMask, grid: Grid, predict, scratch: Path | None, k: int, str
     try:
         if predict is not None:
             d.mask = scratch / f"{k:04d}.tif"
-            d.warnings = list(predict(d.source, d.mask) or [])
+            d.warnings += list(predict(d.source, d.mask) or [])
         _check_mask(d, grid)
     except S2S2NetError as exc:
         if strict:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..formats import check_exists
 from ..grid import SCALE_FACTOR, fine_transform
+from ..rulebook import finding
 from ..sources import stac
 from ..sources.dates import read_dates_csv, scene_date
 from ..sources.options import SceneOptions
-from .occurrence import DateMask, Grid
+from .occurrence import DateMask, Grid, check_each_date_once
 
 
 def dated_series(scenes, from_masks: bool = False, dates_csv=None) -> list[DateMask]:
@@ -19,8 +21,22 @@ def dated_series(scenes, from_masks: bool = False, dates_csv=None) -> list[DateM
     sources = []
     for s in scenes:
         sources += stac.collection_items(s) if stac.is_item_collection(s) else [str(s)]
+    for s in sources:
+        check_exists(s)  # a name that is no file is a mistake in the command, wherever it stands
     named = read_dates_csv(dates_csv) if dates_csv else {}
-    return [DateMask(s, _date_of(s, named), Path(s) if from_masks else None) for s in sources]
+    series = [DateMask(s, _date_of(s, named), Path(s) if from_masks else None) for s in sources]
+    check_each_date_once(series)  # before any is read for the grid
+    for d in series:
+        if d.date is None:
+            d.warnings.append(finding("S2N-OCCURRENCE-UNDATED", d.source))
+    return series
+
+
+def grid_date(series: list[DateMask]) -> DateMask:
+    """The date whose grid a series is counted on: the earliest dated one (the first named when
+    none has a date)."""
+    dated = [d for d in series if d.date]
+    return min(dated, key=lambda d: d.date) if dated else series[0]
 
 
 def _date_of(source: str, named: dict) -> str | None:
@@ -31,8 +47,8 @@ def _date_of(source: str, named: dict) -> str | None:
 
 
 def series_grid(first: DateMask, like=None, scene_options: SceneOptions | None = None) -> Grid:
-    """The grid the series is counted on: ``like``'s, else the first mask's, else the 2 m grid
-    of the first scene (read with ``scene_options``)."""
+    """The grid the series is counted on: ``like``'s, else ``first``'s (grid_date: the earliest
+    dated): its mask's grid, or its scene's 2 m grid (read with ``scene_options``)."""
     if like:
         return Grid.of(like)
     if first.mask is not None:

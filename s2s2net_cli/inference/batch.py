@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Callable
 
 from ..bands import BAND_NAMES
 from ..errors import S2S2NetError
-from ..formats import GEOTIFF_SUFFIXES, safe_name, source_name, source_stem
+from ..formats import GEOTIFF_SUFFIXES, check_exists, safe_name, source_name, source_stem
 from ..io import check_not_inputs
 from ..rulebook import code_of, refuse
 from ..sources import stac
-from ..sources.open import check_exists, open_scene
+from ..sources.open import open_scene
 from ..weights_header import default_weights, weights_tags
 from ..world import World
 from .beside import Beside

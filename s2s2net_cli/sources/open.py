@@ -9,7 +9,6 @@ item becomes a VRT of its band files (vrt.py). ``open_pair`` opens a scene with 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -19,7 +18,7 @@ from rasterio.errors import RasterioIOError
 
 from ..bands import BAND_NAMES, DEFAULT_SCALE
 from ..errors import first_line
-from ..formats import is_remote, valid_mask
+from ..formats import check_exists, valid_mask
 from ..labels import Label, check_label, label_bounds_in, open_label
 from ..rulebook import refuse
 from . import safe, stac
@@ -28,15 +27,6 @@ from .checks import grid_warnings
 from .options import SceneOptions
 from .scene import Scene, check_has_valid_pixels, open_stack, read_sample
 from .vrt import band_files_scene
-
-
-def check_exists(source) -> None:
-    """InputError when ``source`` names a local file or folder that is not there (for a
-    collection's item, ``search.json#ITEM_ID``, the collection's file): said before a model
-    loads or anything is read. URLs and GDAL's virtual paths are GDAL's to find."""
-    text = str(source)
-    if not is_remote(text) and not os.path.exists(stac.file_of(text)):
-        raise refuse("S2N-FILE-NOT-FOUND", text)
 
 
 def open_scene(source, options: SceneOptions = SceneOptions(), n_bands: int = len(BAND_NAMES)) -> Scene:

@@ -24,7 +24,7 @@ from pystac.extensions.raster import RasterExtension
 
 from ..bands import BAND_NAMES, DEFAULT_SCALE
 from ..errors import InputError
-from ..formats import gdal_path, is_remote
+from ..formats import gdal_path, is_remote, source_file
 from ..rulebook import refuse
 from .vrt import BandFiles
 
@@ -37,13 +37,8 @@ ASSET_NAMES = {
 
 def _split(source: str) -> tuple[str, str | None]:
     """(file or URL, item id) of ``source``: ``search.json#ITEM_ID`` names one item of a collection."""
-    where, sep, ident = str(source).rpartition("#")
-    return (where, ident) if sep and where.lower().endswith(".json") else (str(source), None)
-
-
-def file_of(source: str) -> str:
-    """The file or URL ``source`` reads: the collection's, for ``search.json#ITEM_ID``."""
-    return _split(source)[0]
+    where = source_file(source)
+    return (where, str(source)[len(where) + 1:]) if where != str(source) else (where, None)
 
 
 def is_item(text: str) -> bool:

@@ -81,6 +81,23 @@ def test_masks_on_another_grid_are_warped_onto_the_first(tmp_path):
     assert (bands[2] == 3).all()
 
 
+def test_an_undated_mask_is_counted_warned_of_listed_last_and_gives_no_grid(tmp_path):
+    """A mask with no date was listed first as date `-` and lent the series its grid; it is
+    counted, warned of, listed after the dated ones, and the grid is the earliest dated mask's."""
+    paths, water, valid = series(tmp_path, 3)
+    undated = write_raster(tmp_path / "extra_water.tif", rasterio.open(paths[1]).read(1)[: N // 2],
+                           transform=T2 * Affine.translation(0, -N // 4), nodata=255)  # a quarter inside, a quarter north of it
+    r = run_cli("occurrence", undated, paths[2], paths[0], paths[1], "--from-masks", "-o", tmp_path / "o.tif", "--json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert [d["date"] for d in summary["dates"]] == ["2021-01-15", "2021-02-15", "2021-03-15", None]
+    assert [w["code"] for w in summary["dates"][-1]["warnings"]] == ["S2N-OCCURRENCE-UNDATED"]
+    assert "S2N-OCCURRENCE-UNDATED" in codes(r.stderr) and "extra_water.tif" in r.stderr
+    bands, profile, _ = read(tmp_path / "o.tif")
+    assert (profile["width"], profile["height"]) == (N, N) and profile["transform"] == T2  # the first date's grid
+    assert bands[2].max() == 4 and bands[2].min() == 3  # the undated mask seen where it lies
+
+
 def test_an_untagged_mask_on_part_of_the_grid_is_seen_where_it_lies_and_unseen_outside(tmp_path):
     paths, _, _ = series(tmp_path, 1)
     part = np.zeros((N, N // 2), "uint8")
@@ -180,8 +197,11 @@ def test_occurrence_from_scenes_counts_what_predict_writes(tmp_path):
     r = run_cli("occurrence", *scenes, "-o", tmp_path / "occ.tif", "--json", *args)
     assert r.returncode == 0, r.stderr
     said = {Path(d["source"]).name: d["warnings"] for d in json.loads(r.stdout)["dates"]}
-    assert said["s0.tif"] == [] and [w["code"] for w in said["s1.tif"]] == ["S2N-BANDS-UNDESCRIBED"]
-    assert said["s1.tif"][0]["message"].startswith(f"{scenes[1]}: ") and codes(r.stderr) == ["S2N-BANDS-UNDESCRIBED"]
+    # neither scene has a date, and s1's bands say nothing
+    assert {name: [w["code"] for w in found] for name, found in said.items()} == {
+        "s0.tif": ["S2N-OCCURRENCE-UNDATED"], "s1.tif": ["S2N-OCCURRENCE-UNDATED", "S2N-BANDS-UNDESCRIBED"]}
+    assert said["s1.tif"][1]["message"].startswith(f"{scenes[1]}: ")
+    assert sorted(codes(r.stderr)) == ["S2N-BANDS-UNDESCRIBED", *["S2N-OCCURRENCE-UNDATED"] * 2]
     masks = []
     for k, s in enumerate(scenes):
         assert run_cli("predict", s, "-o", tmp_path / f"p{k}.tif", *args).returncode == 0
@@ -317,8 +337,11 @@ def test_two_stac_items_of_one_acquisition_are_refused_by_their_product_names(tm
     r = run_cli("occurrence", l2a, l1c, "-o", tmp_path / "o.tif", *fast)
     assert refused(r, "S2N-OCCURRENCE-ACQUISITION-TWICE", 1, f"{l1c}: holds the same acquisition as {l2a} (S2A "
                                                              "20210315T103021 R108 T31UFU)")
-    zipped = tmp_path / uri.format("2A").replace(".SAFE", ".SAFE.zip")
-    r = run_cli("occurrence", l2a, zipped, "-o", tmp_path / "o.tif", *fast)  # refused before the .zip is read
-    assert refused(r, "S2N-OCCURRENCE-ACQUISITION-TWICE", 1, f"{zipped}: holds the same acquisition as {l2a}")
+    product = tmp_path / uri.format("2A")
+    product.mkdir()  # an empty .SAFE folder: refused by its name before it is read
+    r = run_cli("occurrence", l2a, product, "-o", tmp_path / "o.tif", *fast)
+    assert refused(r, "S2N-OCCURRENCE-ACQUISITION-TWICE", 1, f"{product}: holds the same acquisition as {l2a}")
+    zipped = tmp_path / uri.format("2A").replace(".SAFE", ".SAFE.zip")  # a name that is no file: said so first
+    assert refused(run_cli("occurrence", l2a, zipped, "-o", tmp_path / "o.tif", *fast), "S2N-FILE-NOT-FOUND", 1, zipped)
     r = run_cli("occurrence", l2a, later, "-o", tmp_path / "o.tif", *fast, "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["counted"] == 2, r.stderr
