@@ -27,6 +27,17 @@ from rasterio.windows import Window
 from .grid import SCALE_FACTOR
 
 
+def planned_tile(height: int, width: int, largest: int, multiple: int = 32) -> int:
+    """The tile side for a scene of ``height`` x ``width`` when none is given: as few tiles as
+    tiles of ``largest`` need, each as small as covers the scene (the smallest multiple of
+    ``multiple``, the network's stride, that does). A scene smaller than one tile gets one tile
+    of about its own size, not a ``largest`` one read mostly as reflections of itself (a 64 px
+    scene cost a 640 px window); a 600 px one gets 2 x 2 tiles of 320, not of 512."""
+    rows, cols = math.ceil(height / largest), math.ceil(width / largest)
+    side = max(math.ceil(height / rows), math.ceil(width / cols))
+    return min(largest, math.ceil(side / multiple) * multiple)
+
+
 @dataclass(frozen=True)
 class TileGrid:
     height: int

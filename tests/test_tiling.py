@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from s2s2net_cli.tiling import TileGrid, blend_weights
+from s2s2net_cli.tiling import TileGrid, blend_weights, planned_tile
 
 grids = st.builds(TileGrid.for_scene, st.integers(1, 700), st.integers(1, 300), st.integers(8, 160),
                   st.integers(0, 64), st.integers(0, 64))
@@ -88,3 +88,19 @@ def test_weights_ramp_only_inside_seams(size, tile, blend):
         if i > 0 and blend:
             assert w[0] < 0.01  # and across a seam the weight ramps smoothly
 
+
+
+@pytest.mark.parametrize("height, width, tile", [(64, 64, 64), (20, 20, 32), (545, 625, 320), (503, 515, 512),
+                                                 (10980, 10980, 512), (1100, 300, 384), (512, 512, 512)])
+def test_a_planned_tile_covers_the_scene_in_as_few_tiles_as_the_largest(height, width, tile):
+    assert planned_tile(height, width, 512) == tile
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 6000), st.integers(1, 6000), st.sampled_from([64, 256, 512, 1024]))
+def test_a_planned_tile_is_the_smallest_that_needs_no_more_tiles(height, width, largest):
+    tile = planned_tile(height, width, largest)
+    count = lambda t: -(-height // t) * -(-width // t)  # noqa: E731
+    assert tile % 32 == 0 and tile <= max(largest, 32)
+    assert count(tile) == count(largest) or tile == largest  # as few tiles as the largest
+    assert tile == 32 or count(tile - 32) > count(tile)  # and no smaller multiple covers it in as few

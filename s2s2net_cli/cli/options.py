@@ -11,7 +11,7 @@ import click
 
 from ..bands import BAND_NAMES, repeated_band
 from ..errors import S2S2NetError
-from ..inference.options import DEFAULT_OVERLAP, MIN_TILE_SIZE, PRECISIONS, ModelOptions, is_device
+from ..inference.options import DEFAULT_OVERLAP, DEFAULT_TILE_SIZE, MIN_TILE_SIZE, PRECISIONS, ModelOptions, is_device
 from ..io import creation_option_problems
 from ..manifest import pairs_from_options
 from ..rulebook import finding
@@ -114,9 +114,9 @@ flips_option = click.option("--flips", is_flag=True,
                             help="Test-time augmentation: average each tile's water probability over its eight flips "
                                  "and quarter turns (8x the work).")
 tile_size_option = click.option("--tile-size", type=click.IntRange(MIN_TILE_SIZE), default=_MODEL.tile_size,
-                                show_default=True,
-                                help="Tile side in 10 m pixels; smaller tiles use less memory but give the "
-                                     "network less context, and score lower.")
+                                help=f"Tile side in 10 m pixels (default: planned for each scene, as few tiles as "
+                                     f"{DEFAULT_TILE_SIZE} px ones, each as small as covers it); smaller tiles use "
+                                     "less memory but give the network less context, and score lower.")
 overlap_option = click.option("--overlap", type=click.IntRange(0), default=None,
                               help=f"Context read on each side of a tile (10 m pixels; default {DEFAULT_OVERLAP}, at "
                                    "most the tile size).")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..inference.options import PredictOptions
+from ..inference.options import DEFAULT_TILE_SIZE, PredictOptions
 from .options import (
     GEOPACKAGE_SUFFIXES,
     bad_parameter,
@@ -82,7 +82,7 @@ def predict(ctx, scenes, output, model, scene, probability, cog, vector, rivers,
 
     def progress(name, quiet):
         log.info(f"{name}: predicting")
-        return progress_bar(name, quiet=ctx.obj.get("quiet") or quiet, km2_per_step=(model.tile_size * 0.01) ** 2,
+        return progress_bar(name, quiet=ctx.obj.get("quiet") or quiet, km2_per_step=((model.tile_size or DEFAULT_TILE_SIZE) * 0.01) ** 2,
                             every_step=ctx.obj.get("verbose", 0) > 0)
 
     from ..inference.batch import predict_batch  # heavy: torch

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from ..rulebook import refuse
 from ..sources.options import SceneOptions
 
-DEFAULT_TILE_SIZE = 512  # 10 m pixels a side
+DEFAULT_TILE_SIZE = 512  # 10 m pixels a side: the largest tile a scene is planned in (memory grows with it)
 MIN_TILE_SIZE = 16  # the smallest tile read (the network pads it to a multiple of its stride, 32)
 DEFAULT_OVERLAP = 64  # 10 m pixels of context, or the whole tile size when that is smaller
 PRECISIONS = ("auto", "32", "bf16", "16")
@@ -23,7 +23,7 @@ class ModelOptions:
     threshold. Checked when made (UsageError naming the option)."""
 
     weights: str | None = None  # a weights file, or None / "default" for the bundled model
-    tile_size: int = DEFAULT_TILE_SIZE
+    tile_size: int | None = None  # None: planned for each scene (tiling.planned_tile), up to DEFAULT_TILE_SIZE
     overlap: int | None = None  # context read around each tile (10 m pixels); None: DEFAULT_OVERLAP or the tile size
     batch_size: int | None = None  # tiles a forward pass; None: 1 on the CPU, 8 on a GPU
     device: str = "auto"  # auto, cpu, cuda or cuda:N
@@ -33,7 +33,7 @@ class ModelOptions:
 
     def __post_init__(self):
         if self.overlap is None:
-            self.overlap = min(DEFAULT_OVERLAP, self.tile_size)
+            self.overlap = min(DEFAULT_OVERLAP, self.tile_size or DEFAULT_TILE_SIZE)
         check_model_options(self)
 
 
@@ -44,11 +44,11 @@ def is_device(text: str) -> bool:
 
 def check_model_options(options: ModelOptions) -> None:
     """Refuse options no model can run with, as the rulebook words them."""
-    if options.tile_size < MIN_TILE_SIZE:
+    if options.tile_size is not None and options.tile_size < MIN_TILE_SIZE:
         raise refuse("S2N-TILE-SIZE", None, tile_size=options.tile_size, least=MIN_TILE_SIZE)
     if options.overlap < 0:
         raise refuse("S2N-OVERLAP-NEGATIVE", None, overlap=options.overlap)
-    if options.overlap > options.tile_size:
+    if options.tile_size is not None and options.overlap > options.tile_size:
         raise refuse("S2N-OVERLAP-TILE", None, overlap=options.overlap, tile_size=options.tile_size)
     if options.batch_size is not None and options.batch_size < 1:
         raise refuse("S2N-BATCH-SIZE", None, batch_size=options.batch_size)

@@ -9,6 +9,7 @@ tiles stream through the forward (stream.py) into the mask writer (writer.py).
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,13 +22,14 @@ from ..sources.checks import scene_warnings
 from ..sources.open import open_scene
 from ..sources.options import SceneOptions
 from ..sources.scene import Scene, SceneReader
-from ..tiling import TileGrid
+from ..tiling import TileGrid, planned_tile
 from ..world import World
-from .options import PredictOptions
+from .options import DEFAULT_TILE_SIZE, PredictOptions
 from .runtime import ModelRuntime
 from .stream import Forward, run_rows
 from .writer import MaskWriter, PredictionStats, made_with, reading_tags
 
+log = logging.getLogger("s2s2net")
 
 @dataclass
 class SceneResult:
@@ -42,11 +44,14 @@ class SceneResult:
     gpu_peak_mb: float | None = None  # the most GPU memory torch held at once (GPUs only)
     precision: str = "fp32"  # the arithmetic the network ran in
     fused_mish: bool = False  # whether its Mish ran compiled (large scenes on a CPU)
+    tile_size: int = 0  # the tile plan: tiles of this many 10 m pixels a side,
+    context: int = 0  # each read with this many around it
 
     def to_dict(self) -> dict:
         out = {"scene": self.scene, "output": self.output, "seconds": round(self.seconds, 3),
                "water_km2": self.water_km2, "nodata_fraction": self.nodata_fraction,
-               "masked_fraction": self.masked_fraction, "tiles": self.tiles,
+               "masked_fraction": self.masked_fraction, "tiles": self.tiles, "tile_size": self.tile_size,
+               "context": self.context,
                "warnings": [w.to_dict() for w in self.warnings],
                "precision": self.precision, "fused_mish": self.fused_mish}
         if self.gpu_peak_mb is not None:
@@ -105,7 +110,11 @@ class Predictor:
         forward = self.forward.for_scene(scene)
         writer = MaskWriter(forward.threshold, opts.probability, forward.tags(), opts.creation_options, opts.cog,
                             opts.overwrite)
-        grid = TileGrid.for_scene(scene.height, scene.width, opts.tile_size, opts.overlap, opts.blend)
+        tile = opts.tile_size or planned_tile(scene.height, scene.width, DEFAULT_TILE_SIZE)
+        # context past a small scene's edges is only its own reflection: no more of it than a tile
+        context = opts.overlap if opts.tile_size else min(opts.overlap, tile)
+        grid = TileGrid.for_scene(scene.height, scene.width, tile, context, opts.blend)
+        log.info(f"{scene.name}: {grid.n_rows} x {grid.n_cols} tiles of {tile} px, {context} px of context")
         return PreparedScene(scene, Path(output_path), warnings, grid, forward, writer, start)
 
     def predict_scene(self, scene_path, output_path, on_tile: Callable[[int, int], None] | None = None) -> SceneResult:
@@ -130,4 +139,4 @@ class Predictor:
                            water_km2=stats.water_m2 / 1e6, nodata_fraction=stats.nodata / total, tiles=stats.tiles,
                            warnings=job.warnings, masked_fraction=stats.masked / total,
                            gpu_peak_mb=job.forward.gpu_peak_mb(), precision=job.forward.precision,
-                           fused_mish=job.forward.fused_mish)
+                           fused_mish=job.forward.fused_mish, tile_size=job.grid.tile, context=job.grid.context)

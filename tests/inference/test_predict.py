@@ -333,3 +333,20 @@ def test_precision_auto_takes_bf16_on_cpus_that_do_it_natively(tmp_path, random_
                     "--precision", precision, "--json")
         assert r.returncode == 0, r.stderr
         assert read(out)[2]["precision"] == expected and json.loads(r.stdout)["scenes"][0]["precision"] == expected
+
+
+def test_a_small_scene_is_planned_one_tile_of_its_size_and_the_json_says_so(tmp_path, scene_factory, random_weights):
+    """A 40 px scene ran as one 512 px tile read mostly as reflections of itself (a 640 px window);
+    planned, it is one 64 px tile with 64 px of context, and the JSON and -v say the plan."""
+    scene = scene_factory(40, 40)
+    r = run_cli("-v", "predict", scene, "-o", tmp_path / "w.tif", "--weights", random_weights, "--json")
+    assert r.returncode == 0, r.stderr
+    (result,) = json.loads(r.stdout)["scenes"]
+    assert (result["tiles"], result["tile_size"], result["context"]) == (1, 64, 64)
+    assert "1 x 1 tiles of 64 px, 64 px of context" in r.stderr
+    big = scene_factory(70, 40)
+    r = run_cli("predict", big, "-o", tmp_path / "b.tif", "--weights", random_weights, "--json", "--tile-size", 32)
+    (result,) = json.loads(r.stdout)["scenes"]
+    assert (result["tiles"], result["tile_size"], result["context"]) == (6, 32, 32)  # as given (context: the tile's)
+    with rasterio.open(tmp_path / "w.tif") as src:
+        assert (src.width, src.height) == (200, 200)
