@@ -282,6 +282,12 @@ RULES = _book(
                                             "processing baseline 04.00 (a product before 2022, or a harmonized "
                                             "collection's); without the offset ({o.offset:0} for a stack) the scene is "
                                             "0.1 brighter"),
+    Rule("S2N-SCENE-GEOGRAPHIC", WARNING, "is in a geographic CRS ({crs}), so its mask is in degrees too: areas are "
+                                          "right, but rivers measures only in metres and refuses it; reproject the "
+                                          "scene to its UTM zone first (gdalwarp -t_srs EPSG:{utm} -tr 10 10 -r near)"),
+    Rule("S2N-SCENE-SMALL", WARNING, "is {width} x {height} px: under {least} px a side the network sees little around "
+                                     "each pixel, and crops this small of real scenes found {low:.0%}-{high:.0%} more "
+                                     "water than the whole scenes did; predict a larger scene of the place where you can"),
     Rule("S2N-PIXELS-NOT-10M", WARNING, "pixels are about {metres:.3g} m, not Sentinel-2's 10 m that the network reads: "
                                         "resample the scene to 10 m first (the output's pixels are {output_metres:.3g} "
                                         "m)"),

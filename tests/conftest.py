@@ -101,9 +101,21 @@ def run_cli(*args, cwd=None, timeout=600, process=False):
 CODE = re.compile(r"\[(S2N-[A-Z0-9-]+)\]$")
 
 
-def codes(text: str) -> list[str]:
-    """The rulebook codes that end the lines of ``text`` (stderr), in order."""
-    return [m.group(1) for line in text.splitlines() if (m := CODE.search(line.strip()))]
+SMALL = "S2N-SCENE-SMALL"  # what predict says of every scene under 128 px: the tests' scenes are tiny, for speed
+
+
+def codes(text: str, small: bool = False) -> list[str]:
+    """The rulebook codes that end the lines of ``text`` (stderr), in order; without the
+    small-scene warning (SMALL) every tiny test scene gets, unless ``small``."""
+    return [m.group(1) for line in text.splitlines() if (m := CODE.search(line.strip()))
+            and (small or m.group(1) != SMALL)]
+
+
+def said(warnings) -> list[str]:
+    """The codes of a JSON (or Python) list of warnings, without SMALL (see codes)."""
+    found = [w if isinstance(w, str) else w["code"] if isinstance(w, dict) else getattr(w, "code", None)
+             or w.finding.code for w in warnings]
+    return [c for c in found if c != SMALL]
 
 
 def refused(r, code: str, exit_code: int = 1, names=None) -> bool:

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import rasterio
 import pytest
+import rasterio
 import torch
 from affine import Affine
 from hypothesis import given, settings
@@ -224,8 +224,8 @@ def test_sigkill_during_training_loses_at_most_one_validation_interval(tmp_path)
 
 @pytest.mark.slow
 def test_a_failing_rank_ends_the_launch_with_its_message(tmp_path):
-    from s2s2net_cli.training.data import chip_splits
     from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+    from s2s2net_cli.training.data import chip_splits
 
     p = make_pair(64, seed=78, nodata_margin=False)
     write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")

@@ -18,7 +18,7 @@ from typing import Callable
 from ..grid import SCALE_FACTOR
 from ..io import check_output
 from ..rulebook import Finding
-from ..sources.checks import scene_warnings
+from ..sources.checks import scene_warnings, small_scene_warning
 from ..sources.open import open_scene
 from ..sources.options import SceneOptions
 from ..sources.scene import Scene, SceneReader
@@ -106,7 +106,7 @@ class Predictor:
         start, opts = time.perf_counter(), self.options
         check_output(output_path, opts.overwrite, inputs=(scene_path, opts.scene.leave_out, opts.scene.aoi))
         scene = open_scene(scene_path, opts.scene, len(self.forward.spec.names))
-        warnings = scene_warnings(scene, self.forward.spec)
+        warnings = scene_warnings(scene, self.forward.spec) + [w for w in [small_scene_warning(scene)] if w]
         forward = self.forward.for_scene(scene)
         writer = MaskWriter(forward.threshold, opts.probability, forward.tags(), opts.creation_options, opts.cog,
                             opts.overwrite)

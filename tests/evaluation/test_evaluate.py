@@ -5,10 +5,10 @@ import pytest
 import rasterio
 from affine import Affine
 
+from s2s2net_cli.evaluation.evaluate import score_pair
 from s2s2net_cli.indices import bilinear_to_fine
 from s2s2net_cli.inference.baselines import IndexBaseline
 from s2s2net_cli.inference.predictor import Predictor
-from s2s2net_cli.evaluation.evaluate import score_pair
 from s2s2net_cli.manifest import Pair
 from s2s2net_cli.metrics import Counts, count
 
@@ -194,9 +194,8 @@ def test_bad_input_gets_one_line(tmp_path, truth_pair, random_weights, case):
 
 
 def test_evaluate_and_compare_read_an_area_of_interest_as_predict_does(tmp_path):
-    from shapely.geometry import box
-
     import geopandas as gpd
+    from shapely.geometry import box
 
     from s2s2net_cli.synthetic.scenes import make_pair, write_pair
 

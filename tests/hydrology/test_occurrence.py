@@ -1,6 +1,6 @@
 import json
-import shutil
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +12,7 @@ from affine import Affine
 
 from s2s2net_cli.world import free_port
 
-from ..conftest import codes, refused, run_cli, write_raster
+from ..conftest import SMALL, codes, refused, run_cli, write_raster
 
 T2 = Affine(2, 0, 600000, 0, -2, 5000000)
 N = 96  # px a side
@@ -199,7 +199,8 @@ def test_occurrence_from_scenes_counts_what_predict_writes(tmp_path):
     said = {Path(d["source"]).name: d["warnings"] for d in json.loads(r.stdout)["dates"]}
     # neither scene has a date, and s1's bands say nothing
     assert {name: [w["code"] for w in found] for name, found in said.items()} == {
-        "s0.tif": ["S2N-OCCURRENCE-UNDATED"], "s1.tif": ["S2N-OCCURRENCE-UNDATED", "S2N-BANDS-UNDESCRIBED"]}
+        "s0.tif": ["S2N-OCCURRENCE-UNDATED", SMALL],
+        "s1.tif": ["S2N-OCCURRENCE-UNDATED", "S2N-BANDS-UNDESCRIBED", SMALL]}
     assert said["s1.tif"][1]["message"].startswith(f"{scenes[1]}: ")
     assert sorted(codes(r.stderr)) == ["S2N-BANDS-UNDESCRIBED", *["S2N-OCCURRENCE-UNDATED"] * 2]
     masks = []

@@ -5,13 +5,13 @@ from affine import Affine
 from rasterio.windows import Window
 
 from s2s2net_cli.bands import BandSpec
-from s2s2net_cli.formats import valid_mask
-from s2s2net_cli.sources.checks import band_order_warnings
-from s2s2net_cli.sources.scene import SceneReader, read_scene
 from s2s2net_cli.errors import InputError
+from s2s2net_cli.formats import valid_mask
 from s2s2net_cli.rulebook import code_of
+from s2s2net_cli.sources.checks import band_order_warnings
 from s2s2net_cli.sources.open import open_scene
 from s2s2net_cli.sources.options import SceneOptions
+from s2s2net_cli.sources.scene import SceneReader, read_scene
 
 from ..conftest import raises_rule, write_raster
 

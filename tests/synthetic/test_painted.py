@@ -4,7 +4,14 @@ import numpy as np
 import rasterio
 from affine import Affine
 
-from s2s2net_cli.synthetic.painted import BACKGROUND, background_truth, make_painted_pair, paint_pair, path_radiance, swir_phase
+from s2s2net_cli.synthetic.painted import (
+    BACKGROUND,
+    background_truth,
+    make_painted_pair,
+    paint_pair,
+    path_radiance,
+    swir_phase,
+)
 from s2s2net_cli.synthetic.scenes import CLASSES, SPECTRA, WATER_CLASSES, class_fractions
 
 from ..conftest import codes, refused, run_cli, write_raster

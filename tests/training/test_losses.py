@@ -1,4 +1,3 @@
-import pytest
 import torch
 
 from s2s2net_cli.training.losses import IGNORE, WaterLoss, label_edge_cells

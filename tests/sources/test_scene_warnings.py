@@ -1,0 +1,41 @@
+"""What predict says of a scene before it maps it: one in degrees, whose mask rivers will refuse,
+and one so small that the network sees little around each pixel."""
+
+import json
+
+import numpy as np
+from affine import Affine
+
+from ..conftest import codes, run_cli, write_raster
+
+
+def _scene(tmp_path, name, size, transform, crs):
+    rng = np.random.default_rng(5)
+    data = rng.integers(300, 3000, (6, size, size)).astype("uint16")
+    return write_raster(tmp_path / name, data, transform=transform, crs=crs, nodata=0)
+
+
+def test_a_scene_in_degrees_is_warned_of_with_its_utm_zone(tmp_path, random_weights):
+    # about 10 m pixels at Beni, Bolivia (Sen1Floods11's chips are in EPSG:4326): UTM zone 20 south
+    scene = _scene(tmp_path, "beni.tif", 160, Affine(9e-5, 0, -65.0, 0, -9e-5, -14.0), "EPSG:4326")
+    r = run_cli("predict", scene, "-o", tmp_path / "w.tif", "--weights", random_weights, "--json")
+    assert r.returncode == 0, r.stderr
+    (result,) = json.loads(r.stdout)["scenes"]
+    (found,) = [w for w in result["warnings"] if w["code"] == "S2N-SCENE-GEOGRAPHIC"]
+    assert "EPSG:32720" in found["message"] and "rivers" in found["message"]
+    assert "S2N-SCENE-GEOGRAPHIC" in codes(r.stderr)
+    # the mask is in degrees: rivers refuses it, as the warning said
+    rivers = run_cli("rivers", tmp_path / "w.tif", "-o", tmp_path / "r.gpkg")
+    assert rivers.returncode == 1 and codes(rivers.stderr) == ["S2N-RIVERS-NOT-PROJECTED"]
+
+
+def test_a_small_scene_is_warned_of_and_a_large_one_is_not(tmp_path, random_weights):
+    utm = Affine(10, 0, 500000, 0, -10, 4000000)
+    small = _scene(tmp_path, "small.tif", 100, utm, "EPSG:32633")
+    large = _scene(tmp_path, "large.tif", 128, utm, "EPSG:32633")
+    r = run_cli("predict", small, large, "-o", tmp_path / "out", "--weights", random_weights, "--json")
+    assert r.returncode == 0, r.stderr
+    said = {s["scene"]: [w["code"] for w in s["warnings"]] for s in json.loads(r.stdout)["scenes"]}
+    assert "S2N-SCENE-SMALL" in said[str(small)] and "S2N-SCENE-SMALL" not in said[str(large)]
+    line = next(line for line in r.stderr.splitlines() if "S2N-SCENE-SMALL" in line)
+    assert "100 x 100 px" in line and "128 px" in line
