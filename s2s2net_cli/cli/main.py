@@ -9,7 +9,6 @@ import logging
 import os
 import signal
 import sys
-from pathlib import Path
 
 import click
 import rasterio
@@ -77,10 +76,8 @@ class S2S2NetGroup(click.Group):
             _json_failure(ctx, first_line(exc), 1)
             click.echo(f"Error: {first_line(exc)}", err=True)
             ctx.exit(1)
-        except OSError as exc:
-            from ..io import disk_full  # only when an error came
-
-            if not disk_full(Path(exc.filename or "."), exc) or (ctx.obj and ctx.obj.get("debug")):
+        except OSError as exc:  # a write no atomic output caught (a log, metrics.jsonl) on a full disk
+            if exc.errno != errno.ENOSPC or (ctx.obj and ctx.obj.get("debug")):
                 raise
             failed = refuse("S2N-OUTPUT-WRITE-FAILED", exc.filename or "output", error=os.strerror(errno.ENOSPC))
             _json_failure(ctx, str(failed), failed.exit_code, code_of(failed))
