@@ -286,8 +286,9 @@ RULES = _book(
                                           "right, but rivers measures only in metres and refuses it; reproject the "
                                           "scene to its UTM zone first (gdalwarp -t_srs EPSG:{utm} -tr 10 10 -r near)"),
     Rule("S2N-SCENE-SMALL", WARNING, "is {width} x {height} px: under {least} px a side the network sees little around "
-                                     "each pixel, and crops this small of real scenes found {low:.0%}-{high:.0%} more "
-                                     "water than the whole scenes did; predict a larger scene of the place where you can"),
+                                     "each pixel, and crops this small of real scenes found up to {high:.0%} more water "
+                                     "than the whole scenes did (IoU down to {iou:.2f}); predict a larger scene of the "
+                                     "place where you can"),
     Rule("S2N-PIXELS-NOT-10M", WARNING, "pixels are about {metres:.3g} m, not Sentinel-2's 10 m that the network reads: "
                                         "resample the scene to 10 m first (the output's pixels are {output_metres:.3g} "
                                         "m)"),
