@@ -289,17 +289,12 @@ def atomic_file_set(path):
     folder = temporary_sibling(path).with_suffix("")
     folder.mkdir()
     try:
-        yield folder / path.name
-        check_written(folder)
-        for part in sorted(folder.iterdir(), key=lambda p: p.name == path.name):
-            os.chmod(part, 0o666 & ~UMASK)
-            os.replace(part, path.with_name(part.name))
-    except OSError as exc:
-        raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=write_error_text(exc, folder)) from exc
-    except Exception as exc:
-        if disk_full(folder, exc):
-            raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=os.strerror(errno.ENOSPC)) from exc
-        raise
+        with _write_failures(path, folder):
+            yield folder / path.name
+            check_written(folder)
+            for part in sorted(folder.iterdir(), key=lambda p: p.name == path.name):
+                os.chmod(part, 0o666 & ~UMASK)
+                os.replace(part, path.with_name(part.name))
     finally:
         _remove(folder)
 
@@ -316,24 +311,33 @@ def staged_folder(folder, names: tuple[str, ...], overwrite: bool):
     stage = temporary_sibling(folder / "staged")
     stage.mkdir()
     try:
-        yield stage
-        made = [name for name in names if (stage / name).exists()]
-        if overwrite:
-            for name in names:
-                _remove(folder / name)
-        for name in made:
-            os.replace(stage / name, folder / name)
-    except S2S2NetError:  # said already, of the file that failed
-        raise
-    except OSError as exc:
-        text = write_error_text(exc, stage)
-        raise refuse("S2N-OUTPUT-WRITE-FAILED", folder, error=text) from exc
-    except Exception as exc:
-        if disk_full(stage, exc):
-            raise refuse("S2N-OUTPUT-WRITE-FAILED", folder, error=os.strerror(errno.ENOSPC)) from exc
-        raise
+        with _write_failures(folder, stage):
+            yield stage
+            made = [name for name in names if (stage / name).exists()]
+            if overwrite:
+                for name in names:
+                    _remove(folder / name)
+            for name in made:
+                os.replace(stage / name, folder / name)
     finally:
         _remove(stage)
+
+
+@contextlib.contextmanager
+def _write_failures(path: Path, written: Path):
+    """A failure while ``written`` is made for the output ``path``, said as one write failure:
+    an OSError by its own words, another error when the disk is full (a library's own error:
+    SQLite's, torch's); a refusal already said (of the one file that failed) passes as it is."""
+    try:
+        yield
+    except S2S2NetError:
+        raise
+    except OSError as exc:
+        raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=write_error_text(exc, written)) from exc
+    except Exception as exc:
+        if disk_full(written, exc):
+            raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=os.strerror(errno.ENOSPC)) from exc
+        raise
 
 
 def _remove(path: Path) -> None:
