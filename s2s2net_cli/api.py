@@ -167,7 +167,8 @@ def rivers(mask, output, *, overwrite: bool = False, on_progress: Callable[[int,
         output: the GeoPackage to write (layers ``reaches`` and ``widths``).
         overwrite: replace an existing output.
         **options: RiverOptions fields (``spacing_m``, ``min_width_m``, ``max_width_m``,
-            ``min_area_m2``, ``max_bridge_m``, ``window``).
+            ``min_area_m2``, ``max_bridge_m``, ``window``, ``workers``: processes measuring
+            windows at once, one per CPU core by default).
 
     Returns:
         A ``RiverSummary`` (reaches, length_km, transects, width_median_m).

@@ -29,10 +29,12 @@ from .render import progress_bar, summary_table
                    "centreline runs under it and transects across it are flagged bridge (0: none).")
 @click.option("--window", type=click.IntRange(256), default=4096, show_default=True,
               help="Window side in pixels: memory is bounded by one window and its margin.")
+@click.option("--workers", type=click.IntRange(1), default=None,
+              help="Processes measuring windows at once (each holds a window)  [default: one per CPU core]")
 @overwrite_option
 @json_option
 @click.pass_context
-def rivers(ctx, mask, output, spacing, min_width, max_width, min_area, max_bridge, window, overwrite, as_json):
+def rivers(ctx, mask, output, spacing, min_width, max_width, min_area, max_bridge, window, workers, overwrite, as_json):
     """River centrelines and widths from a water mask.
 
     MASK is a mask of `s2s2net predict` (0 land, 1 water, 255 nodata), its --probability raster
@@ -49,7 +51,8 @@ def rivers(ctx, mask, output, spacing, min_width, max_width, min_area, max_bridg
     from ..hydrology.rivers import RiverOptions, measure_rivers  # heavy: scipy, shapely, geopandas
 
     options = RiverOptions(spacing_m=spacing, min_width_m=min_width, max_width_m=max_width, min_area_m2=min_area,
-                           max_bridge_m=max_bridge, window=window, overwrite=overwrite)
+                           max_bridge_m=max_bridge, window=window, workers=workers,
+                           overwrite=overwrite)
     with progress_bar(mask.name, quiet=ctx.obj.get("quiet")) as on_step:
         summary = measure_rivers(mask, output, options, on_progress=on_step)
     report(ctx, summary, as_json)

@@ -21,15 +21,22 @@ width is below ``min_width_m`` (noise, ditches under the mask's detail) or above
 
 from __future__ import annotations
 
+import ctypes
+import multiprocessing
+import os
+import signal
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import rasterio
+import shapely
 from rasterio.windows import Window
 from scipy import ndimage
-from shapely import STRtree, line_merge
+from scipy.spatial import cKDTree
+from shapely import line_merge
 from shapely.geometry import LineString, MultiLineString, Point, box
 from shapely.ops import substring
 
@@ -42,6 +49,7 @@ from .centrelines import centreline_branches
 from .widths import smooth_path, transects
 
 LAYERS = ("reaches", "widths")
+PR_SET_PDEATHSIG = 1  # prctl(2)
 DECIMALS = 4  # pixel coordinates of centrelines are rounded to this many decimals
 
 
@@ -56,6 +64,7 @@ class RiverOptions:
     bridge_span_m: float = 150.0  # the longest bridge (across the channel)
     window: int = 4096  # px a side, without the margin
     margin: int | None = None  # px; default: enough for the widest channel kept (max_width_m)
+    workers: int | None = None  # processes measuring windows at once; default: one per CPU core, one for one window
     overwrite: bool = False
 
 
@@ -85,8 +94,7 @@ def measure_rivers(mask_path, out_path, options: RiverOptions = RiverOptions(),
     margin = options.margin if options.margin is not None else int(np.ceil(options.max_width_m / pixel)) + 32
     lines, points, open_m = [], [], 0.0
     windows = list(_windows(reader.width, reader.height, options.window))
-    for k, window in enumerate(windows, start=1):
-        piece_lines, piece_points, piece_open_m = _measure_window(reader, window, margin, options)
+    for k, (piece_lines, piece_points, piece_open_m) in enumerate(_measured(reader, windows, margin, options), start=1):
         lines += piece_lines
         points += piece_points
         open_m += piece_open_m
@@ -101,6 +109,33 @@ def measure_rivers(mask_path, out_path, options: RiverOptions = RiverOptions(),
         summary.width_median_m = round(float(np.median(widths["width_m"])), 2)
     summary.flags = {f: widths["flag"].count(f) for f in sorted(set(widths["flag"]))}
     return summary
+
+
+def _measured(reader: "MaskReader", windows: list, margin: int, options: RiverOptions):
+    """Each window's measures, in the windows' order: in ``options.workers`` processes (spawned,
+    each reading its own windows) when there is more than one window, else here."""
+    workers = min(options.workers or os.cpu_count() or 1, len(windows))
+    if workers <= 1:
+        for window in windows:
+            yield _measure_window(reader, window, margin, options)
+        return
+    # spawned, not forked: predict --rivers calls this with torch's threads running; the pool's
+    # exit terminates its workers, so an interrupted run stops at once
+    with multiprocessing.get_context("spawn").Pool(workers, _worker_start, (os.getpid(),)) as pool:
+        yield from pool.imap(partial(_measure_window, reader, margin=margin, options=options), windows)
+
+
+def _worker_start(parent: int) -> None:
+    """A window worker ends with its parent, even one killed outright (Linux: the kernel's
+    parent-death signal), and leaves Ctrl-C (sent to every process of the terminal's group) to
+    the parent, which ends the pool."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the pool's own end of the pipe ends it
+        pass
+    if os.getppid() != parent:  # the parent died before the signal was set
+        os._exit(1)
 
 
 class MaskReader:
@@ -160,12 +195,13 @@ def _measure_window(reader: MaskReader, window: Window, margin: int, options: Ri
     water, valid = reader.read(outer)
     pixel = reader.pixel_size
     min_px = max(int(options.min_area_m2 / pixel ** 2), 1)
-    water = _without_small_bodies(water, min_px)
+    water, bodies = _without_small_bodies(water, min_px)
     if not water.any():
         return [], [], 0.0
-    gaps = bridge_gaps(water, options.max_bridge_m / pixel, options.bridge_span_m / pixel)
-    water = water | gaps
-    branches, half_width = centreline_branches(water, options.prune, options.max_width_m / pixel)
+    gaps = bridge_gaps(water, options.max_bridge_m / pixel, options.bridge_span_m / pixel, bodies)
+    if gaps.any():
+        water, bodies = water | gaps, None  # bodies joined by a bridge: labelled again
+    branches, half_width = centreline_branches(water, options.prune, options.max_width_m / pixel, bodies)
     # lines are drawn in the whole mask's pixel coordinates, rounded, so that the two windows
     # that share a border cut a centreline at the very same point, and the pieces join
     offset = np.array([outer.col_off, outer.row_off], dtype=float)
@@ -177,13 +213,19 @@ def _measure_window(reader: MaskReader, window: Window, margin: int, options: Ri
         if len(local) < 2:
             continue
         opened = []  # where along the branch a transect found no bank within reach: open water
+        measured = []
         for t in transects(LineString(local), water, valid, half_width, spacing, max_px, gaps):
             if t.open or t.width > max_px:
                 opened.append(t.distance)
-                continue
-            x, y = t.x + offset[0], t.y + offset[1]
-            if core.contains(Point(x, y)):
-                points.append((Point(reader.transform * (x, y)), t.width * pixel, t.flag))
+            else:
+                measured.append(t)
+        if measured:
+            x = np.array([t.x for t in measured]) + offset[0]
+            y = np.array([t.y for t in measured]) + offset[1]
+            inside = shapely.contains_xy(core, x, y)
+            mx, my = reader.transform * (x[inside], y[inside])
+            points += [(Point(px, py), t.width * pixel, t.flag)
+                       for px, py, t in zip(mx, my, (t for t, k in zip(measured, inside) if k))]
         line = LineString(np.round(smooth_path(branch.path() + offset), DECIMALS))
         kept, cut = _split_at_open_water(line, opened, spacing)
         open_m += sum(piece.intersection(core).length for piece in cut) * pixel
@@ -192,7 +234,7 @@ def _measure_window(reader: MaskReader, window: Window, margin: int, options: Ri
             for part in getattr(inside, "geoms", [inside]):
                 if isinstance(part, LineString) and not part.is_empty and part.length > 0:
                     coords = np.round(np.asarray(part.coords), DECIMALS)
-                    lines.append(LineString([reader.transform * tuple(xy) for xy in coords]))
+                    lines.append(LineString(np.c_[reader.transform * (coords[:, 0], coords[:, 1])]))
     return lines, points, open_m
 
 
@@ -219,15 +261,18 @@ def _split_at_open_water(line: LineString, opened: list[float], spacing: float) 
     return [k for k in kept if isinstance(k, LineString) and k.length > 0], cut
 
 
-def _without_small_bodies(water: np.ndarray, min_px: int) -> np.ndarray:
-    """``water`` without its 8-connected bodies of fewer than ``min_px`` pixels."""
-    labels, n = ndimage.label(water, structure=np.ones((3, 3), dtype=bool))
+def _without_small_bodies(water: np.ndarray, min_px: int) -> tuple[np.ndarray, np.ndarray]:
+    """``water`` without its 8-connected bodies of fewer than ``min_px`` pixels, and the labels
+    of the bodies kept (``ndimage.label``'s, 0 elsewhere)."""
+    labels, n = ndimage.label(water.view(np.uint8), structure=np.ones((3, 3), dtype=bool))  # (bool: 3x slower)
     if n == 0:
-        return water
-    sizes = np.bincount(labels.ravel())
+        return water, labels
+    sizes = np.bincount(labels[water], minlength=n + 1)
     keep = sizes >= min_px
     keep[0] = False
-    return keep[labels]
+    kept = keep[labels]
+    labels *= kept
+    return kept, labels
 
 
 def _assemble(lines: list, points: list, pixel: float, options: RiverOptions):
@@ -238,10 +283,9 @@ def _assemble(lines: list, points: list, pixel: float, options: RiverOptions):
     reach_lines = [g for g in getattr(merged, "geoms", [merged]) if not g.is_empty]
     by_reach: dict[int, list] = {i: [] for i in range(len(reach_lines))}
     if reach_lines and points:
-        tree = STRtree(reach_lines)
-        nearest = tree.nearest([p for p, _, _ in points])
-        for (p, w, flag), i in zip(points, nearest):
-            by_reach[int(i)].append((p, w, flag))
+        reach, along = _located(np.array([(p.x, p.y) for p, _, _ in points]), reach_lines, pixel)
+        for (p, w, flag), i, d in zip(points, reach, along):
+            by_reach[int(i)].append((p, w, flag, d))
     reaches = {"reach_id": [], "length_m": [], "width_median_m": [], "width_min_m": [], "width_max_m": [],
                "transects": [], "geometry": []}
     widths = {"reach_id": [], "distance_m": [], "width_m": [], "flag": [], "geometry": []}
@@ -261,13 +305,52 @@ def _assemble(lines: list, points: list, pixel: float, options: RiverOptions):
         reaches["width_max_m"].append(round(float(w.max()), 2))
         reaches["transects"].append(len(measured))
         reaches["geometry"].append(line)
-        for p, width, flag in sorted(measured, key=lambda m: line.project(m[0])):
+        for p, width, flag, along in sorted(measured, key=lambda m: m[3]):
             widths["reach_id"].append(rid)
-            widths["distance_m"].append(round(line.project(p), 2))
+            widths["distance_m"].append(round(along, 2))
             widths["width_m"].append(round(width, 2))
             widths["flag"].append(flag)
             widths["geometry"].append(p)
     return reaches, widths
+
+
+def _located(xy: np.ndarray, lines: list, pixel: float) -> tuple[np.ndarray, np.ndarray]:
+    """For each point (x, y), the line it lies on (the nearest of ``lines``) and its distance
+    along it (as ``LineString.project``). The lines' segments are found near each point by a
+    KD-tree of their midpoints, so a point costs the segments around it, not its line's length."""
+    coords, which = shapely.get_coordinates(lines, return_index=True)
+    same = which[1:] == which[:-1]
+    a, b, line_of = coords[:-1][same], coords[1:][same], which[:-1][same]
+    step = b - a
+    length = np.hypot(step[:, 0], step[:, 1])
+    before = np.empty_like(length)  # each segment's start along its line, summed as GEOS sums it
+    bounds = np.r_[0, np.flatnonzero(np.diff(line_of)) + 1, len(line_of)]
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        before[lo] = 0.0
+        if hi - lo > 1:
+            before[lo + 1:hi] = np.cumsum(length[lo:hi - 1])
+    near = cKDTree((a + b) / 2).query_ball_point(xy, float(length.max()) / 2 + pixel)
+    counts = np.fromiter(map(len, near), dtype=np.int64, count=len(near))
+    point = np.repeat(np.arange(len(xy)), counts)
+    segment = np.fromiter((s for found in near for s in found), dtype=np.int64, count=int(counts.sum()))
+    rel = xy[point] - a[segment]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.clip((rel * step[segment]).sum(axis=1) / length[segment] ** 2, 0.0, 1.0)
+    frac[length[segment] == 0] = 0.0
+    off = rel - frac[:, None] * step[segment]
+    gap = np.hypot(off[:, 0], off[:, 1])
+    order = np.lexsort((segment, gap, point))  # per point, the nearest segment first
+    first = order[np.r_[0, np.flatnonzero(np.diff(point[order])) + 1]]
+    best = segment[first]
+    reach = np.empty(len(xy), dtype=np.int64)
+    along = np.empty(len(xy), dtype=np.float64)
+    found = counts > 0
+    reach[found], along[found] = line_of[best], before[best] + frac[first] * length[best]
+    for i in np.flatnonzero(~found):  # off every line by more than a pixel: the nearest, however far
+        p = shapely.Point(xy[i])
+        reach[i] = int(np.argmin(shapely.distance(lines, p)))
+        along[i] = lines[reach[i]].project(p)
+    return reach, along
 
 
 def _write(out_path: Path, reaches: dict, widths: dict, crs) -> None:

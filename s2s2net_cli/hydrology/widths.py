@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import shapely
 from shapely.geometry import LineString
 
 STEP = 0.25  # transect step, in pixels
@@ -53,78 +54,131 @@ def smooth_path(path: np.ndarray, window: int = 5) -> np.ndarray:
     return out
 
 
-def transects(line: LineString, water: np.ndarray, valid: np.ndarray, half_width: np.ndarray, spacing: float,
+def transects(line: LineString, water: np.ndarray, valid: np.ndarray, half_width, spacing: float,
               max_width: float, gaps: np.ndarray | None = None) -> list[Transect]:
     """Transects across ``line`` (pixel coordinates) every ``spacing`` pixels, starting half a
-    spacing in; ``half_width`` (distance to land) sets the stretch the direction is taken over
-    and ``max_width`` how far a transect walks. ``water`` includes the bridge ``gaps`` (bool),
-    if any: a transect that crosses one is flagged."""
-    out = []
+    spacing in; ``half_width`` (distance to land: centrelines.HalfWidth, or an array) sets the
+    stretch the direction is taken over and ``max_width`` how far a transect walks. ``water``
+    includes the bridge ``gaps`` (bool), if any: a transect that crosses one is flagged.
+
+    All of a line's transects are walked at once, a block of steps at a time (numpy); the
+    answers are a walk's one at a time, step by step."""
     length = line.length
-    d = spacing / 2
-    while d <= length:
-        centre = line.interpolate(d)
-        r, c = int(centre.y), int(centre.x)
-        local = float(half_width[min(max(r, 0), water.shape[0] - 1), min(max(c, 0), water.shape[1] - 1)])
-        reach = max(2.0, local)
-        a, b = line.interpolate(max(d - reach, 0)), line.interpolate(min(d + reach, length))
-        tx, ty = b.x - a.x, b.y - a.y
-        norm = np.hypot(tx, ty)
-        if norm > 0:
-            nx, ny = -ty / norm, tx / norm
-            t = _walk(water, valid, centre.x, centre.y, nx, ny, max_width, gaps)
-            if t is not None:
-                out.append(Transect(d, centre.x, centre.y, *t))
-        d += spacing
+    if spacing / 2 > length:
+        return []
+    d = np.cumsum(np.r_[spacing / 2, np.full(int((length - spacing / 2) // spacing) + 1, spacing)])
+    d = d[d <= length]  # (summed as a walk along the line sums them)
+    centre = shapely.get_coordinates(shapely.line_interpolate_point(line, d))
+    x, y = centre[:, 0], centre[:, 1]
+    h, w = water.shape
+    r = np.clip(np.trunc(y).astype(np.int64), 0, h - 1)
+    c = np.clip(np.trunc(x).astype(np.int64), 0, w - 1)
+    reach = np.maximum(2.0, np.asarray(half_width[r, c], dtype=np.float64))
+    a = shapely.get_coordinates(shapely.line_interpolate_point(line, np.maximum(d - reach, 0)))
+    b = shapely.get_coordinates(shapely.line_interpolate_point(line, np.minimum(d + reach, length)))
+    tx, ty = b[:, 0] - a[:, 0], b[:, 1] - a[:, 1]
+    norm = np.hypot(tx, ty)
+    ok = (norm > 0) & _at(water, x, y)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        nx, ny = -ty / norm, tx / norm
+    d, x, y, nx, ny = d[ok], x[ok], y[ok], nx[ok], ny[ok]
+    bridged = _at(gaps, x, y) if gaps is not None else np.zeros(len(x), dtype=bool)
+    sides, flags, opened = [], [], np.zeros(len(x), dtype=bool)
+    for sign in (1, -1):
+        t, stop, crossed = _walk(water, valid, gaps, x, y, sign * nx, sign * ny, max_width)
+        bridged |= crossed
+        shore = t - STEP / 2
+        flag = np.where(stop == _OFF, EDGE, np.where(stop == _OPEN, EDGE, BANK)).astype(object)
+        bank = stop == _LAND
+        island = np.zeros(len(x), dtype=bool)
+        island[bank] = _water_beyond(water, valid, x[bank], y[bank], sign * nx[bank], sign * ny[bank], t[bank],
+                                     np.maximum(t[bank], 5.0))
+        flag[island] = ISLAND
+        opened |= stop == _OPEN
+        sides.append((shore, x + sign * shore * nx, y + sign * shore * ny))
+        flags.append(flag)
+    out = []
+    for i in range(len(x)):
+        f = (flags[0][i], flags[1][i])
+        flag = EDGE if EDGE in f else BRIDGE if bridged[i] else ISLAND if ISLAND in f else BANK
+        (s0, x0, y0), (s1, x1, y1) = sides
+        out.append(Transect(float(d[i]), float(x[i]), float(y[i]), float(s0[i] + s1[i]), flag,
+                            ((float(x0[i]), float(y0[i])), (float(x1[i]), float(y1[i]))), bool(opened[i])))
     return out
 
 
-def _walk(water, valid, x, y, nx, ny, max_width, gaps=None):
-    """Width, flag, shores and whether a side found no shore within ``max_width`` of the transect
-    through (x, y) along (nx, ny); None when the centre is not on water."""
-    if not _at(water, x, y):
-        return None
-    sides, flags, opened = [], [], False
-    bridged = gaps is not None and _at(gaps, x, y)
-    for sign in (1, -1):
-        t, flag = 0.0, BANK
-        while True:
-            t += STEP
-            px, py = x + sign * t * nx, y + sign * t * ny
-            if not _inside(water, px, py) or not _at(valid, px, py):
-                flag = EDGE
-                break
-            if not _at(water, px, py):
-                break
-            if gaps is not None and not bridged and _at(gaps, px, py):
-                bridged = True
-            if t > max_width:
-                flag, opened = EDGE, True
-                break
-        shore = t - STEP / 2
-        if flag == BANK and _water_beyond(water, valid, x, y, sign * nx, sign * ny, t, max(t, 5.0)):
-            flag = ISLAND
-        sides.append((shore, (x + sign * shore * nx, y + sign * shore * ny)))
-        flags.append(flag)
-    flag = EDGE if EDGE in flags else BRIDGE if bridged else ISLAND if ISLAND in flags else BANK
-    return sides[0][0] + sides[1][0], flag, (sides[0][1], sides[1][1]), opened
+_OFF, _LAND, _OPEN = 1, 2, 3  # what ended a side's walk: the mask's edge or nodata, land, max_width passed
+BLOCK = 32  # steps walked at once; doubled for the transects still on water
+CHUNK = 1 << 20  # the most samples of a look beyond the shore held at once
 
 
-def _water_beyond(water, valid, x, y, nx, ny, t0, distance) -> bool:
-    t = t0
-    while t < t0 + distance:
-        t += STEP
-        px, py = x + t * nx, y + t * ny
-        if not _inside(water, px, py) or not _at(valid, px, py):
-            return False
-        if _at(water, px, py):
-            return True
-    return False
+def _walk(water, valid, gaps, x, y, nx, ny, max_width):
+    """Each transect's walk from (x, y) along (nx, ny) in STEPs: the step that ended it, what
+    ended it (_OFF, _LAND or _OPEN: past ``max_width``, still on water) and whether it crossed a
+    bridge gap on the way."""
+    n = len(x)
+    t_end, stop, crossed = np.zeros(n), np.zeros(n, dtype=np.int8), np.zeros(n, dtype=bool)
+    last = int(max_width // STEP) + 1  # the first step past max_width
+    while last * STEP <= max_width:
+        last += 1
+    active, k0, block = np.arange(n), 1, BLOCK
+    while len(active):
+        k = np.arange(k0, min(k0 + block, last + 1))
+        t = k * STEP
+        px = x[active, None] + t[None, :] * nx[active, None]
+        py = y[active, None] + t[None, :] * ny[active, None]
+        off = ~(_inside(water, px, py) & _at(valid, px, py))
+        land = ~off & ~_at(water, px, py)
+        opened = np.zeros_like(off)
+        if k[-1] == last:
+            opened[:, -1] = ~off[:, -1] & ~land[:, -1]
+        ended = off | land | opened
+        done = ended.any(axis=1)
+        first = np.where(done, ended.argmax(axis=1), len(k))
+        if gaps is not None:  # the steps a walk took on water, the one that passed max_width too
+            on = np.arange(len(k))[None, :] < first[:, None]
+            on |= opened & (np.arange(len(k))[None, :] == first[:, None])
+            crossed[active] |= (_at(gaps, px, py) & on).any(axis=1)
+        i = active[done]
+        f = first[done]
+        t_end[i] = t[f]
+        rows = np.flatnonzero(done)
+        stop[i] = np.where(off[rows, f], _OFF, np.where(land[rows, f], _LAND, _OPEN))
+        active = active[~done]
+        k0 += len(k)
+        block *= 2
+    return t_end, stop, crossed
 
 
-def _inside(grid: np.ndarray, x: float, y: float) -> bool:
-    return 0 <= x < grid.shape[1] and 0 <= y < grid.shape[0]
+def _water_beyond(water, valid, x, y, nx, ny, t0, distance) -> np.ndarray:
+    """Whether water lies again beyond each shore at ``t0`` within ``distance``, before the
+    mask's edge or nodata."""
+    steps = np.ceil(distance / STEP).astype(np.int64)  # the walk checks t0 + k STEP, k = 1 .. steps
+    if len(x) > 1 and len(x) * int(steps.max()) > CHUNK:  # a share at a time: memory stays small
+        half = len(x) // 2
+        return np.r_[_water_beyond(water, valid, x[:half], y[:half], nx[:half], ny[:half], t0[:half], distance[:half]),
+                     _water_beyond(water, valid, x[half:], y[half:], nx[half:], ny[half:], t0[half:], distance[half:])]
+    if not len(x):
+        return np.zeros(0, dtype=bool)
+    k = np.arange(1, steps.max() + 1)
+    t = t0[:, None] + k[None, :] * STEP
+    px, py = x[:, None] + t * nx[:, None], y[:, None] + t * ny[:, None]
+    within = k[None, :] <= steps[:, None]
+    off = ~(_inside(water, px, py) & _at(valid, px, py)) & within
+    wet = ~off & _at(water, px, py) & within
+    first_wet = np.where(wet.any(axis=1), wet.argmax(axis=1), len(k))
+    first_off = np.where(off.any(axis=1), off.argmax(axis=1), len(k))
+    return first_wet < first_off
 
 
-def _at(grid: np.ndarray, x: float, y: float) -> bool:
-    return _inside(grid, x, y) and bool(grid[int(y), int(x)])
+def _inside(grid: np.ndarray, x, y):
+    return (0 <= x) & (x < grid.shape[1]) & (0 <= y) & (y < grid.shape[0])
+
+
+def _at(grid: np.ndarray, x, y):
+    """grid[int(y), int(x)] where (x, y) lies inside it, else False (scalars or arrays)."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    inside = _inside(grid, x, y)
+    r = np.where(inside, y, 0).astype(np.int64)
+    c = np.where(inside, x, 0).astype(np.int64)
+    return inside & grid[r, c].astype(bool)

@@ -6,6 +6,7 @@ import pytest
 import rasterio
 from affine import Affine
 from rasterio.features import rasterize
+from scipy import ndimage
 from shapely.geometry import LineString, Point, Polygon
 
 from s2s2net_cli.evaluation.rivers import score_rivers
@@ -260,7 +261,10 @@ def test_bodies_measured_on_their_own_boxes_give_the_whole_arrays_answer(monkeyp
         return (tuple(map(tuple, b.pixels.tolist())), b.start, b.end)
 
     assert len(whole) >= 3 and sorted(map(key, boxed)) == sorted(map(key, whole))
-    assert np.array_equal(boxed_half[water], whole_half[water]) and not boxed_half[~water].any()
+    rows, cols = np.nonzero(water)
+    edt = ndimage.distance_transform_edt(water)  # read from the shore's KD-tree: the transform's values
+    assert np.array_equal(boxed_half.at(rows, cols), edt[water]) and np.array_equal(whole_half.at(rows, cols), edt[water])
+    assert not boxed_half.at(*np.nonzero(~water)).any()
 
 
 def test_a_bridge_does_not_cut_the_centreline_and_its_transects_are_flagged(tmp_path):
@@ -298,3 +302,36 @@ def test_a_notch_a_levee_and_a_braided_bar_are_no_bridges():
     assert gaps.sum() == 5 * (40 + 40)
     assert not bridge_gaps(cut, 4, 75).any()  # a gap longer than max_gap
     assert not bridge_gaps(cut, 10, 30).any()  # spans wider than max_span
+
+
+def test_the_closing_of_bridges_spreads_as_a_maximum_filter():
+    """bridges._spread (shifted copies or-ed) is scipy's maximum filter along one axis, at the
+    array's edges too."""
+    from s2s2net_cli.hydrology.bridges import _spread
+
+    rng = np.random.default_rng(3)
+    for size in (1, 3, 5, 11, 21):
+        for shape in ((40, 50), (3, 30), (30, 2)):
+            a = rng.random(shape) > 0.9
+            for axis in (0, 1):
+                footprint = [1, 1]
+                footprint[axis] = size
+                expected = ndimage.maximum_filter(a.view(np.uint8), size=footprint, mode="constant").astype(bool)
+                assert np.array_equal(_spread(a, size, axis), expected), (size, shape, axis)
+
+
+def test_transects_are_placed_on_their_reach_as_shapely_projects_them():
+    """rivers._located finds each point's line and its distance along it from the segments near
+    it: the nearest line and LineString.project's distance, on lines of thousands of vertices."""
+    from shapely import STRtree
+
+    from s2s2net_cli.hydrology.rivers import _located
+
+    rng = np.random.default_rng(4)
+    lines = [LineString(np.cumsum(rng.normal(0, 2, (n, 2)), axis=0) + 500 * k) for k, n in enumerate((3000, 40, 700))]
+    points = [line.interpolate(d) for line in lines for d in rng.uniform(0, line.length, 30)]
+    xy = np.array([(p.x, p.y) for p in points])
+    reach, along = _located(xy, lines, 2.0)
+    nearest = STRtree(lines).nearest(points)
+    assert np.array_equal(reach, nearest)
+    assert np.allclose(along, [lines[i].project(p) for i, p in zip(nearest, points)], atol=1e-6)
