@@ -1,8 +1,9 @@
 """Benchmark rivers and occurrence: time and peak memory on a full-tile 2 m mask.
 
-    python benchmarks/hydrology_bench.py [--size 54900] [--dates 12] [--distinct 3] [--skip-rivers | --skip-occurrence] [--json]
+    python benchmarks/hydrology_bench.py [--size 54900] [--dates 12] [--distinct 3] [--skip-rivers | --skip-occurrence]
+                                         [--workers N] [--json]
 
-Writes --distinct masks of --size x --size px at 2 m (a full Sentinel-2 tile is 54900 px):
+Records the machine (benchmarks/machine.py). Writes --distinct masks of --size x --size px at 2 m (a full Sentinel-2 tile is 54900 px):
 meandering rivers 10-80 m wide across the whole mask, with tributaries and lakes, drawn
 window by window (uint8, tiled, deflate, 255 nodata; each mask shifts the rivers and floods
 them a little). Then, each in a child process, reports wall time and the child's peak resident
@@ -23,6 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -34,6 +36,9 @@ from rasterio.windows import Window
 from shapely.geometry import LineString, Point, box
 
 from s2s2net_cli.io import geotiff_profile
+
+sys.path.insert(0, str(Path(__file__).parent))
+from machine import describe  # noqa: E402
 
 STRIP = 4096
 
@@ -69,16 +74,59 @@ def write_mask(path: Path, size: int, seed: int, shift: int) -> None:
 
 
 def run(args: list[str], tmp: Path) -> dict:
-    """Wall time, this child's own peak resident memory (os.wait4) and its JSON summary."""
+    """Wall time, the peak memory of the child and its own workers together (their PSS summed,
+    read from /proc every 0.1 s, or the child's own peak RSS by os.wait4 if that is more) and its
+    JSON summary."""
     out, err = tmp / "stdout.json", tmp / "stderr.txt"
     start = time.perf_counter()
     with open(out, "w") as fo, open(err, "w") as fe:
         proc = subprocess.Popen([sys.executable, "-m", "s2s2net_cli", "-q", *args, "--json"], stdout=fo, stderr=fe)
+        peak = [0]
+        stop = threading.Event()
+        sampler = threading.Thread(target=_sample_tree, args=(proc.pid, peak, stop), daemon=True)
+        sampler.start()
         _, status, usage = os.wait4(proc.pid, 0)
+        stop.set()
+        sampler.join()
     seconds = time.perf_counter() - start
     if status:
         sys.exit(err.read_text())
-    return {"seconds": round(seconds, 1), "peak_mb": round(usage.ru_maxrss / 1024), "summary": json.loads(out.read_text())}
+    peak_mb = max(peak[0] / 2**20, usage.ru_maxrss / 1024)
+    return {"seconds": round(seconds, 1), "peak_mb": round(peak_mb), "summary": json.loads(out.read_text())}
+
+
+def _resident(proc: Path, page: int) -> int:
+    """Bytes a process holds: its proportional share (PSS: pages shared with others, such as
+    the libraries its workers also map, divided among them) where Linux reports it, else RSS."""
+    try:
+        for line in (proc / "smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int((proc / "statm").read_text().split()[1]) * page
+
+
+def _sample_tree(pid: int, peak: list, stop: threading.Event) -> None:
+    """peak[0]: the most bytes that ``pid`` and its descendants held at once."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    while not stop.wait(0.1):
+        parents, rss = {}, {}
+        for entry in Path("/proc").iterdir() if Path("/proc/self").exists() else []:
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                parents[int(entry.name)] = int(fields[1])
+                rss[int(entry.name)] = _resident(entry, page)
+            except (OSError, IndexError, ValueError):
+                continue
+        tree, grew = {pid}, True
+        while grew:
+            more = {p for p, parent in parents.items() if parent in tree} - tree
+            tree |= more
+            grew = bool(more)
+        peak[0] = max(peak[0], sum(rss.get(p, 0) for p in tree))
 
 
 def main() -> None:
@@ -89,6 +137,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--skip-rivers", action="store_true", help="Measure occurrence only.")
     ap.add_argument("--skip-occurrence", action="store_true", help="Measure rivers only (one mask is made).")
+    ap.add_argument("--workers", type=int, default=None, help="rivers --workers (default: rivers' own).")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="s2s2net-hydrology-bench-") as tmp:
         tmp = Path(tmp)
@@ -98,7 +147,7 @@ def main() -> None:
             masks.append(tmp / f"mask_{k}.tif")
             write_mask(masks[-1], args.size, seed=1, shift=6 * k)
         made = time.perf_counter() - start
-        result = {"size": args.size, "mask_seconds": round(made / len(masks), 1)}
+        result = {"size": args.size, "mask_seconds": round(made / len(masks), 1), "machine": describe()}
         if not args.skip_occurrence:
             dates = []
             for k in range(max(args.dates, 3)):
@@ -112,8 +161,10 @@ def main() -> None:
             })
             print(json.dumps(result), file=sys.stderr, flush=True)  # what is measured so far
         if not args.skip_rivers:
-            rivers = run(["rivers", str(masks[0]), "-o", str(tmp / "rivers.gpkg")], tmp)
+            workers = ["--workers", str(args.workers)] if args.workers else []
+            rivers = run(["rivers", str(masks[0]), "-o", str(tmp / "rivers.gpkg"), *workers], tmp)
             result["rivers"] = {"seconds": rivers["seconds"], "peak_mb": rivers["peak_mb"],
+                                "workers": args.workers or min(os.cpu_count() or 1, rivers["summary"]["windows"]),
                                 "reaches": rivers["summary"]["reaches"], "transects": rivers["summary"]["transects"],
                                 "length_km": rivers["summary"]["length_km"], "windows": rivers["summary"]["windows"],
                                 "flags": rivers["summary"]["flags"]}

@@ -15,7 +15,8 @@ fp32; ``area_ratio_trained`` is predict's seconds over the trained network's (``
 predict's precision; ``gflop_per_s`` is the trained network's floating-point work over the area (torch's
 count) per second of predict. With
 --flips (predict's test-time augmentation: eight forwards per tile) expect a ratio near 8.
-With --json the last line is {"pipeline_s", "bare_s", "area_ratio", "peak_rss_mb", "gflop_per_s", ...}.
+With --json the last line is {"pipeline_s", "bare_s", "area_ratio", "peak_rss_mb", "gflop_per_s", ...,
+"machine"}: the CPU's model, cores and the flags that choose the path (benchmarks/machine.py).
 --skip-forward times predict alone (a full 10980 px scene).
 """
 
@@ -40,6 +41,9 @@ from s2s2net_cli.inference.subpixel_head import FusedMish
 from s2s2net_cli.model import S2S2Net
 from s2s2net_cli.synthetic.scenes import make_pair
 from s2s2net_cli.weights_header import BUNDLED_WEIGHTS as DEFAULT_WEIGHTS
+
+sys.path.insert(0, str(Path(__file__).parent))
+from machine import describe  # noqa: E402
 
 
 def main() -> None:
@@ -94,7 +98,7 @@ def main() -> None:
               "bare_speedup_over_fp32": bare_s and round(bare_fp32_s / bare_s, 3),
               "scene_px": args.size * args.size, "tiles": math.ceil(args.size / args.tile_size) ** 2,
               "tile_size": args.tile_size, "overlap": args.overlap, "flips": args.flips, "threads": torch.get_num_threads(),
-              "device": args.device, "precision": precision, "fused_mish": fused}
+              "device": args.device, "precision": precision, "fused_mish": fused, "machine": describe()}
     if args.device.startswith("cuda"):
         result.update(gpu=torch.cuda.get_device_name(), gpu_peak_mb=summary.get("gpu_peak_mb"))
     if args.json:
