@@ -23,9 +23,11 @@ from ..world import World
 # Sentinel-2 tile that is gigabytes that predict and chip, which stream row by row, never use
 # again. A user's own GDAL_CACHEMAX wins.
 GDAL_CACHE_MB = 256
-# predict writes each block once and rereads only a tile row's context: more cache is only
-# resident memory (a 2048 px scene held 150 MB more than a 512 px one at 256)
-GDAL_CACHE_MB_PREDICT = 64
+# predict writes each block once and rereads only a tile row's context, rivers reads each window
+# once: more cache is only resident memory (a 2048 px scene held 150 MB more than a 512 px one
+# at 256)
+GDAL_CACHE_MB_STREAMING = 64
+STREAMING = ("predict", "rivers")
 
 
 GLOBAL_FLAGS = ("-q", "--quiet", "-v", "-vv", "-vvv", "--verbose", "--debug")
@@ -153,6 +155,6 @@ def cli(ctx: click.Context, verbose: int, quiet: bool, debug: bool, local_rank: 
     ctx.ensure_object(dict)
     ctx.obj.update(debug=debug, quiet=quiet, verbose=verbose, world=World.from_environment(local_rank))
     if "GDAL_CACHEMAX" not in os.environ:  # GDAL's block cache, for this command only
-        cache_mb = GDAL_CACHE_MB_PREDICT if ctx.invoked_subcommand == "predict" else GDAL_CACHE_MB
+        cache_mb = GDAL_CACHE_MB_STREAMING if ctx.invoked_subcommand in STREAMING else GDAL_CACHE_MB
         ctx.with_resource(rasterio.Env(GDAL_CACHEMAX=cache_mb * 2 ** 20))
     signal.signal(signal.SIGTERM, _terminate)

@@ -16,7 +16,7 @@ import math
 import numpy as np
 from scipy import ndimage
 
-EIGHT = np.ones((3, 3), dtype=bool)
+from .centrelines import label_8
 
 
 def bridge_gaps(water: np.ndarray, max_gap: float, max_span: float, bodies: np.ndarray | None = None) -> np.ndarray:
@@ -35,10 +35,10 @@ def bridge_gaps(water: np.ndarray, max_gap: float, max_span: float, bodies: np.n
     grown = _spread(_spread(np.pad(local, steps), size, 0), size, 1)
     closed = ~_spread(_spread(~grown, size, 0), size, 1)[steps:-steps, steps:-steps]  # (land outside: none eroded)
     candidates = closed & ~local
-    candidate_labels, n = ndimage.label(candidates.view(np.uint8), EIGHT)  # (a bool array labels 3x slower)
+    candidate_labels, n = label_8(candidates)
     if n == 0:
         return gaps
-    body_labels = bodies[box] if bodies is not None else ndimage.label(local.view(np.uint8), EIGHT)[0]
+    body_labels = bodies[box] if bodies is not None else label_8(local)[0]
     # the bodies of water beside each candidate: its pixels' eight neighbours, read where they lie
     rows, cols = np.nonzero(candidates)
     which = candidate_labels[rows, cols]

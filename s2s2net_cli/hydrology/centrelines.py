@@ -30,6 +30,15 @@ BOX_PAD = 2
 MAX_BOXED_SHARE = 0.5
 
 
+def label_8(mask: np.ndarray) -> tuple[np.ndarray, int]:
+    """``ndimage.label`` of a bool ``mask``, 8-connected, in uint16 while the pieces are few
+    enough (half the memory of int32) and on a uint8 view (a bool array labels 3x slower)."""
+    try:
+        return ndimage.label(mask.view(np.uint8), structure=EIGHT, output=np.uint16)
+    except RuntimeError:  # more than 65535 pieces
+        return ndimage.label(mask.view(np.uint8), structure=EIGHT)
+
+
 @dataclass
 class Branch:
     """A skeleton branch: its pixels (row, col) in order along it, and at each end the
@@ -107,7 +116,7 @@ def centreline_branches(water: np.ndarray, prune: float = 2.0, max_width: float 
     a tenth of it). ``bodies``: the bodies' labels, when they are at hand (``ndimage.label``'s
     with EIGHT, 0 on land; labels left out are bodies left out)."""
     half_width = HalfWidth(water)
-    labels = bodies if bodies is not None else ndimage.label(water.view(np.uint8), structure=EIGHT)[0]
+    labels = bodies if bodies is not None else label_8(water)[0]
     boxes = [(k, _padded(b, water.shape)) for k, b in enumerate(ndimage.find_objects(labels), start=1) if b is not None]
     if not boxes or sum((b[0].stop - b[0].start) * (b[1].stop - b[1].start) for _, b in boxes) > MAX_BOXED_SHARE * water.size:
         return _branches_in(water, half_width, (0, 0), prune, max_width), half_width
