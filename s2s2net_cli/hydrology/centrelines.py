@@ -9,6 +9,10 @@ gives one line, not a comb. A free-standing branch shorter than ``prune`` times 
 width (a pond's stub) is dropped too. Where the water is wider than ``max_width`` the skeleton
 is cut out before pruning, so a river that enters a lake or the sea is a branch of its own, not
 a spur of the lake's width.
+
+The work is on arrays: the skeleton's pixels as a graph (scipy.sparse.csgraph) for its branches,
+a KD-tree of the shore for the distances to land, so a window costs its water, not its area
+(beside the skeleton itself).
 """
 
 from __future__ import annotations

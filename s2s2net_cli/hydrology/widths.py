@@ -16,6 +16,8 @@ off it. What ended the transect is its flag:
 A transect that is both is flagged ``edge`` first, then ``bridge``, then ``island``. A transect
 that walked past ``max_width`` on a side found no bank within reach: it is ``open`` (the
 centreline runs in a lake, a bay or the sea there, and is no river's).
+
+All the transects of a line are walked at once (numpy), with the answers of a walk step by step.
 """
 
 from __future__ import annotations
