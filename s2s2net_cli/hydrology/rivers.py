@@ -64,7 +64,7 @@ class RiverOptions:
     bridge_span_m: float = 150.0  # the longest bridge (across the channel)
     window: int = 4096  # px a side, without the margin
     margin: int | None = None  # px; default: enough for the widest channel kept (max_width_m)
-    workers: int | None = None  # processes measuring windows at once; default: one per CPU core, one for one window
+    workers: int | None = None  # processes measuring windows at once; default: one per core it may use
     overwrite: bool = False
 
 
@@ -114,7 +114,7 @@ def measure_rivers(mask_path, out_path, options: RiverOptions = RiverOptions(),
 def _measured(reader: "MaskReader", windows: list, margin: int, options: RiverOptions):
     """Each window's measures, in the windows' order: in ``options.workers`` processes (spawned,
     each reading its own windows) when there is more than one window, else here."""
-    workers = min(options.workers or os.cpu_count() or 1, len(windows))
+    workers = min(options.workers or _cores(), len(windows))
     if workers <= 1:
         for window in windows:
             yield _measure_window(reader, window, margin, options)
@@ -123,6 +123,11 @@ def _measured(reader: "MaskReader", windows: list, margin: int, options: RiverOp
     # exit terminates its workers, so an interrupted run stops at once
     with multiprocessing.get_context("spawn").Pool(workers, _worker_start, (os.getpid(),)) as pool:
         yield from pool.imap(partial(_measure_window, reader, margin=margin, options=options), windows)
+
+
+def _cores() -> int:
+    """The CPU cores this process may run on (its affinity: a container's or a job's share)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _worker_start(parent: int) -> None:
@@ -227,8 +232,8 @@ def _measure_window(reader: MaskReader, window: Window, margin: int, options: Ri
             y = np.array([t.y for t in measured]) + offset[1]
             inside = shapely.contains_xy(core, x, y)
             mx, my = reader.transform * (x[inside], y[inside])
-            points += [(Point(px, py), t.width * pixel, t.flag)
-                       for px, py, t in zip(mx, my, (t for t, k in zip(measured, inside) if k))]
+            in_core = [t for t, k in zip(measured, inside) if k]
+            points += [(Point(px, py), t.width * pixel, t.flag) for px, py, t in zip(mx, my, in_core)]
         line = LineString(np.round(smooth_path(branch.path() + offset), DECIMALS))
         kept, cut = _split_at_open_water(line, opened, spacing)
         open_m += sum(piece.intersection(core).length for piece in cut) * pixel

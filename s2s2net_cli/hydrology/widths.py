@@ -90,8 +90,8 @@ def transects(line: LineString, water: np.ndarray, valid: np.ndarray, half_width
         t, stop, crossed = _walk(water, valid, gaps, x, y, sign * nx, sign * ny, max_width)
         bridged |= crossed
         shore = t - STEP / 2
-        flag = np.where(stop == _OFF, EDGE, np.where(stop == _OPEN, EDGE, BANK)).astype(object)
         bank = stop == _LAND
+        flag = np.where(bank, BANK, EDGE).astype(object)  # off the mask, or no bank within max_width
         island = np.zeros(len(x), dtype=bool)
         island[bank] = _water_beyond(water, valid, x[bank], y[bank], sign * nx[bank], sign * ny[bank], t[bank],
                                      np.maximum(t[bank], 5.0))
@@ -100,10 +100,10 @@ def transects(line: LineString, water: np.ndarray, valid: np.ndarray, half_width
         sides.append((shore, x + sign * shore * nx, y + sign * shore * ny))
         flags.append(flag)
     out = []
+    (s0, x0, y0), (s1, x1, y1) = sides
     for i in range(len(x)):
         f = (flags[0][i], flags[1][i])
         flag = EDGE if EDGE in f else BRIDGE if bridged[i] else ISLAND if ISLAND in f else BANK
-        (s0, x0, y0), (s1, x1, y1) = sides
         out.append(Transect(float(d[i]), float(x[i]), float(y[i]), float(s0[i] + s1[i]), flag,
                             ((float(x0[i]), float(y0[i])), (float(x1[i]), float(y1[i]))), bool(opened[i])))
     return out
