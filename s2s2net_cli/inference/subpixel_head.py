@@ -7,7 +7,10 @@ place afterwards (Shi et al., 2016). The fine map that the upsample would write 
 the convolution sees P^2 times the output channels on a grid P^2 times smaller (a shape the
 CPU's matrix kernels run far faster), Mish runs on the phases (it is elementwise), and on the
 last step the 1x1 logit convolution does too (a grouped convolution, one group per phase), so
-only one channel is ever shuffled at x20.
+only one channel is ever shuffled at x20. On the x2.5 step each phase reads 3 (or 2) of the
+coarse kernel's 4 taps a side: the phases that share a window run as one 3x3 convolution each,
+9 of 16 taps: a fifth fewer multiply-adds in the whole head, 0-7 % faster over the whole
+network on this project's CPU (the rest of the step, Mish and the logit, costs as before).
 
 The edges differ: the upsample clamps and the convolution pads the fine map with zeros, where
 the coarse convolution pads the coarse map. The two fine rows and columns at each edge of the
@@ -89,6 +92,36 @@ class SubpixelStep(nn.Module):
         if logit is not None:  # the 1x1 logit on each phase's channels: P^2 groups
             self.logit_weight = nn.Parameter(logit.weight.detach().repeat(P * P, 1, 1, 1), requires_grad=False)
             self.logit_bias = nn.Parameter(logit.bias.detach().repeat(P * P), requires_grad=False)
+        self.groups = self._phase_groups(phased, bias.view(-1, out_ch) if logit is not None else None, coef, logit)
+
+    def _phase_groups(self, phased: torch.Tensor, bias: torch.Tensor | None, coef: torch.Tensor,
+                      logit: nn.Conv2d | None) -> nn.ModuleList:
+        """Where phases read fewer coarse taps than the kernel's length (x2.5: each phase 3 or
+        2 of 4), the phases that share a window of taps as one convolution each, reading only
+        that window: 9 of 16 taps, 1.8x less work than the one convolution. Empty where every
+        phase reads the whole kernel (x2). Only the last step (with its logit) has such phases."""
+        length = coef.shape[-1]
+        used = [torch.nonzero(coef[p].abs().sum(0)).flatten().tolist() for p in range(self.P)]
+        window = max(taps[-1] - taps[0] + 1 for taps in used)
+        if window == length or logit is None:
+            return nn.ModuleList()
+        starts = [min(taps[0], length - window) for taps in used]
+        groups = nn.ModuleList()
+        for sy in sorted(set(starts)):
+            for sx in sorted(set(starts)):
+                phases = [(py, px) for py in range(self.P) for px in range(self.P)
+                          if starts[py] == sy and starts[px] == sx]
+                weight = torch.cat([phased[py, px, :, :, sy: sy + window, sx: sx + window] for py, px in phases])
+                group = nn.Module()
+                group.start = (sy, sx)
+                group.register_buffer("index", torch.tensor([py * self.P + px for py, px in phases]))
+                group.weight = nn.Parameter(weight.to(self.weight.dtype), requires_grad=False)
+                group.bias = nn.Parameter(torch.cat([bias[py * self.P + px] for py, px in phases]), requires_grad=False)
+                n = len(phases)
+                group.logit_weight = nn.Parameter(logit.weight.detach().repeat(n, 1, 1, 1), requires_grad=False)
+                group.logit_bias = nn.Parameter(logit.bias.detach().repeat(n), requires_grad=False)
+                groups.append(group)
+        return groups
 
     def forward(self, x: torch.Tensor, top: bool = True, bottom: bool = True, sides: bool = True) -> torch.Tensor:
         """The step on ``x``; ``top``, ``bottom`` and ``sides`` say whether its first and last
@@ -97,13 +130,29 @@ class SubpixelStep(nn.Module):
         h, w = x.shape[-2:]
         if h % self.Q or w % self.Q or h < EDGE_INPUT_ROWS or w < EDGE_INPUT_ROWS:
             return self.original(x)
-        y = F.conv2d(x, self.weight.to(x.dtype), self.bias.to(x.dtype), stride=self.Q, padding=self.pad)
-        y = self.mish(y)
-        if self.original_logit is not None:
-            y = F.conv2d(y, self.logit_weight.to(y.dtype), self.logit_bias.to(y.dtype), groups=self.P * self.P)
-        y = F.pixel_shuffle(y, self.P)
+        if self.groups:
+            y = F.pixel_shuffle(self._grouped(x), self.P)
+        else:
+            y = F.conv2d(x, self.weight.to(x.dtype), self.bias.to(x.dtype), stride=self.Q, padding=self.pad)
+            y = self.mish(y)
+            if self.original_logit is not None:
+                y = F.conv2d(y, self.logit_weight.to(y.dtype), self.logit_bias.to(y.dtype), groups=self.P * self.P)
+            y = F.pixel_shuffle(y, self.P)
         self._fix_edges(x, y, top, bottom, sides)
         return y
+
+    def _grouped(self, x: torch.Tensor) -> torch.Tensor:
+        """The logits of every phase (n, P^2, h / Q, w / Q), each group of phases from its own window."""
+        h, w = x.shape[-2] // self.Q, x.shape[-1] // self.Q
+        padded = F.pad(x, (self.pad,) * 4)
+        out = x.new_empty(x.shape[0], self.P * self.P, h, w)
+        for group in self.groups:
+            sy, sx = group.start
+            y = F.conv2d(padded[..., sy:, sx:], group.weight.to(x.dtype), group.bias.to(x.dtype), stride=self.Q)
+            y = self.mish(y[..., :h, :w])
+            out[:, group.index] = F.conv2d(y, group.logit_weight.to(y.dtype), group.logit_bias.to(y.dtype),
+                                           groups=len(group.index))
+        return out
 
     def original(self, x: torch.Tensor) -> torch.Tensor:
         """The step as trained: upsample, convolve, Mish (and the logit)."""

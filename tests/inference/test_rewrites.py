@@ -66,6 +66,28 @@ def test_subpixel_head_edges_need_their_fix():
     assert (unfixed[..., 0, :] - expected[..., 0, :]).abs().max() > 1e-2
 
 
+def test_last_step_phases_read_only_their_taps():
+    """x2.5: each phase reads 3 (or 2) of the 4 coarse taps a side; the phases that share a
+    window run as one 3x3 convolution each (9 of 16 taps), with the one 4x4 convolution's numbers.
+    The x2 steps read all three taps: one convolution."""
+    fast = SubpixelHead(trained_like().head)
+    last = fast.last
+    assert sorted(len(g.index) for g in last.groups) == [4, 6, 6, 9]
+    assert all(g.weight.shape[-2:] == (3, 3) for g in last.groups)
+    assert sorted(torch.cat([g.index for g in last.groups]).tolist()) == list(range(25))
+    assert all(len(step.groups) == 0 for step in fast.steps)
+    x = torch.randn(2, 32, 12, 14)
+    with torch.inference_mode():
+        grouped = last(x)
+        groups, last.groups = last.groups, torch.nn.ModuleList()
+        whole = last(x)
+        last.groups = groups
+        original = last.original(x)
+    assert grouped.shape == whole.shape == (2, 1, 30, 35)
+    assert (grouped - whole).abs().max() < 1e-5 * whole.abs().max()
+    assert (grouped - original).abs().max() < 1e-5 * original.abs().max()
+
+
 def test_folded_decoder_equals_the_trained_decoder():
     model = trained_like()
     folded = FoldedDecoder(model.decoder)
