@@ -120,6 +120,11 @@ def test_fused_mish_is_mish_and_falls_back_when_it_cannot_compile(monkeypatch):
     assert on.active and on.failure is None and got.dtype == torch.bfloat16
     assert (got.float() - F.mish(x.float())).abs().max() < 0.02 * 60  # bf16 rounding of values up to 60
 
+    # fp32 in the head's layouts: TorchInductor's AVX-512 code for it was wrong here (errors of 1-2)
+    for shape in ((1, 144, 18, 512), (1, 64, 7, 9)):
+        y = torch.randn(*shape).contiguous(memory_format=torch.channels_last)
+        assert (on(y) - F.mish(y)).abs().max() < 1e-5 and on.failure is None
+
     def broken(*args, **kwargs):
         raise RuntimeError("compiler exploded\nmore")
 
@@ -127,6 +132,18 @@ def test_fused_mish_is_mish_and_falls_back_when_it_cannot_compile(monkeypatch):
     failing = FusedMish(enabled=True)
     assert torch.equal(failing(x.clone()), F.mish(x))
     assert not failing.active and failing.failure == "RuntimeError: compiler exploded"
+
+
+def test_fused_mish_that_compiles_wrong_is_not_used(monkeypatch):
+    """The first compiled answer is checked against torch's Mish: a compiler that gets it wrong
+    gives torch's answer and is not used again, and says why."""
+    monkeypatch.setattr(subpixel_head, "has_cpp_compiler", lambda: True)
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: lambda x: fn(x) + 0.5)
+    x = torch.linspace(-5, 5, 101).reshape(1, 1, 1, -1)
+    fused = FusedMish(enabled=True)
+    assert torch.allclose(fused(x.clone()), F.mish(x))
+    assert not fused.active and fused.failure.startswith("compiled Mish differs from torch's by 0.5")
+    assert torch.allclose(fused(x.clone()), F.mish(x))
 
 
 def test_large_scenes_fuse_mish_and_give_the_same_mask(tmp_path, random_weights, monkeypatch):
