@@ -173,16 +173,21 @@ class SubpixelStep(nn.Module):
         if sides:
             self.fix_sides(x, y)
 
-    def fix_sides(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """Overwrite the first and last fine columns of the step's output ``y`` on input ``x``."""
+    def fix_sides(self, x: torch.Tensor, y: torch.Tensor, skip: int = 0) -> None:
+        """Overwrite the first and last fine columns of the step's output ``y`` on input ``x``
+        (``y``: that output's rows from ``skip`` on)."""
         n, e = EDGE_INPUT_ROWS, EDGE_ROWS
-        y[..., :, :e] = self.original(x[..., :, :n])[..., :, :e]
-        y[..., :, -e:] = self.original(x[..., :, -n:])[..., :, -e:]
+        h = y.shape[-2]
+        y[..., :, :e] = self.original(x[..., :, :n])[..., skip: skip + h, :e]
+        y[..., :, -e:] = self.original(x[..., :, -n:])[..., skip: skip + h, -e:]
 
 
 class SubpixelHead(nn.Module):
-    """A ProgressiveUpsamplingHead's numbers, each step a SubpixelStep; the last step in pieces
-    of ``last_step_rows`` input rows (plus a halo of two) as the original does."""
+    """A ProgressiveUpsamplingHead's numbers, each step a SubpixelStep; with ``last_step_rows``
+    the last step in pieces of that many input rows (plus a halo of two) as the original does,
+    and the x2 step before it in bands of two pieces' worth, so that neither's map at 5 m or
+    2 m ever exists whole (in fp32 the 5 m map of a 512 px tile alone is 143 MB, three times
+    over while it is made)."""
 
     def __init__(self, head: nn.Module, mish: Callable[[torch.Tensor], torch.Tensor] | None = None):
         super().__init__()
@@ -192,22 +197,37 @@ class SubpixelHead(nn.Module):
         self.last = SubpixelStep(head.steps[-1][0], head.factors[-1], head.logit, mish=mish)
 
     def forward(self, x: torch.Tensor, last_step_rows: int | None = None) -> torch.Tensor:
-        for step in self.steps:
+        *whole, banded = self.steps
+        for step in whole:
             x = step(x)
         rows = x.shape[-2]
-        if not last_step_rows or rows <= last_step_rows:
-            return self.last(x)
+        if not last_step_rows or 2 * rows <= last_step_rows:
+            return self.last(banded(x))
+        band, halo = max(last_step_rows, 2), EDGE_ROWS  # input rows of the banded step, and around them
+        out = []
+        for a in range(0, rows, band):
+            b = min(a + band, rows)
+            lo, hi = max(a - halo, 0), min(b + halo, rows)
+            # output rows [2 lo, 2 hi); those within EDGE_ROWS of a cut are wrong and never read
+            y = banded(x[..., lo:hi, :], top=lo == 0, bottom=hi == rows)
+            out.append(self._last_rows(y, 2 * lo, 2 * a, 2 * b, 2 * rows, last_step_rows))
+        return torch.cat(out, dim=-2)
+
+    def _last_rows(self, y: torch.Tensor, y0: int, a: int, b: int, rows: int, piece_rows: int) -> torch.Tensor:
+        """The last step's output for its input rows [a, b) of ``rows``, in pieces of
+        ``piece_rows``; ``y`` holds its input rows from ``y0`` on, two beyond [a, b) where there are."""
         factor, halo = self.factors[-1], 2
         pieces = []
-        for a in range(0, rows, last_step_rows):
-            b = min(a + last_step_rows, rows)
-            lo, hi = max(a - halo, 0), min(b + halo, rows)
-            out = self.last(x[..., lo:hi, :], top=a == 0, bottom=b == rows, sides=False)
-            skip = round((a - lo) * factor)
-            pieces.append(out[..., skip: skip + round((b - a) * factor), :])
-        y = torch.cat(pieces, dim=-2)
-        self.last.fix_sides(x, y)  # once for the whole height, not once a piece
-        return y
+        for p in range(a, b, piece_rows):
+            q = min(p + piece_rows, b)
+            lo, hi = max(p - halo, 0), min(q + halo, rows)
+            piece = self.last(y[..., lo - y0: hi - y0, :], top=p == 0, bottom=q == rows, sides=False)
+            skip = round((p - lo) * factor)
+            pieces.append(piece[..., skip: skip + round((q - p) * factor), :])
+        out = torch.cat(pieces, dim=-2)
+        lo, hi = max(a - halo, 0), min(b + halo, rows)
+        self.last.fix_sides(y[..., lo - y0: hi - y0, :], out, skip=round((a - lo) * factor))  # once a band
+        return out
 
 
 def _mish_inplace(x: torch.Tensor) -> torch.Tensor:
