@@ -31,12 +31,12 @@ for k in 0 1 2; do
     scripts/finetune_real.sh "$INIT" "$WORK/fold${k}_train.csv" "$WORK/fold$k"
     s2s2net -q compare --precision "$PRECISION" --manifest "$WORK/fold${k}_test.csv" \
         --weights "$WORK/fold$k/model.safetensors" --weights "$WORK/stage1.safetensors" \
-        --baseline ndwi --baseline mndwi --baseline ndwi-otsu --baseline mndwi-otsu --baseline mndwi-bilinear \
+        --baseline ndwi --baseline mndwi --baseline ndwi-otsu --baseline mndwi-otsu --baseline ndwi-bilinear --baseline mndwi-bilinear \
         --json --overwrite > "$WORK/fold${k}_scores.json"
     scores+=("$WORK/fold${k}_scores.json")
     s2s2net -q compare --precision "$PRECISION" --manifest "$WORK/fold${k}_test.csv" --degrade 5 \
         --weights "$WORK/fold$k/model.safetensors" --weights "$WORK/stage1.safetensors" \
-        --baseline ndwi --baseline mndwi --baseline ndwi-otsu --baseline mndwi-otsu --baseline mndwi-bilinear \
+        --baseline ndwi --baseline mndwi --baseline ndwi-otsu --baseline mndwi-otsu --baseline ndwi-bilinear --baseline mndwi-bilinear \
         --json --overwrite > "$WORK/fold${k}_wald_scores.json"
     wald+=("$WORK/fold${k}_wald_scores.json")
 done

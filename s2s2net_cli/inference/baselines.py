@@ -54,7 +54,7 @@ class IndexBaseline(Forward):
     def __call__(self, batch: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
         top, left, height, width = box
         f, t = SCALE_FACTOR, self.index_threshold
-        if self.name != "mndwi-bilinear":
+        if not self.name.endswith("-bilinear"):
             return to_fine(batch[:, 0, top: top + height, left: left + width] > t).astype(np.float32)
         # the interpolation reaches one 10 m pixel around the box; outside the scene counts as no data
         r0, c0 = max(top - 1, 0), max(left - 1, 0)

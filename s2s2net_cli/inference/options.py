@@ -14,7 +14,8 @@ DEFAULT_TILE_SIZE = 512  # 10 m pixels a side: the largest tile a scene is plann
 MIN_TILE_SIZE = 16  # the smallest tile read (the network pads it to a multiple of its stride, 32)
 DEFAULT_OVERLAP = 64  # 10 m pixels of context, or the whole tile size when that is smaller
 PRECISIONS = ("auto", "32", "bf16", "16")
-BASELINES = ("ndwi", "mndwi", "ndwi-otsu", "mndwi-otsu", "mndwi-bilinear")  # water indices run as models
+# water indices run as models
+BASELINES = ("ndwi", "mndwi", "ndwi-otsu", "mndwi-otsu", "ndwi-bilinear", "mndwi-bilinear")
 
 
 @dataclass

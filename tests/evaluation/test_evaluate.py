@@ -115,6 +115,14 @@ def test_baselines_agree_with_numpy(tmp_path):
         want2 = np.repeat(np.repeat(np.where(valid, want, 255), 5, 0), 5, 1)
         mismatch = (got != want2).mean()
         assert mismatch <= (0.02 if "otsu" in name else 0)  # Otsu: histogram bins may move a pixel or two
+    # the -bilinear baselines: each index interpolated to the 2 m cell centres, then > 0
+    for name, index in (("ndwi-bilinear", ndwi), ("mndwi-bilinear", mndwi)):
+        out = tmp_path / f"{name}.tif"
+        Predictor(IndexBaseline(name)).predict_scene(scene, out)
+        got = rasterio.open(out).read(1)
+        fine = bilinear_to_fine(index.astype(np.float32), valid)
+        defined = got != 255
+        assert defined.mean() > 0.9 and np.array_equal(got[defined], (fine[defined] > 0).astype(got.dtype))
     # bilinear: at the centre 2 m cell of each 10 m pixel the value is the pixel's own index
     fine = bilinear_to_fine(mndwi.astype(np.float32), valid)
     assert np.allclose(fine[2::5, 2::5][valid], mndwi[valid], atol=1e-5)
