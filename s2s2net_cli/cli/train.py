@@ -54,6 +54,9 @@ def _parse_weights(ctx, param, values) -> dict:
 @click.option("--label-edges", type=click.Choice(LABEL_EDGES), default=_TRAIN.label_edges, show_default=True,
               help="What a 10 m label asks of its shore cells: whole: all water or all land, as inside; "
                    "majority: only at least (water) or at most (land) half water, as the label is read at 10 m.")
+@click.option("--boundary-weight", type=click.FloatRange(min=0), default=_TRAIN.boundary_weight, show_default=True,
+              help="Add this many times a soft boundary F1 loss (water edges within 2 pixels of the label's) on "
+                   "chips whose labels are on the prediction's grid (2 m truth, degraded scenes' labels).")
 @click.option("--water-indices", is_flag=True,
               help="Give the network NDWI and MNDWI (computed inside it from the bands) as two more inputs; "
                    "--init-weights without them are widened, the new inputs starting at zero weight.")
@@ -61,7 +64,7 @@ def _parse_weights(ctx, param, values) -> dict:
 @click.pass_context
 def train(ctx, chips_dirs, run_dir, max_steps, epochs, batch_size, lr, weight_decay, precision, zero_stage,
           offload_optimizer, deepspeed_config, val_every, seed, num_workers, augment, warmup_steps, resume,
-          init_weights, source_weights, label_edges, water_indices, overwrite):
+          init_weights, source_weights, label_edges, boundary_weight, water_indices, overwrite):
     """Train the network on chips made by `s2s2net chip`, from one chips folder or several.
 
     Chips whose masks `chip` kept at 10 m (a coarse label) are scored on their 10 m cells, the
@@ -91,7 +94,8 @@ def train(ctx, chips_dirs, run_dir, max_steps, epochs, batch_size, lr, weight_de
                            deepspeed_config=read_deepspeed_config(deepspeed_config) if deepspeed_config else None,
                            explicit=explicit, val_every=val_every, seed=seed, num_workers=num_workers, resume=resume,
                            init_weights=init_weights, overwrite=overwrite, augment=augment, warmup_steps=warmup_steps,
-                           source_weights=source_weights, label_edges=label_edges, water_indices=water_indices)
+                           source_weights=source_weights, label_edges=label_edges, boundary_weight=boundary_weight,
+                           water_indices=water_indices)
     world = ctx.obj["world"]
     quiet = ctx.obj.get("quiet") or not world.leads
     with progress_bar("train", quiet=quiet) as on_step:

@@ -38,6 +38,7 @@ class TrainOptions:
     warmup_steps: int = 0
     grad_clip: float = 1.0
     label_edges: str = "whole"  # what a coarse label asks of its edge cells (losses.LABEL_EDGES)
+    boundary_weight: float = 0.0  # weight of the soft boundary F1 loss on labels of the prediction's grid
     water_indices: bool = False  # give the network NDWI and MNDWI as inputs (widening --init-weights that lack them)
 
 

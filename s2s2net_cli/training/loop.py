@@ -146,7 +146,7 @@ class Trainer:
         self.on_record, self.step, self.best_f1 = on_record, 0, None
         self.train_ds = ChipDataset(splits[0], spec, AUGMENTS[options.augment](), options.seed)
         self.val_ds = ChipDataset(splits[1], spec, Augment.none(), options.seed)
-        self.loss_fn = WaterLoss(label_edges=options.label_edges)
+        self.loss_fn = WaterLoss(label_edges=options.label_edges, boundary_weight=options.boundary_weight)
 
     def start(self, deepspeed, ds_config: dict, model_config: ModelConfig, init_state: dict | None) -> None:
         """Prepare the run folder, the engine (from ``init_state`` or seeded) and a resumed checkpoint."""
@@ -210,14 +210,15 @@ class Trainer:
         engine.step()
         self.step += 1
         stop = torch.tensor(float(stop_asked), device=engine.device)
-        values = torch.stack([parts["loss"].detach(), parts["bce"].detach(), parts["dice"].detach(), stop]).float()
+        names = [name for name in ("loss", "bce", "dice", "boundary") if name in parts]
+        values = torch.stack([parts[name].detach() for name in names] + [stop]).float()
         dist.all_reduce(values)
         values /= world.size
         self.records.emit({"kind": "train", "step": self.step, "epoch": (self.step - 1) // self.steps_per_epoch,
-                           "loss": values[0].item(), "bce": values[1].item(), "dice": values[2].item(),
+                           **{name: values[i].item() for i, name in enumerate(names)},
                            "lr": self.scheduler.get_last_lr()[0], "total_steps": self.max_steps,
                            "samples_per_s": options.batch_size / max(time.perf_counter() - tick, 1e-9)})
-        return values[3].item() > 0
+        return values[-1].item() > 0
 
     def validate_and_save(self, validating: bool) -> None:
         """Validate (when ``validating``), checkpoint, and export last (and best) weights."""
@@ -243,7 +244,8 @@ def exported_card(model_config: ModelConfig, spec: BandSpec, options: TrainOptio
     return WeightsCard(model=model_config, bands=spec, training={
         "global_batch": options.batch_size, "lr": options.lr, "world_size": world.size, "chips": chips,
         "seed": options.seed, "augment": options.augment, "zero_stage": zero_stage, "max_steps": max_steps,
-        "source_weights": dict(options.source_weights), "label_edges": options.label_edges})
+        "source_weights": dict(options.source_weights), "label_edges": options.label_edges,
+        **({"boundary_weight": options.boundary_weight} if options.boundary_weight else {})})
 
 
 def plan_steps(n_train: int, world: World, micro: int, options: TrainOptions, chips_dir: Path) -> tuple[int, int]:

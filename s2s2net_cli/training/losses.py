@@ -23,6 +23,14 @@ anywhere from none to all: "whole" asks them for all or none, as inside the wate
 "majority" only for the side of half that the label says (a water cell at least half water, a
 land cell at most half), as a 10 m label is read at 10 m, so a mixed shore cell is not made a 2 m
 block. Cells inside the water and the land, and fractional labels, are asked the same by both.
+
+``boundary_weight`` (default 0: none) adds that many times a soft boundary F1 loss to the chips
+whose labels are on the prediction's own grid (exact 2 m truth, or a degraded scene's label):
+``1 - F1`` of the water edges, as ``metrics.boundary_counts`` scores them (edge pixels, each near
+the other mask's within BOUNDARY_TOLERANCE pixels), with the prediction's edges soft (its
+probability less the least of its 4-neighbours') and "near" a maximum over the tolerance's disk.
+Pixel losses pay little for leaving out water too small or thin to place surely, which leaves
+its shores out too; this term asks for them. Chips without a label edge add nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from segmentation_models_pytorch.losses import SoftBCEWithLogitsLoss
 from torch import nn
 
 from ..formats import NODATA
+from ..metrics import BOUNDARY_TOLERANCE
 from ..rulebook import refuse
 from .config import LABEL_EDGES
 
@@ -44,7 +53,7 @@ class WaterLoss(nn.Module):
     """``bce_weight * SoftBCE(smooth=0.1) + dice_weight * Dice``, ignoring nodata targets."""
 
     def __init__(self, smooth_factor: float = 0.1, bce_weight: float = 1.0, dice_weight: float = 1.0,
-                 label_edges: str = "whole"):
+                 label_edges: str = "whole", boundary_weight: float = 0.0):
         super().__init__()
         if label_edges not in LABEL_EDGES:
             raise refuse("S2N-LABEL-EDGES", None, value=label_edges, choices=", ".join(LABEL_EDGES))
@@ -53,6 +62,7 @@ class WaterLoss(nn.Module):
         self.bce = SoftBCEWithLogitsLoss(smooth_factor=smooth_factor, reduction="none")
         self.bce_weight = bce_weight
         self.dice_weight = dice_weight
+        self.boundary_weight = boundary_weight
 
     def parts(self, logits: torch.Tensor, target: torch.Tensor, label_scale=None) -> dict[str, torch.Tensor]:
         """The BCE and Dice parts and their weighted sum, as tensors. ``label_scale`` (one int a
@@ -60,8 +70,11 @@ class WaterLoss(nn.Module):
         logits = logits.float()
         target = target.float()
         scales = [1] * len(logits) if label_scale is None else [int(k) for k in label_scale]
+        boundary = None
         if set(scales) == {1}:
             bce, dice = self.fine_terms(logits, target)
+            if self.boundary_weight:
+                boundary = soft_boundary_loss(torch.sigmoid(logits), target).mean()
         else:
             bce, dice = torch.zeros(len(logits), device=logits.device), torch.zeros(len(logits), device=logits.device)
             for k in sorted(set(scales)):
@@ -69,8 +82,18 @@ class WaterLoss(nn.Module):
                 terms = (self.fine_terms(logits[rows], target[rows]) if k == 1
                          else self.coarse_terms(logits[rows], target[rows][..., ::k, ::k], k))
                 bce[rows], dice[rows] = terms
+            if self.boundary_weight and 1 in scales:
+                fine = torch.tensor([i for i, s in enumerate(scales) if s == 1], device=logits.device)
+                # a mean over the batch, the coarse samples adding nothing, as bce's and dice's
+                boundary = soft_boundary_loss(torch.sigmoid(logits[fine]), target[fine]).sum() / len(logits)
         bce, dice = bce.mean(), dice.mean()
-        return {"loss": self.bce_weight * bce + self.dice_weight * dice, "bce": bce, "dice": dice}
+        loss = self.bce_weight * bce + self.dice_weight * dice
+        out = {"loss": loss, "bce": bce, "dice": dice}
+        if self.boundary_weight:
+            boundary = boundary if boundary is not None else loss.new_zeros(())
+            out["loss"] = loss + self.boundary_weight * boundary
+            out["boundary"] = boundary
+        return out
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor, label_scale=None) -> torch.Tensor:
         return self.parts(logits, target, label_scale)["loss"]
@@ -138,3 +161,41 @@ def squared_dice(prob: torch.Tensor, target: torch.Tensor, valid: torch.Tensor, 
     dice = 1 - 2 * (p * t).sum(1) / ((p * p).sum(1) + (t * t).sum(1)).clamp_min(eps)
     false_share = p.sum(1) / v.sum(1).clamp_min(1)
     return torch.where(wet, dice, false_share)
+
+
+def soft_boundary_loss(prob: torch.Tensor, target: torch.Tensor, tolerance: int = BOUNDARY_TOLERANCE,
+                       eps: float = 1e-6) -> torch.Tensor:
+    """Per-sample ``1 - boundary F1`` (n,) of water probabilities ``prob`` against a 0/1 ``target``
+    on the same grid (IGNORE at nodata), 0 where the target has no edge. The target's edges are
+    those of ``metrics.boundary_counts`` (valid water with a land or nodata 4-neighbour); the
+    prediction's are soft: its probability less the least of its 4-neighbours'."""
+    valid = (target != IGNORE).float()
+    water = torch.where(target == 1, 1.0, 0.0).to(prob.dtype)
+    p = prob * valid
+    ref_edge = water * (1 - _erode4(water)) * valid
+    pred_edge = (p - _erode4(p)).clamp_min(0) * valid
+    near_ref, near_pred = _dilate_disk(ref_edge, tolerance), _dilate_disk(pred_edge, tolerance)
+    n = prob.shape[0]
+    precision = (pred_edge * near_ref).reshape(n, -1).sum(1) / (pred_edge.reshape(n, -1).sum(1) + eps)
+    ref_count = ref_edge.reshape(n, -1).sum(1)
+    recall = (ref_edge * near_pred).reshape(n, -1).sum(1) / (ref_count + eps)
+    f1 = 2 * precision * recall / (precision + recall + eps)
+    return torch.where(ref_count > 0, 1 - f1, torch.zeros_like(f1))
+
+
+def _erode4(x: torch.Tensor) -> torch.Tensor:
+    """The least of each pixel and its 4-neighbours (outside the array counts as 1, as
+    ``binary_erosion(border_value=1)``)."""
+    padded = F.pad(x, (1, 1, 1, 1), value=1.0)
+    return torch.stack([x, padded[..., :-2, 1:-1], padded[..., 2:, 1:-1], padded[..., 1:-1, :-2],
+                        padded[..., 1:-1, 2:]]).amin(0)
+
+
+def _dilate_disk(x: torch.Tensor, radius: int) -> torch.Tensor:
+    """The greatest value within ``radius`` pixels (Euclidean) of each pixel: the grey dilation
+    by the disk ``metrics.boundary_counts`` uses."""
+    padded = F.pad(x, (radius,) * 4)
+    h, w = x.shape[-2:]
+    r = radius
+    return torch.stack([padded[..., r + dy: r + dy + h, r + dx: r + dx + w]
+                        for dy in range(-r, r + 1) for dx in range(-r, r + 1) if dy * dy + dx * dx <= r * r]).amax(0)

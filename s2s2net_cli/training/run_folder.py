@@ -23,7 +23,7 @@ CHECKPOINTS = "checkpoints"  # the DeepSpeed checkpoints' folder inside the run 
 # What a run's steps, data order and random draws depend on: a resumed run keeps them (only its
 # length, --val-every and --num-workers may change), or it would be two runs recorded as one.
 KEPT_ON_RESUME = ("lr", "weight_decay", "warmup_steps", "grad_clip", "seed", "augment", "source_weights", "precision",
-                  "zero_stage", "offload_optimizer")
+                  "zero_stage", "offload_optimizer", "boundary_weight")
 
 
 def check_run_dir(run_dir: Path, options: TrainOptions, inputs=()) -> None:

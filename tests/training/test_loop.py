@@ -187,7 +187,8 @@ def test_2m_and_10m_chips_train_together_each_source_validated_on_its_own(chips,
     run = tmp_path / "run"
     validates_only = coarse_chips.parent / "shanghai_like"
     r = run_cli_process("train", chips, coarse_chips, validates_only, "-o", run, "--max-steps", 6, "--batch-size", 4,
-                        "--val-every", 3, "--source-weight", "bolivia_like=2", "--label-edges", "majority")
+                        "--val-every", 3, "--source-weight", "bolivia_like=2", "--label-edges", "majority",
+                        "--boundary-weight", 0.5)
     assert r.returncode == 0, r.stderr
     config = json.loads((run / "config.json").read_text())
     assert config["chips_folders"] == [str(chips), str(coarse_chips), str(validates_only)]
@@ -198,7 +199,11 @@ def test_2m_and_10m_chips_train_together_each_source_validated_on_its_own(chips,
     assert sources["bolivia_like"]["train"] > 0 and sources["bolivia_like"]["val"] > 0
     _, card = load_model(run / "best.safetensors")  # the weights say how they were drawn
     assert card.training["source_weights"] == {"bolivia_like": 2.0} and card.training["max_steps"] == 6
-    assert card.training["label_edges"] == "majority"
+    assert card.training["label_edges"] == "majority" and card.training["boundary_weight"] == 0.5
+    train = [m for m in metrics(run) if m["kind"] == "train"]
+    # the soft boundary term is logged beside the others and counted in the loss
+    assert all(m["loss"] == pytest.approx(m["bce"] + m["dice"] + 0.5 * m["boundary"], rel=1e-5) for m in train)
+    assert any(m["boundary"] > 0 for m in train)
     val = [m for m in metrics(run) if m["kind"] == "val"]
     assert len(val) == 2
     for m in val:

@@ -1,6 +1,9 @@
+import numpy as np
 import torch
+from scipy import ndimage
 
-from s2s2net_cli.training.losses import IGNORE, WaterLoss, label_edge_cells
+from s2s2net_cli.metrics import boundary_counts, boundary_f1
+from s2s2net_cli.training.losses import IGNORE, WaterLoss, label_edge_cells, soft_boundary_loss
 
 from ..conftest import raises_rule
 
@@ -194,3 +197,46 @@ def test_label_edge_cells_are_the_cells_beside_the_other_class():
     assert dry.sum() == 10  # the other land cells: all touch water, diagonals included
     with raises_rule("S2N-LABEL-EDGES"):
         WaterLoss(label_edges="blocks")
+
+
+def test_soft_boundary_loss_of_hard_masks_is_one_less_the_scored_boundary_f1():
+    rng = np.random.default_rng(5)
+    for _ in range(4):
+        ref = ndimage.gaussian_filter(rng.random((48, 48)), 2) > 0.5
+        pred = ndimage.gaussian_filter(rng.random((48, 48)), 2) > 0.5
+        valid = np.ones_like(ref)
+        valid[:6, :9] = False  # nodata: its water is neither edge nor land beside an edge
+        scored = boundary_f1(boundary_counts(pred, ref, valid))
+        target = torch.tensor(np.where(valid, ref, IGNORE), dtype=torch.float32)[None, None]
+        loss = soft_boundary_loss(torch.tensor(pred, dtype=torch.float32)[None, None], target)
+        assert abs(loss.item() - (1 - scored)) < 1e-4
+
+
+def test_boundary_weight_asks_for_small_water_that_pixel_losses_let_go():
+    # a label of scattered 2 x 2 pools; a prediction that leaves them all out, and one that
+    # draws each pool two pixels off: the pixel losses prefer the first, the boundary term the second
+    target = torch.zeros(1, 1, 40, 40)
+    for y in range(4, 36, 8):
+        for x in range(4, 36, 8):
+            target[..., y:y + 2, x:x + 2] = 1
+    dry = torch.full_like(target, -6.0)
+    shifted = torch.where(torch.roll(target, 2, dims=-1) > 0, 6.0, -6.0)
+    plain, edged = WaterLoss(), WaterLoss(boundary_weight=2.0)
+    assert plain(dry, target) < plain(shifted, target)
+    assert edged(shifted, target) < edged(dry, target)
+    parts = edged.parts(shifted, target)
+    assert parts["loss"] == parts["bce"] + parts["dice"] + 2.0 * parts["boundary"]
+
+
+def test_boundary_term_is_the_fine_samples_alone_and_gradients_reach_their_edges():
+    torch.manual_seed(2)
+    logits = torch.randn(2, 1, 20, 20, requires_grad=True)
+    target = (torch.rand(2, 1, 20, 20) > 0.5).float()
+    target[1] = torch.nn.functional.interpolate((torch.rand(1, 1, 4, 4) > 0.5).float(), scale_factor=5)[0]
+    loss = WaterLoss(boundary_weight=1.0)
+    parts = loss.parts(logits, target, torch.tensor([1, 5]))
+    alone = soft_boundary_loss(torch.sigmoid(logits[:1]), target[:1])
+    assert torch.allclose(parts["boundary"], alone.sum() / 2)  # the coarse sample adds nothing
+    parts["boundary"].backward()
+    assert logits.grad[0].abs().max() > 0 and logits.grad[1].abs().max() == 0
+    assert set(WaterLoss().parts(logits, target)) == {"loss", "bce", "dice"}  # off by default
