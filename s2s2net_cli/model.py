@@ -37,6 +37,9 @@ WATER_INDEX_INPUTS = {"ndwi": (GREEN, NIR), "mndwi": (GREEN, SWIR1)}
 WATER_INDEX_GAIN = 2.0
 # The largest gain of an NDWI prior (NdwiPrior): at 100 no logit of the network outvotes it.
 MAX_NDWI_PRIOR = 100.0
+GATE_HIDDEN = 16  # the water gate's hidden channels (WaterGate)
+# The logit of a 2 m pixel whose head the water gate skipped (WaterGate): land, whatever prior is added.
+LAND_LOGIT = -1000.0
 
 
 @dataclass(frozen=True)
@@ -178,20 +181,47 @@ class NdwiPrior(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fine_ndwi(x).clamp_min(0) * self.gain
 
+    def cell_max(self, x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+        """The largest prior inside each decoder cell (rows x cols of them from the input's top
+        left), float32: the most of the cell's own 10 m pixels and the ring around them, which
+        is all its 2 m pixels' bilinear values read."""
+        prior = normalised_difference(x, self.spec, *WATER_INDEX_INPUTS["ndwi"]).clamp_min(0) * self.gain
+        s = DECODER_STRIDE
+        prior = F.pad(prior, (0, max(s * cols - prior.shape[-1], 0), 0, max(s * rows - prior.shape[-2], 0)))
+        return F.max_pool2d(prior, s + 2, stride=s, padding=1)[:, 0, :rows, :cols]
+
     def fine_ndwi(self, x: torch.Tensor) -> torch.Tensor:
         """NDWI of normalised bands ``x`` (n, c, h, w), brought to the 2 m grid bilinearly, float32."""
         ndwi = normalised_difference(x, self.spec, *WATER_INDEX_INPUTS["ndwi"])
         return F.interpolate(ndwi, scale_factor=SCALE_FACTOR, mode="bilinear", align_corners=False)
 
 
+class WaterGate(nn.Module):
+    """Where the head's work can be skipped: from the decoder's features, for each decoder cell
+    (4 x 4 pixels at 10 m, 20 x 20 at 2 m), an upper estimate of the largest logit the head
+    gives inside it (before any NDWI prior). A 1x1 convolution to ``hidden`` channels, Mish,
+    and a 3x3 one to the estimate; fitted after training to the head's own answers
+    (``training.gate``), never trained with the network. Float32 whatever the autocast."""
+
+    def __init__(self, in_channels: int, hidden: int = GATE_HIDDEN):
+        super().__init__()
+        self.reduce = nn.Conv2d(in_channels, hidden, 1)
+        self.score = nn.Conv2d(hidden, 1, 3, padding=1)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(features.device.type, enabled=False):
+            return self.score(F.mish(self.reduce(features.float())))
+
+
 class S2S2Net(nn.Module):
     """6 x H x W Sentinel-2 reflectance (normalised) -> 1 x 5H x 5W water logits. ``spec`` (the
     bands' normalisation) is needed only by a network that takes the water indices as inputs or
     is given an NDWI prior (``ndwi_prior``, its gain: added to the logits, see NdwiPrior; a
-    setting of the trained network, like its threshold, not a part that trains)."""
+    setting of the trained network, like its threshold, not a part that trains). ``gate``, a
+    WaterGate fitted to the trained head, lets ``forward_window`` skip the head far from water."""
 
     def __init__(self, in_channels: int = 6, config: ModelConfig | None = None, spec: BandSpec | None = None,
-                 ndwi_prior: float = 0.0):
+                 ndwi_prior: float = 0.0, gate: bool = False):
         super().__init__()
         self.config = config or ModelConfig(in_channels=in_channels)
         cfg = self.config
@@ -202,6 +232,7 @@ class S2S2Net(nn.Module):
         replace_activations(self.decoder, nn.ReLU, nn.SiLU)
         self.head = ProgressiveUpsamplingHead(cfg.decoder_channels, cfg.head_channels)
         self.prior = NdwiPrior(spec or BandSpec(), ndwi_prior) if ndwi_prior else None
+        self.gate = WaterGate(cfg.decoder_channels) if gate else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h, w = x.shape[-2:]
@@ -210,23 +241,21 @@ class S2S2Net(nn.Module):
         return logits if self.prior is None else logits + self.prior(x).to(logits.dtype)
 
     def forward_window(self, x: torch.Tensor, top: int, left: int, height: int, width: int,
-                       last_step_rows: int | None = LAST_STEP_ROWS) -> torch.Tensor:
+                       last_step_rows: int | None = LAST_STEP_ROWS, skip_below: float | None = None) -> torch.Tensor:
         """The logits of ``forward(x)`` inside a window of the input (10 m pixels), exactly
         (up to float rounding), at a fraction of the cost: encoder and decoder see all of
         ``x`` as context, the head runs only on the window's decoder pixels plus HEAD_MARGIN,
-        its last step in pieces. (n, 1, 5 height, 5 width)."""
+        its last step in pieces. (n, 1, 5 height, 5 width).
+
+        With ``skip_below`` (a logit: the threshold's) and a water gate, the head runs only on
+        the cells the gate cannot rule out (``active_cells``) and LAND_LOGIT fills the rest;
+        the logits of the cells it runs on are unchanged."""
         h, w = x.shape[-2:]
         if top < 0 or left < 0 or height < 1 or width < 1 or top + height > h or left + width > w:
             raise ValueError(f"window ({top}, {left}, {height}, {width}) does not lie inside {h} x {w}")
         features = self.decoder(self.encoder(self.inputs(pad_to_multiple(x, PAD_MULTIPLE))))
-        fh, fw = features.shape[-2:]
-        r0, c0 = max(top // DECODER_STRIDE - HEAD_MARGIN, 0), max(left // DECODER_STRIDE - HEAD_MARGIN, 0)
-        r1 = min(-(-(top + height) // DECODER_STRIDE) + HEAD_MARGIN, fh)
-        c1 = min(-(-(left + width) // DECODER_STRIDE) + HEAD_MARGIN, fw)
-        logits = self.head(features[..., r0:r1, c0:c1], last_step_rows)
-        up = DECODER_STRIDE * SCALE_FACTOR  # head output pixels per decoder pixel
-        y, x0 = SCALE_FACTOR * top - up * r0, SCALE_FACTOR * left - up * c0
-        logits = logits[..., y: y + SCALE_FACTOR * height, x0: x0 + SCALE_FACTOR * width]
+        active = self.active_cells(x, features, skip_below) if skip_below is not None and self.gate else None
+        logits = self._head_window(features, top, left, height, width, last_step_rows, active)
         if self.prior is None:
             return logits
         # the prior of the window and one pixel around it: as far as its bilinear step reaches
@@ -234,6 +263,53 @@ class S2S2Net(nn.Module):
         prior = self.prior(x[..., t0: min(top + height + 1, h), l0: min(left + width + 1, w)])
         y, x0 = SCALE_FACTOR * (top - t0), SCALE_FACTOR * (left - l0)
         return logits + prior[..., y: y + SCALE_FACTOR * height, x0: x0 + SCALE_FACTOR * width].to(logits.dtype)
+
+    def _head_window(self, features: torch.Tensor, top: int, left: int, height: int, width: int,
+                     last_step_rows: int | None, active: torch.Tensor | None) -> torch.Tensor:
+        """The head's logits inside the window, on the decoder cells it covers (those of
+        ``active`` only, when given: LAND_LOGIT elsewhere)."""
+        fh, fw = features.shape[-2:]
+        s, up = DECODER_STRIDE, DECODER_STRIDE * SCALE_FACTOR  # 10 m and 2 m pixels per decoder cell
+        o0, o1, p0, p1 = top // s, -(-(top + height) // s), left // s, -(-(left + width) // s)  # the window's cells
+        if active is not None:
+            own = torch.zeros_like(active)
+            own[o0:o1, p0:p1] = active[o0:o1, p0:p1]
+            rows = torch.nonzero(own.any(1)).flatten()
+            cols = torch.nonzero(own.any(0)).flatten()
+            if not len(rows):
+                return features.new_full((features.shape[0], 1, SCALE_FACTOR * height, SCALE_FACTOR * width), LAND_LOGIT)
+            o0, o1, p0, p1 = int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
+        r0, c0 = max(o0 - HEAD_MARGIN, 0), max(p0 - HEAD_MARGIN, 0)
+        r1, c1 = min(o1 + HEAD_MARGIN, fh), min(p1 + HEAD_MARGIN, fw)
+        window = features[..., r0:r1, c0:c1]
+        if active is None:
+            logits = self.head(window, last_step_rows)
+            y, x0 = SCALE_FACTOR * top - up * r0, SCALE_FACTOR * left - up * c0
+            return logits[..., y: y + SCALE_FACTOR * height, x0: x0 + SCALE_FACTOR * width]
+        cells = own[r0:r1, c0:c1]
+        gated = getattr(self.head, "takes_active", False)  # the sub-pixel head skips rows and columns itself
+        logits = self.head(window, last_step_rows, active=cells) if gated else self.head(window, last_step_rows)
+        logits = logits.masked_fill(~_cells_to_pixels(cells, up), LAND_LOGIT)
+        # onto the window: the head's output covers 2 m pixels [up r0, up r1) x [up c0, up c1) of the map
+        out = logits.new_full((logits.shape[0], 1, SCALE_FACTOR * height, SCALE_FACTOR * width), LAND_LOGIT)
+        y0, x0 = SCALE_FACTOR * top, SCALE_FACTOR * left
+        a, b = max(up * r0, y0), min(up * r1, y0 + SCALE_FACTOR * height)
+        c, d = max(up * c0, x0), min(up * c1, x0 + SCALE_FACTOR * width)
+        out[..., a - y0: b - y0, c - x0: d - x0] = logits[..., a - up * r0: b - up * r0, c - up * c0: d - up * c0]
+        return out
+
+    def active_cells(self, x: torch.Tensor, features: torch.Tensor, skip_below: float) -> torch.Tensor:
+        """The decoder cells (fh, fw) whose head the water gate cannot skip: where its estimate
+        of the head's largest logit, plus the most the NDWI prior adds there, reaches
+        ``skip_below``, in any image of the batch."""
+        score = self.gate(features)[:, 0]
+        if self.prior is not None:
+            score = score + self.prior.cell_max(x, *features.shape[-2:])
+        return (score >= skip_below).any(0)
+
+def _cells_to_pixels(cells: torch.Tensor, size: int) -> torch.Tensor:
+    """A (rows, cols) map of cells as (1, 1, rows size, cols size) pixels."""
+    return cells.repeat_interleave(size, 0).repeat_interleave(size, 1)[None, None]
 
 
 def widen_inputs(state: dict[str, torch.Tensor], model: nn.Module) -> dict[str, torch.Tensor]:

@@ -34,6 +34,13 @@ from torch import nn
 # wrong, and the coarse rows of input that give them exactly through the original step.
 EDGE_ROWS = 2
 EDGE_INPUT_ROWS = 2
+# 10 m pixels beyond the active cells that the gated head's x2 and x2.5 steps run on: the two
+# 5 m pixels each side that their convolutions read, and the wrong edge they leave, are inside.
+GATE_HALO = 4
+# Active cells of a band further apart than this many cells run as separate pieces; closer, as one.
+SPAN_GAP = 8
+GATE_BAND_ROWS = 8  # rows of the x2 step's input (10 m) in a thin band of the gated head: two cells
+GATE_DENSE = 0.5  # a band whose active columns span this much of its width runs whole, as the full head's do
 
 
 def phase_taps(factor: float) -> tuple[int, int, int, torch.Tensor]:
@@ -123,10 +130,11 @@ class SubpixelStep(nn.Module):
                 groups.append(group)
         return groups
 
-    def forward(self, x: torch.Tensor, top: bool = True, bottom: bool = True, sides: bool = True) -> torch.Tensor:
-        """The step on ``x``; ``top``, ``bottom`` and ``sides`` say whether its first and last
-        rows and its first and last columns are to be made exact (a caller that crops them away,
-        or fixes them itself, need not)."""
+    def forward(self, x: torch.Tensor, top: bool = True, bottom: bool = True, left: bool = True,
+                right: bool = True) -> torch.Tensor:
+        """The step on ``x``; ``top``, ``bottom``, ``left`` and ``right`` say whether its first and
+        last rows and columns are to be made exact (a caller that crops them away, or fixes them
+        itself, need not)."""
         h, w = x.shape[-2:]
         if h % self.Q or w % self.Q or h < EDGE_INPUT_ROWS or w < EDGE_INPUT_ROWS:
             return self.original(x)
@@ -138,7 +146,7 @@ class SubpixelStep(nn.Module):
             if self.original_logit is not None:
                 y = F.conv2d(y, self.logit_weight.to(y.dtype), self.logit_bias.to(y.dtype), groups=self.P * self.P)
             y = F.pixel_shuffle(y, self.P)
-        self._fix_edges(x, y, top, bottom, sides)
+        self._fix_edges(x, y, top, bottom, left, right)
         return y
 
     def _grouped(self, x: torch.Tensor) -> torch.Tensor:
@@ -162,7 +170,7 @@ class SubpixelStep(nn.Module):
         y = F.mish(self.original_conv(up))
         return self.original_logit(y) if self.original_logit is not None else y
 
-    def _fix_edges(self, x: torch.Tensor, y: torch.Tensor, top: bool, bottom: bool, sides: bool) -> None:
+    def _fix_edges(self, x: torch.Tensor, y: torch.Tensor, top: bool, bottom: bool, left: bool, right: bool) -> None:
         """Overwrite the fine rows and columns at the map's edges with the original step's."""
         n = EDGE_INPUT_ROWS
         e = EDGE_ROWS
@@ -170,16 +178,17 @@ class SubpixelStep(nn.Module):
             y[..., :e, :] = self.original(x[..., :n, :])[..., :e, :]
         if bottom:
             y[..., -e:, :] = self.original(x[..., -n:, :])[..., -e:, :]
-        if sides:
-            self.fix_sides(x, y)
+        self.fix_sides(x, y, left=left, right=right)
 
-    def fix_sides(self, x: torch.Tensor, y: torch.Tensor, skip: int = 0) -> None:
-        """Overwrite the first and last fine columns of the step's output ``y`` on input ``x``
-        (``y``: that output's rows from ``skip`` on)."""
+    def fix_sides(self, x: torch.Tensor, y: torch.Tensor, skip: int = 0, left: bool = True, right: bool = True) -> None:
+        """Overwrite the first (``left``) and last (``right``) fine columns of the step's output
+        ``y`` on input ``x`` (``y``: that output's rows from ``skip`` on)."""
         n, e = EDGE_INPUT_ROWS, EDGE_ROWS
         h = y.shape[-2]
-        y[..., :, :e] = self.original(x[..., :, :n])[..., skip: skip + h, :e]
-        y[..., :, -e:] = self.original(x[..., :, -n:])[..., skip: skip + h, -e:]
+        if left:
+            y[..., :, :e] = self.original(x[..., :, :n])[..., skip: skip + h, :e]
+        if right:
+            y[..., :, -e:] = self.original(x[..., :, -n:])[..., skip: skip + h, -e:]
 
 
 class SubpixelHead(nn.Module):
@@ -187,7 +196,16 @@ class SubpixelHead(nn.Module):
     the last step in pieces of that many input rows (plus a halo of two) as the original does,
     and the x2 step before it in bands of two pieces' worth, so that neither's map at 5 m or
     2 m ever exists whole (in fp32 the 5 m map of a 512 px tile alone is 143 MB, three times
-    over while it is made)."""
+    over while it is made).
+
+    Given ``active`` decoder cells (the water gate's), those two steps, two thirds or more of
+    the head's work, run on each band only on its runs of active columns (plus a halo of
+    GATE_HALO 10 m pixels; runs closer than SPAN_GAP cells as one), in thin bands of
+    GATE_BAND_ROWS where the runs are narrow, and not at all on a band without one; what they
+    give outside the active cells is not to be read (the caller fills it). Measured, skipping
+    the first two steps too gained nothing: the cells they would need cover most of a tile."""
+
+    takes_active = True
 
     def __init__(self, head: nn.Module, mish: Callable[[torch.Tensor], torch.Tensor] | None = None):
         super().__init__()
@@ -196,38 +214,82 @@ class SubpixelHead(nn.Module):
                                    for factor, step in zip(head.factors[:-1], head.steps[:-1]))
         self.last = SubpixelStep(head.steps[-1][0], head.factors[-1], head.logit, mish=mish)
 
-    def forward(self, x: torch.Tensor, last_step_rows: int | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, last_step_rows: int | None = None,
+                active: torch.Tensor | None = None) -> torch.Tensor:
         *whole, banded = self.steps
         for step in whole:
             x = step(x)
-        rows = x.shape[-2]
-        if not last_step_rows or 2 * rows <= last_step_rows:
+        rows, cols = x.shape[-2:]
+        if active is None and (not last_step_rows or 2 * rows <= last_step_rows):
             return self.last(banded(x))
-        band, halo = max(last_step_rows, 2), EDGE_ROWS  # input rows of the banded step, and around them
+        band, halo = max(last_step_rows or rows, 2), EDGE_ROWS  # input rows of the banded step, and around them
+        cell = rows // active.shape[0] if active is not None else 1  # the banded step's pixels per decoder cell
+        fine = round(banded.factor * self.last.factor)  # output pixels per pixel of the banded step's input
         out = []
         for a in range(0, rows, band):
             b = min(a + band, rows)
-            lo, hi = max(a - halo, 0), min(b + halo, rows)
-            # output rows [2 lo, 2 hi); those within EDGE_ROWS of a cut are wrong and never read
-            y = banded(x[..., lo:hi, :], top=lo == 0, bottom=hi == rows)
-            out.append(self._last_rows(y, 2 * lo, 2 * a, 2 * b, 2 * rows, last_step_rows))
+            parts = [(a, b)]
+            if active is not None and _width(self._spans(active[a // cell: -(-b // cell)].any(0), cell, cols)) < \
+                    GATE_DENSE * cols:  # little to run: in thin bands, so that a lone active cell costs little
+                parts = [(p, min(p + GATE_BAND_ROWS, b)) for p in range(a, b, GATE_BAND_ROWS)]
+            for p, q in parts:
+                lo, hi = max(p - halo, 0), min(q + halo, rows)
+                spans = ([(0, cols)] if active is None
+                         else self._spans(active[p // cell: -(-q // cell)].any(0), cell, cols))
+                if spans == [(0, cols)]:
+                    out.append(self._band(x, lo, hi, p, q, rows, 0, cols, last_step_rows))
+                    continue
+                y = x.new_zeros((x.shape[0], 1, (q - p) * fine, cols * fine))
+                for c0, c1 in spans:
+                    y[..., fine * c0: fine * c1] = self._band(x, lo, hi, p, q, rows, c0, c1, last_step_rows)
+                out.append(y)
         return torch.cat(out, dim=-2)
 
-    def _last_rows(self, y: torch.Tensor, y0: int, a: int, b: int, rows: int, piece_rows: int) -> torch.Tensor:
+    @staticmethod
+    def _spans(used: torch.Tensor, cell: int, cols: int) -> list[tuple[int, int]]:
+        """The columns (of the banded step's input) to run for a band whose active cells are
+        ``used``: each run of active cells with GATE_HALO pixels each side, runs closer than
+        SPAN_GAP cells run as one."""
+        where = torch.nonzero(used).flatten().tolist()
+        spans: list[tuple[int, int]] = []
+        for k in where:
+            c0, c1 = max(k * cell - GATE_HALO, 0), min((k + 1) * cell + GATE_HALO, cols)
+            if spans and c0 - spans[-1][1] < SPAN_GAP * cell:
+                spans[-1] = (spans[-1][0], c1)
+            else:
+                spans.append((c0, c1))
+        return spans
+
+    def _band(self, x: torch.Tensor, lo: int, hi: int, a: int, b: int, rows: int, c0: int, c1: int,
+              last_step_rows: int | None) -> torch.Tensor:
+        """The x2 and x2.5 steps' output for input rows [a, b) and columns [c0, c1) of ``x``
+        (rows [lo, hi) read: two around where there are)."""
+        cols = x.shape[-1]
+        # output rows [2 lo, 2 hi); those within EDGE_ROWS of a cut are wrong and never read
+        y = self.steps[-1](x[..., lo:hi, c0:c1], top=lo == 0, bottom=hi == rows, left=c0 == 0, right=c1 == cols)
+        return self._last_rows(y, 2 * lo, 2 * a, 2 * b, 2 * rows, last_step_rows or 2 * rows, c0 == 0, c1 == cols)
+
+    def _last_rows(self, y: torch.Tensor, y0: int, a: int, b: int, rows: int, piece_rows: int, left: bool = True,
+                   right: bool = True) -> torch.Tensor:
         """The last step's output for its input rows [a, b) of ``rows``, in pieces of
-        ``piece_rows``; ``y`` holds its input rows from ``y0`` on, two beyond [a, b) where there are."""
+        ``piece_rows``; ``y`` holds its input rows from ``y0`` on, two beyond [a, b) where there
+        are; ``left`` and ``right``: whether its first and last columns are the map's."""
         factor, halo = self.factors[-1], 2
         pieces = []
         for p in range(a, b, piece_rows):
             q = min(p + piece_rows, b)
             lo, hi = max(p - halo, 0), min(q + halo, rows)
-            piece = self.last(y[..., lo - y0: hi - y0, :], top=p == 0, bottom=q == rows, sides=False)
+            piece = self.last(y[..., lo - y0: hi - y0, :], top=p == 0, bottom=q == rows, left=False, right=False)
             skip = round((p - lo) * factor)
             pieces.append(piece[..., skip: skip + round((q - p) * factor), :])
         out = torch.cat(pieces, dim=-2)
         lo, hi = max(a - halo, 0), min(b + halo, rows)
-        self.last.fix_sides(y[..., lo - y0: hi - y0, :], out, skip=round((a - lo) * factor))  # once a band
+        self.last.fix_sides(y[..., lo - y0: hi - y0, :], out, skip=round((a - lo) * factor), left=left, right=right)
         return out
+
+
+def _width(spans: list[tuple[int, int]]) -> int:
+    return sum(c1 - c0 for c0, c1 in spans)
 
 
 def _mish_inplace(x: torch.Tensor) -> torch.Tensor:

@@ -163,3 +163,45 @@ def test_large_scenes_fuse_mish_and_give_the_same_mask(tmp_path, random_weights,
     with rasterio.open(results["small"][1]) as a, rasterio.open(results["large"][1]) as b:
         gap = np.abs(a.read(1).astype(int) - b.read(1).astype(int))
     assert gap.max() <= 2  # whole percent, bf16 rounding at most
+
+
+@pytest.mark.parametrize("shape,rows,seed,density", [((1, 256, 24, 17), 16, 0, 0.15), ((2, 256, 30, 21), 6, 1, 0.15),
+                                                      ((1, 256, 9, 40), 8, 2, 0.15), ((1, 256, 44, 52), 32, 3, 0.01)])
+def test_gated_subpixel_head_equals_the_head_on_its_active_cells(shape, rows, seed, density):
+    """Rows and columns of the x2 and x2.5 steps skipped around the active cells (in thin bands
+    where they are sparse) change none of the active cells' logits, whatever the pattern
+    (edges, lone cells, empty bands)."""
+    fast = SubpixelHead(trained_like().head).eval()
+    x = torch.randn(*shape)
+    active = torch.rand(shape[-2:], generator=torch.Generator().manual_seed(seed)) < density
+    active[-1, -1] = active[0, 3] = True
+    active[4:8] = False  # a band or more without an active cell
+    with torch.inference_mode():
+        expected, got = fast(x, rows), fast(x, rows, active=active)
+    assert got.shape == expected.shape
+    on = active.repeat_interleave(20, 0).repeat_interleave(20, 1).expand_as(got)
+    assert (got[on] - expected[on]).abs().max() < 1e-4 * expected.abs().max()
+    assert (got[~on] != expected[~on]).any()  # work was skipped
+
+
+def test_gated_window_is_land_where_the_gate_rules_water_out(monkeypatch):
+    """forward_window with a water gate: the window's logits where the gate says a cell may
+    hold water are the full head's; elsewhere LAND_LOGIT (a probability of 0)."""
+    from s2s2net_cli.model import LAND_LOGIT
+
+    model = inference_network(trained_like())
+    x = torch.randn(1, 6, 96, 80)
+    pattern = torch.zeros(24, 20, dtype=torch.bool)
+    pattern[5:9, 3:6] = pattern[20, 17] = pattern[0, 0] = True
+    model.gate = object()  # any gate: which cells it keeps is the pattern
+    monkeypatch.setattr(model, "active_cells", lambda x, features, skip_below: pattern)
+    with torch.inference_mode():
+        expected = model.forward_window(x, 8, 12, 80, 64, last_step_rows=8)
+        got = model.forward_window(x, 8, 12, 80, 64, last_step_rows=8, skip_below=0.0)
+    on = pattern.repeat_interleave(20, 0).repeat_interleave(20, 1)[40:440, 60:380].expand_as(got)
+    assert on.any() and (~on).any()
+    assert (got[on] - expected[on]).abs().max() < 1e-4 * expected.abs().max()
+    assert (got[~on] == LAND_LOGIT).all()
+    monkeypatch.setattr(model, "active_cells", lambda x, features, skip_below: torch.zeros_like(pattern))
+    with torch.inference_mode():
+        assert (model.forward_window(x, 8, 12, 80, 64, skip_below=0.0) == LAND_LOGIT).all()
