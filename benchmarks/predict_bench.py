@@ -1,9 +1,11 @@
 """Benchmark predict against the bare network run once over the same area.
 
-    python benchmarks/predict_bench.py [--size 1024] [--tile-size 512] [--overlap 64] [--flips] [--skip-forward] [--json]
+    python benchmarks/predict_bench.py [--size 1024] [--tile-size 512] [--overlap 64] [--flips] [--skip-forward]
+                                        [--landscape mixed|rivers] [--full-head] [--weights W] [--json]
 
 Makes a synthetic scene of --size x --size 10 m pixels (a 512 px synthetic scene repeated to
-fill larger sizes), runs `s2s2net predict` on it in a child process at the given (default:
+fill larger sizes; --landscape rivers: one or two rivers on land, where a water gate skips most
+of the head), runs `s2s2net predict` on it in a child process at the given (default:
 predict's default) settings, taking its own timing and peak resident memory, then times the
 bare network (channels-last, same threads) on 512 x 512 inputs covering the scene's area
 once, in this process: as predict runs it (decoder folded, head as sub-pixel convolutions,
@@ -53,6 +55,9 @@ def main() -> None:
     ap.add_argument("--overlap", type=int, default=64)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--precision", default="auto", choices=["auto", "32", "bf16", "16"])
+    ap.add_argument("--landscape", default="mixed", choices=["mixed", "rivers"],
+                    help="the synthetic scene: every kind of water (a fifth of it water), or one or two rivers on land")
+    ap.add_argument("--full-head", action="store_true", help="predict --full-head: no water gate")
     ap.add_argument("--keep", type=Path, default=None, help="copy the predicted mask here")
     ap.add_argument("--weights", type=Path, default=None)
     ap.add_argument("--flips", action="store_true", help="predict --flips (test-time augmentation)")
@@ -68,11 +73,12 @@ def main() -> None:
             torch.manual_seed(0)
             weights = save_weights(tmp / "random.safetensors", S2S2Net().state_dict(), WeightsCard())
         scene = tmp / "scene.tif"
-        _write_scene(make_pair(min(args.size, 512), seed=7, nodata_margin=False), args.size, scene)
+        _write_scene(make_pair(min(args.size, 512), seed=7, nodata_margin=False, landscape=args.landscape), args.size, scene)
 
         cmd = [sys.executable, "-m", "s2s2net_cli", "-q", "predict", str(scene), "-o", str(tmp / "out.tif"),
                "--weights", str(weights), "--tile-size", str(args.tile_size), "--overlap", str(args.overlap),
-               "--device", args.device, "--precision", args.precision, "--json", *(["--flips"] if args.flips else [])]
+               "--device", args.device, "--precision", args.precision, "--json", *(["--flips"] if args.flips else []),
+               *(["--full-head"] if args.full_head else [])]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True)
         summary = json.loads(out.stdout)["scenes"][0]
         pipeline_s = summary["seconds"]
@@ -98,7 +104,8 @@ def main() -> None:
               "bare_speedup_over_fp32": bare_s and round(bare_fp32_s / bare_s, 3),
               "scene_px": args.size * args.size, "tiles": math.ceil(args.size / args.tile_size) ** 2,
               "tile_size": args.tile_size, "overlap": args.overlap, "flips": args.flips, "threads": torch.get_num_threads(),
-              "device": args.device, "precision": precision, "fused_mish": fused, "machine": describe()}
+              "device": args.device, "precision": precision, "fused_mish": fused, "head": summary.get("head", "full"),
+              "landscape": args.landscape, "machine": describe()}
     if args.device.startswith("cuda"):
         result.update(gpu=torch.cuda.get_device_name(), gpu_peak_mb=summary.get("gpu_peak_mb"))
     if args.json:

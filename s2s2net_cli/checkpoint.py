@@ -102,10 +102,24 @@ def load_weights(path) -> tuple[dict[str, torch.Tensor], WeightsCard]:
     return state, card
 
 
+GATE_PREFIX = "gate."  # the tensors of a fitted water gate (model.WaterGate; s2s2net weights gate)
+
+
+def has_gate(state: dict) -> bool:
+    return any(name.startswith(GATE_PREFIX) for name in state)
+
+
+def without_gate(state: dict) -> dict:
+    """``state`` without its water gate's tensors: what training starts from (a gate is fitted
+    to a trained head, and a fine-tuned head needs its own)."""
+    return {name: tensor for name, tensor in state.items() if not name.startswith(GATE_PREFIX)}
+
+
 def load_model(path, device: str | torch.device = "cpu") -> tuple[S2S2Net, WeightsCard]:
-    """Rebuild the network from a weights file, in eval mode on ``device``."""
+    """Rebuild the network from a weights file (with its water gate, where it has one), in eval
+    mode on ``device``."""
     state, card = load_weights(path)
-    model = S2S2Net(config=card.model, spec=card.bands, ndwi_prior=card.ndwi_prior)
+    model = S2S2Net(config=card.model, spec=card.bands, ndwi_prior=card.ndwi_prior, gate=has_gate(state))
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))

@@ -260,6 +260,8 @@ RULES = _book(
     Rule("S2N-BBOX-SOUTH-NORTH", USAGE, "south {south:g} is not less than north {north:g}"),
     Rule("S2N-GAINS-NOT-NUMBERS", USAGE, "{value!r} is not a comma-separated list of numbers"),
     Rule("S2N-GAINS-RANGE", USAGE, "{value!r}: an NDWI prior gain lies in 0-100"),
+    Rule("S2N-GATE-NO-INPUT", USAGE, "nothing to fit the gate on: give {o.scene:PATH} or {o.synthetic_scenes:N} "
+                                     "of 1 or more"),
     Rule("S2N-CALIBRATE-GRID", INPUT, "is not on the 10 m grid of {scene} nor on its 2 m grid: calibration reads a "
                                       "label on its scene's own grid (warp it there first)"),
     Rule("S2N-SOURCE-WEIGHT-NUMBER", USAGE, "{value!r} is not a number (NAME=W)"),
@@ -303,10 +305,10 @@ RULES = _book(
     Rule("S2N-MASK-VALUES", INPUT, "holds values {shown} besides water 1, land 0{declared}: {declare_nodata}, or make "
                                    "water 1 and land 0"),
     # training/chips.py
-    Rule("S2N-TRAIN-CALIBRATION-DROPPED", WARNING, "was calibrated (threshold {threshold:g}, NDWI prior gain {gain:g}); "
+    Rule("S2N-TRAIN-CALIBRATION-DROPPED", WARNING, "was calibrated (threshold {threshold:g}, NDWI prior gain {gain:g}{gate}); "
                                                    "the weights this run wrote are trained plain, with threshold "
-                                                   "{plain:g} and no prior: calibrate them with s2s2net weights "
-                                                   "calibrate"),
+                                                   "{plain:g}, no prior and no gate: calibrate them with s2s2net "
+                                                   "weights calibrate (and fit a gate with s2s2net weights gate)"),
     Rule("S2N-OCCURRENCE-UNDATED", WARNING, "has no date (none in its metadata or name): counted, but listed undated "
                                             "after the dated ones and not used for the grid; give it one with "
                                             "{o.dates:CSV}"),

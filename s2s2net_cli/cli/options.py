@@ -129,13 +129,16 @@ batch_size_option = click.option("--batch-size", type=click.IntRange(1), default
 threshold_option = click.option("--threshold", type=click.FloatRange(0, 1), default=None,
                                 help="Probability above which a pixel is water (default: the model's calibrated "
                                      "threshold).")
+full_head_option = click.option("--full-head", is_flag=True,
+                                help="Run the network's head on every pixel, also where the weights' water gate "
+                                     "rules water out (about 1 in a million water pixels there; slower).")
 MODEL_OPTIONS = (tile_size_option, overlap_option, batch_size_option, device_option, precision_option, flips_option,
-                 threshold_option)
+                 threshold_option, full_head_option)
 
 
 def model_options(command=None, *, several: bool = False):
     """The options of how a model runs (--weights, --tile-size, --overlap, --batch-size, --device,
-    --precision, --flips, --threshold), handed to ``command`` as one finished ``model:
+    --precision, --flips, --threshold, --full-head), handed to ``command`` as one finished ``model:
     ModelOptions``. With ``several``, --weights may be given more than once and comes as
     ``weights`` (a tuple) beside ``model``. A new model option is one decorator here and one
     field of ModelOptions of the same name."""

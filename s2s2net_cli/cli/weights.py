@@ -132,3 +132,39 @@ def calibrate(ctx, src, dst, pairs, manifests, gains, synthetic_scenes, syntheti
             rows = [[f"{t:.2f}", *(f"{scores[s][k]:.4f}" for s in scores)] for k, t in enumerate(THRESHOLDS)]
             summary_table(f"NDWI prior gain {gain:g}", ["threshold", *scores], rows)
         click.echo(f"{dst}: threshold {found.threshold:.2f}, NDWI prior gain {found.gain:g}", err=True)
+
+
+@weights.command()
+@click.argument("src", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("dst", type=click.Path(dir_okay=False, path_type=Path),
+                callback=named_as((".safetensors",), "weights are written as safetensors"))
+@click.option("--scene", "scenes", multiple=True, type=click.Path(path_type=Path),
+              help="A scene to fit on besides the synthetic ones (repeatable): any predict reads; no label needed.")
+@click.option("--synthetic-scenes", type=click.IntRange(0), default=None,
+              help="Synthetic scenes to fit on (generator seeds from 8000; default 40).")
+@overwrite_option
+@json_option
+@click.pass_context
+def gate(ctx, src, dst, scenes, synthetic_scenes, overwrite, as_json):
+    """Fit a water gate to weights SRC and write them with it to DST.
+
+    The gate lets predict skip the network's head (most of its work) on the 40 m cells where
+    no 2 m pixel can be water: it learns, from the head's own answers on the scenes (no label
+    needed), how high the head's logits can reach in each cell, with a margin that leaves at
+    most about one water pixel in a million to land on them. Masks made with it and with
+    --full-head agree on all but those pixels; probability maps always run the full head.
+    Fit it again after every fine-tune (training drops it).
+
+    \b
+    Examples:
+      s2s2net weights gate run/best.safetensors model.safetensors
+      s2s2net weights gate model.safetensors gated.safetensors --scene S2A_tile.SAFE.zip --scene lake.tif
+    """
+    from ..training.gate import gate_weights  # heavy: torch
+
+    fit = gate_weights(src, dst, tuple(scenes), synthetic_scenes, overwrite)  # None: the fit's default
+    if as_json:
+        click.echo(json.dumps(fit.to_dict(), indent=2))
+    elif not ctx.obj.get("quiet"):
+        click.echo(f"{dst}: water gate with margin {fit.margin:g}: the head runs on {fit.active_fraction:.1%} of "
+                   f"the fitting scenes' cells; {fit.missed_fraction:.1e} of their pixels are water it skips", err=True)

@@ -31,6 +31,7 @@ class ModelOptions:
     precision: str = "auto"  # auto, 32, bf16 or 16
     flips: bool = False  # average over the eight flips and quarter turns of each tile (8x the work)
     threshold: float | None = None  # None: the model's calibrated threshold (its card's)
+    full_head: bool = False  # run the head everywhere, even where the weights' water gate rules water out
 
     def __post_init__(self):
         if self.overlap is None:

@@ -44,6 +44,7 @@ class SceneResult:
     gpu_peak_mb: float | None = None  # the most GPU memory torch held at once (GPUs only)
     precision: str = "fp32"  # the arithmetic the network ran in
     fused_mish: bool = False  # whether its Mish ran compiled (large scenes on a CPU)
+    head: str = "full"  # "gated": its head skipped where the weights' water gate ruled water out
     tile_size: int = 0  # the tile plan: tiles of this many 10 m pixels a side,
     context: int = 0  # each read with this many around it
 
@@ -53,7 +54,7 @@ class SceneResult:
                "masked_fraction": self.masked_fraction, "tiles": self.tiles, "tile_size": self.tile_size,
                "context": self.context,
                "warnings": [w.to_dict() for w in self.warnings],
-               "precision": self.precision, "fused_mish": self.fused_mish}
+               "precision": self.precision, "fused_mish": self.fused_mish, "head": self.head}
         if self.gpu_peak_mb is not None:
             out["gpu_peak_mb"] = round(self.gpu_peak_mb, 1)
         return out
@@ -79,8 +80,9 @@ class Predictor:
     def __init__(self, model, options: PredictOptions | None = None, world: World = World()):
         self.options = opts = options or PredictOptions()
         if not isinstance(model, Forward):
+            # a probability map is exact everywhere: the gate's land is a mask's, not a probability
             model = ModelRuntime(model, opts.device, opts.precision, opts.flips, opts.threshold, opts.batch_size,
-                                 local_rank=world.local_rank)
+                                 local_rank=world.local_rank, full_head=opts.full_head or opts.probability)
         self.forward = model
 
     @property
@@ -139,4 +141,5 @@ class Predictor:
                            water_km2=stats.water_m2 / 1e6, nodata_fraction=stats.nodata / total, tiles=stats.tiles,
                            warnings=job.warnings, masked_fraction=stats.masked / total,
                            gpu_peak_mb=job.forward.gpu_peak_mb(), precision=job.forward.precision,
-                           fused_mish=job.forward.fused_mish, tile_size=job.grid.tile, context=job.grid.context)
+                           fused_mish=job.forward.fused_mish, head=job.forward.head, tile_size=job.grid.tile,
+                           context=job.grid.context)

@@ -3,6 +3,7 @@ as a forward from normalised tiles to 2 m water probabilities."""
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
@@ -69,7 +70,8 @@ class ModelRuntime(Forward):
     the eight flips of each tile."""
 
     def __init__(self, weights, device: str = "auto", precision: str = "auto", flips: bool = False,
-                 threshold: float | None = None, batch_size: int | None = None, local_rank: int = 0):
+                 threshold: float | None = None, batch_size: int | None = None, local_rank: int = 0,
+                 full_head: bool = False):
         self.weights = weights_file(weights)  # "default": the bundled model
         self.device = resolve_device(device, local_rank)
         self.model, self.card = load_model(self.weights, self.device)  # InputError naming a missing or bad file
@@ -82,6 +84,8 @@ class ModelRuntime(Forward):
         self.spec = self.card.bands
         self.flips = flips
         self.threshold = self.card.threshold if threshold is None else threshold
+        # where the weights carry a water gate, the head runs only where it cannot rule water out
+        self.skip_below = None if full_head or self.model.gate is None else threshold_logit(self.threshold)
         self.label = self.weights.name  # what the model is called: its file's name, unless a caller says otherwise
         self.threaded = self.device.type == "cuda"
         self.batch_size = batch_size or (8 if self.threaded else 1)
@@ -106,9 +110,14 @@ class ModelRuntime(Forward):
     def fused_mish(self) -> bool:
         return self.mish.active
 
+    @property
+    def head(self) -> str:
+        """How the head ran: "gated" (skipped where the water gate rules water out) or "full"."""
+        return "full" if self.skip_below is None else "gated"
+
     def tags(self) -> dict:
         return {"model": self.name, "model_sha256": self.digest, "model_version": self.card.version,
-                "threshold": str(self.threshold), "ndwi_prior": f"{self.card.ndwi_prior:g}", "precision": self.precision}
+                "threshold": str(self.threshold), "ndwi_prior": f"{self.card.ndwi_prior:g}", "precision": self.precision, "head": self.head}
 
     def gpu_peak_mb(self) -> float | None:
         """The most GPU memory torch held at once (GPUs only)."""
@@ -125,11 +134,21 @@ class ModelRuntime(Forward):
 
         def probability(x, *box):
             with torch.autocast(self.device.type, dtype=self.amp, enabled=self.amp is not None):
-                logits = self.model.forward_window(x.contiguous(memory_format=torch.channels_last), *box)
+                logits = self.model.forward_window(x.contiguous(memory_format=torch.channels_last), *box,
+                                                   skip_below=self.skip_below)
             return torch.sigmoid(logits.float())
 
         prob = mean_over_flips(probability, x, box) if self.flips else probability(x, *box)
         return prob[:, 0].cpu().numpy()
+
+
+def threshold_logit(threshold: float) -> float:
+    """The logit at and above which a pixel is water (-inf at 0, inf at 1)."""
+    if threshold <= 0:
+        return -math.inf
+    if threshold >= 1:
+        return math.inf
+    return math.log(threshold / (1 - threshold))
 
 
 FLIPS = tuple((transpose, flip_rows, flip_cols) for transpose in (False, True) for flip_rows in (False, True)

@@ -52,6 +52,7 @@ class Forward:
 
     precision = "fp32"
     fused_mish = False  # whether the network's Mish ran compiled into one pass
+    head = "full"  # how the network's head ran: "full", or "gated" by its water gate
 
     def gpu_peak_mb(self) -> float | None:
         return None

@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, default_collate
 
 from ..bands import BAND_NAMES, BandSpec
-from ..checkpoint import WeightsCard, load_weights
+from ..checkpoint import WeightsCard, has_gate, load_weights, without_gate
 from ..formats import NODATA
 from ..metrics import scores_from_counts
 from ..model import ModelConfig, S2S2Net, widen_inputs
@@ -74,6 +74,8 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
     if options.max_steps is None and options.epochs is None:
         options.max_steps = DEFAULT_STEPS
     init_state, init_card = (load_weights(options.init_weights) if options.init_weights else (None, None))
+    init_gate = init_state is not None and has_gate(init_state)
+    init_state = without_gate(init_state) if init_gate else init_state
     if options.water_indices and init_card and tuple(init_card.bands.names) != BAND_NAMES:
         raise refuse("S2N-TRAIN-INIT-BANDS", options.init_weights, bands=', '.join(init_card.bands.names), needs=', '.join(BAND_NAMES))
     splits = source_splits(chips_dirs, options.seed)
@@ -101,20 +103,21 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
         trainer = Trainer(chips_dirs, run_dir, options, world, spec, splits, on_record)
         trainer.start(deepspeed, ds_config, model_config, init_state)
         result = trainer.fit(start_time)
-        result.warnings = calibration_dropped(options.init_weights, init_card)
+        result.warnings = calibration_dropped(options.init_weights, init_card, init_gate)
         return result
     finally:
         World.leave(wait=False)
 
 
-def calibration_dropped(init_weights, init_card: WeightsCard | None) -> list:
-    """A warning when the weights a run started from were calibrated (a threshold or an NDWI
-    prior of their own): the network is trained plain and the weights written are not."""
+def calibration_dropped(init_weights, init_card: WeightsCard | None, gate: bool = False) -> list:
+    """A warning when the weights a run started from were calibrated (a threshold, an NDWI
+    prior or a water gate of their own): the network is trained plain and the weights written are not."""
     plain = WeightsCard()
-    if init_card is None or (init_card.threshold == plain.threshold and init_card.ndwi_prior == plain.ndwi_prior):
+    if init_card is None or (init_card.threshold == plain.threshold and init_card.ndwi_prior == plain.ndwi_prior
+                             and not gate):
         return []
     return [finding("S2N-TRAIN-CALIBRATION-DROPPED", init_weights, threshold=init_card.threshold,
-                    gain=init_card.ndwi_prior, plain=plain.threshold)]
+                    gain=init_card.ndwi_prior, plain=plain.threshold, gate=", a water gate" if gate else "")]
 
 
 def deepspeed_op_built(root=None) -> bool:

@@ -172,3 +172,60 @@ def test_calibrate_chooses_the_best_threshold_and_gain_and_writes_them(tmp_path,
                 "--synthetic-scenes", 1, "--synthetic-size", 48)
     assert refused(r, "S2N-WEIGHTS-NOT-FOUND", 1, tmp_path / "nowhere.safetensors")
     assert not (tmp_path / "x.safetensors").exists() and not list(tmp_path.glob(".*"))
+
+
+def _mask_and_tags(path):
+    import rasterio
+
+    with rasterio.open(path) as src:
+        return src.read(1), src.tags()
+
+
+def test_a_fitted_water_gate_skips_the_head_and_keeps_the_mask(tmp_path, random_weights, scene_factory):
+    """weights gate writes a gate into a copy; predict then runs the head where the gate cannot
+    rule water out (head=gated), and its mask is --full-head's; probabilities run the full head."""
+    from s2s2net_cli.checkpoint import load_model
+
+    scene = scene_factory(48, 40, seed=5)
+    gated = tmp_path / "gated.safetensors"
+    r = run_cli("weights", "gate", random_weights, gated, "--synthetic-scenes", 2, "--scene", scene, "--json")
+    assert r.returncode == 0, r.stderr
+    fit = json.loads(r.stdout)
+    assert fit["inputs"] == 3 and fit["margin"] >= 0.5 and 0 <= fit["missed_fraction"] <= 1e-6
+    model, card = load_model(gated)
+    assert model.gate is not None and load_model(random_weights)[0].gate is None
+    assert "water gate by s2s2net weights gate (2 synthetic scenes and 1 given with --scene" in card.training["gate"]
+    masks = {}
+    for name, extra in (("gated", []), ("full", ["--full-head"]), ("prob", ["--probability"])):
+        out = tmp_path / f"{name}.tif"
+        r = run_cli("predict", scene, "-o", out, "--weights", gated, "--precision", "32", "--json", *extra)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["scenes"][0]["head"] == ("gated" if name == "gated" else "full")
+        masks[name], tags = _mask_and_tags(out)
+        assert tags["head"] == json.loads(r.stdout)["scenes"][0]["head"]
+    assert (masks["gated"] == masks["full"]).mean() >= 0.999
+
+
+def test_the_bundled_gate_keeps_the_bundled_mask(tmp_path):
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+
+    scene = tmp_path / "scene.tif"
+    write_pair(make_pair(128, seed=9001), scene, tmp_path / "truth.tif")
+    masks = {}
+    for name, extra in (("gated", []), ("full", ["--full-head"])):
+        out = tmp_path / f"{name}.tif"
+        r = run_cli("predict", scene, "-o", out, "--precision", "32", *extra)
+        assert r.returncode == 0, r.stderr
+        masks[name], tags = _mask_and_tags(out)
+        assert tags["head"] == name
+    assert (masks["gated"] == masks["full"]).mean() >= 0.999 and (masks["full"] == 1).any()
+
+
+def test_a_gate_needs_something_to_fit_on(tmp_path, random_weights):
+    out = tmp_path / "gated.safetensors"
+    r = run_cli("weights", "gate", random_weights, out, "--synthetic-scenes", 0)
+    assert r.returncode == 2 and codes(r.stderr) == ["S2N-GATE-NO-INPUT"] and "--scene" in r.stderr
+    assert not out.exists()
+    out.write_bytes(b"kept")
+    r = run_cli("weights", "gate", random_weights, out, "--synthetic-scenes", 1)
+    assert r.returncode != 0 and out.read_bytes() == b"kept"

@@ -1,0 +1,209 @@
+"""Fitting a model's water gate (model.WaterGate) to its own head.
+
+The gate tells predict where the head, three quarters or more of the network's work, can be
+skipped: the decoder cells (40 m) where no 2 m pixel can reach the threshold. It learns that
+from the trained network itself, so no label is needed: on each fitting scene the full head
+runs once, and the gate learns, from the decoder's features, a high quantile (GATE_QUANTILE)
+of the largest logit the head gives inside each cell. Then a margin is added until, on the
+fitting scenes, the water pixels in the cells it would skip are at most MISSED_PIXELS of all
+pixels, and SAFETY_MARGIN beyond that. The scenes: synthetic ones the tool makes (generator
+seeds from FIRST_SEED, apart from the training seeds 1000-1299 and the hold-out's 9000 on) and
+any of the user's (unlabelled is enough), read in windows of at most WINDOW pixels.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from rasterio.windows import Window
+
+from ..grid import SCALE_FACTOR
+from ..model import DECODER_STRIDE, LAST_STEP_ROWS, PAD_MULTIPLE, WaterGate, pad_to_multiple
+
+GATE_QUANTILE = 0.95  # of the cell's largest logit, given its features
+EPOCHS = 60
+LEARNING_RATE = 3e-3
+MISSED_PIXELS = 1e-6  # the water pixels the gate may skip on the fitting scenes, of all their pixels
+SAFETY_MARGIN = 0.5  # logits added beyond the margin that reaches MISSED_PIXELS
+MARGIN_STEP, MAX_MARGIN = 0.25, 8.0
+CLIP = (-8.0, 6.0)  # the target's range: a cell far below or above the threshold is as far as this
+FIRST_SEED, SYNTHETIC_SCENES, SYNTHETIC_SIZE = 8000, 40, 192
+WINDOW, WINDOWS_PER_SCENE = 512, 16
+CELL_PIXELS = (DECODER_STRIDE * SCALE_FACTOR) ** 2  # 2 m pixels in a decoder cell
+
+
+@dataclass
+class Cells:
+    """One fitting input, per decoder cell: the decoder's features (channels, rows, cols), the
+    head's largest logit, the NDWI prior's largest value, and its water pixels at the threshold."""
+
+    features: torch.Tensor
+    head_max: torch.Tensor
+    prior_max: torch.Tensor
+    water: torch.Tensor
+
+
+@dataclass
+class GateFit:
+    """What the fit found on its scenes."""
+
+    margin: float
+    active_fraction: float  # of the cells: where the head still runs
+    missed_fraction: float  # of all pixels: water the gate skips
+    water_fraction: float  # of all pixels: water
+    cells: int
+    inputs: int
+    notes: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"margin": self.margin, "active_fraction": round(self.active_fraction, 4),
+                "missed_fraction": self.missed_fraction, "water_fraction": round(self.water_fraction, 4),
+                "cells": self.cells, "inputs": self.inputs}
+
+
+@torch.inference_mode()
+def cells_of(model, x: torch.Tensor, threshold_logit: float) -> Cells:
+    """The fitting targets of one normalised input ``x`` (1, bands, h, w), from ``model`` (an
+    inference network, fp32) run whole, its head everywhere."""
+    h, w = x.shape[-2:]
+    features = model.decoder(model.encoder(model.inputs(pad_to_multiple(x, PAD_MULTIPLE)))).float()
+    rows, cols = -(-h // DECODER_STRIDE), -(-w // DECODER_STRIDE)
+    head = model._head_window(features, 0, 0, h, w, LAST_STEP_ROWS, None)[0, 0].float()
+    prior = model.prior(x)[0, 0].float() if model.prior is not None else torch.zeros_like(head)
+    up = DECODER_STRIDE * SCALE_FACTOR  # 2 m pixels a side of a cell
+
+    def per_cell(a: torch.Tensor, fill: float) -> torch.Tensor:
+        a = F.pad(a, (0, cols * up - a.shape[1], 0, rows * up - a.shape[0]), value=fill)
+        return a.reshape(rows, up, cols, up)
+
+    prior_max = (model.prior.cell_max(x, rows, cols)[0] if model.prior is not None
+                 else torch.zeros(rows, cols))
+    return Cells(features[0, :, :rows, :cols].clone(), per_cell(head, -1e4).amax((1, 3)), prior_max,
+                 per_cell(((head + prior) >= threshold_logit).float(), 0.0).sum((1, 3)))
+
+
+def fit_gate(cells: list[Cells], threshold_logit: float, seed: int = 0) -> tuple[WaterGate, GateFit]:
+    """A WaterGate fitted to ``cells`` (its margin in its bias), and what it skips there."""
+    if not cells:
+        raise ValueError("no fitting input")
+    channels = cells[0].features.shape[0]
+    stacked = torch.cat([c.features.reshape(channels, -1) for c in cells], 1)
+    mean, std = stacked.mean(1), stacked.std(1) + 1e-6
+    torch.manual_seed(seed)
+    gate = WaterGate(channels)
+    optimizer = torch.optim.Adam(gate.parameters(), LEARNING_RATE)
+    inputs = [((c.features - mean[:, None, None]) / std[:, None, None])[None] for c in cells]
+    targets = [c.head_max.clamp(*CLIP) for c in cells]
+    with torch.enable_grad():
+        for _ in range(EPOCHS):
+            for x, y in zip(inputs, targets):
+                residual = y - gate(x)[0, 0]
+                loss = torch.maximum(GATE_QUANTILE * residual, (GATE_QUANTILE - 1) * residual).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    with torch.no_grad():  # the normalisation folded into the first convolution
+        weight = gate.reduce.weight / std[None, :, None, None]
+        gate.reduce.bias -= (weight[:, :, 0, 0] * mean[None]).sum(1)
+        gate.reduce.weight.copy_(weight)
+        scores = [gate(c.features[None])[0, 0] + c.prior_max for c in cells]
+    water = torch.cat([c.water.flatten() for c in cells])
+    score = torch.cat([s.flatten() for s in scores])
+    pixels = float(score.numel() * CELL_PIXELS)
+    margin = 0.0
+    while margin < MAX_MARGIN and float(water[score + margin < threshold_logit].sum()) > MISSED_PIXELS * pixels:
+        margin += MARGIN_STEP
+    margin += SAFETY_MARGIN
+    with torch.no_grad():
+        gate.score.bias += margin
+    skipped = score + margin < threshold_logit
+    fit = GateFit(margin, float((~skipped).float().mean()), float(water[skipped].sum()) / pixels,
+                  float(water.sum()) / pixels, int(score.numel()), len(cells))
+    return gate.eval(), fit
+
+
+def synthetic_inputs(count: int = SYNTHETIC_SCENES, size: int = SYNTHETIC_SIZE, spec=None,
+                     work_dir=None) -> Iterable[np.ndarray]:
+    """Normalised synthetic scenes (generator seeds from FIRST_SEED), read as predict reads them."""
+    import tempfile
+
+    from ..synthetic.scenes import make_pair, write_pair  # the generator: scipy, only here
+
+    with tempfile.TemporaryDirectory(prefix="s2s2net-gate-", dir=work_dir) as tmp:
+        for seed in range(FIRST_SEED, FIRST_SEED + count):
+            scene = Path(tmp) / f"gate_{seed}_scene.tif"
+            write_pair(make_pair(size, seed=seed), scene, Path(tmp) / f"gate_{seed}_mask.tif")
+            yield from scene_inputs(scene, spec)
+
+
+def scene_inputs(path, spec=None, windows: int = WINDOWS_PER_SCENE) -> Iterable[np.ndarray]:
+    """Normalised windows of at most WINDOW pixels of a scene (any that predict reads), at most
+    ``windows`` of them spread over it, as predict reads them."""
+    from ..bands import BandSpec
+    from ..sources.open import open_scene
+    from ..sources.options import SceneOptions
+    from ..sources.scene import SceneReader, read_normalised
+
+    spec = spec or BandSpec()
+    scene = open_scene(path, SceneOptions(), len(spec.names))
+    rows = range(0, max(scene.height - WINDOW, 0) + 1, WINDOW) if scene.height > WINDOW else [0]
+    cols = range(0, max(scene.width - WINDOW, 0) + 1, WINDOW) if scene.width > WINDOW else [0]
+    places = [(r, c) for r in rows for c in cols]
+    step = max(1, math.ceil(len(places) / windows))
+    with SceneReader(scene) as reader:
+        for r, c in places[::step][:windows]:
+            window = Window(c, r, min(WINDOW, scene.width - c), min(WINDOW, scene.height - r))
+            data, _, _ = read_normalised(reader, window, spec)
+            yield data
+
+
+def fit_model_gate(model, threshold: float, inputs: Iterable[np.ndarray],
+                   on_progress: Callable[[int], None] | None = None) -> tuple[WaterGate, GateFit]:
+    """The water gate of ``model`` (an inference network on the CPU, fp32) fitted on ``inputs``
+    (normalised arrays (bands, h, w)) at ``threshold`` (a probability)."""
+    t = min(max(threshold, 1e-6), 1 - 1e-6)
+    threshold_logit = math.log(t / (1 - t))
+    cells = []
+    for k, data in enumerate(inputs):
+        cells.append(cells_of(model, torch.from_numpy(data)[None], threshold_logit))
+        if on_progress:
+            on_progress(k + 1)
+    return fit_gate(cells, threshold_logit)
+
+
+def gate_weights(src, dst, scenes: tuple = (), synthetic_scenes: int | None = None, overwrite: bool = False,
+                 on_progress: Callable[[int], None] | None = None) -> GateFit:
+    """Copy weights ``src`` to ``dst`` with a water gate fitted to them (any gate of ``src``'s
+    replaced): on ``synthetic_scenes`` synthetic scenes and windows of ``scenes``, at the
+    threshold of ``src``'s card. What the fit found is noted in the card's training record."""
+    from itertools import chain
+
+    from ..checkpoint import GATE_PREFIX, load_model, load_weights, save_weights, without_gate
+    from ..inference.runtime import inference_network
+    from ..io import check_output
+    from ..rulebook import refuse
+
+    check_output(dst, overwrite, [src, *scenes])
+    synthetic_scenes = SYNTHETIC_SCENES if synthetic_scenes is None else synthetic_scenes
+    if not scenes and synthetic_scenes < 1:
+        raise refuse("S2N-GATE-NO-INPUT", None)
+    model, card = load_model(src, "cpu")
+    model = inference_network(model)
+    inputs = chain(synthetic_inputs(synthetic_scenes, spec=card.bands),
+                   *(scene_inputs(scene, card.bands) for scene in scenes))
+    gate, fit = fit_model_gate(model, card.threshold, inputs, on_progress)
+    state, card = load_weights(src)
+    state = {**without_gate(state), **{GATE_PREFIX + name: t for name, t in gate.state_dict().items()}}
+    fitted_on = f"{synthetic_scenes} synthetic scenes" + (f" and {len(scenes)} given with --scene" if scenes else "")
+    card.training = {**card.training, "gate": (
+        f"water gate by s2s2net weights gate ({fitted_on}, {fit.inputs} inputs, threshold {card.threshold:g}): "
+        f"margin {fit.margin:g}, the head runs on {fit.active_fraction:.1%} of the cells and skips "
+        f"{fit.missed_fraction:.1e} of the pixels as land that the full head calls water")}
+    save_weights(dst, state, card)
+    return fit
