@@ -84,8 +84,10 @@ class ModelRuntime(Forward):
         self.spec = self.card.bands
         self.flips = flips
         self.threshold = self.card.threshold if threshold is None else threshold
-        # where the weights carry a water gate, the head runs only where it cannot rule water out
-        self.skip_below = None if full_head or self.model.gate is None else threshold_logit(self.threshold)
+        # where the weights carry a water gate, the head runs only where it cannot rule water out (at a
+        # threshold of 0 or 1 everywhere: every pixel is water, or only those whose probability rounds to 1)
+        gated = not full_head and self.model.gate is not None and 0 < self.threshold < 1
+        self.skip_below = threshold_logit(self.threshold) if gated else None
         self.label = self.weights.name  # what the model is called: its file's name, unless a caller says otherwise
         self.threaded = self.device.type == "cuda"
         self.batch_size = batch_size or (8 if self.threaded else 1)
@@ -143,11 +145,7 @@ class ModelRuntime(Forward):
 
 
 def threshold_logit(threshold: float) -> float:
-    """The logit at and above which a pixel is water (-inf at 0, inf at 1)."""
-    if threshold <= 0:
-        return -math.inf
-    if threshold >= 1:
-        return math.inf
+    """The logit at and above which a pixel is water, for a threshold strictly between 0 and 1."""
     return math.log(threshold / (1 - threshold))
 
 

@@ -219,6 +219,8 @@ def test_the_bundled_gate_keeps_the_bundled_mask(tmp_path):
         masks[name], tags = _mask_and_tags(out)
         assert tags["head"] == name
     assert (masks["gated"] == masks["full"]).mean() >= 0.999 and (masks["full"] == 1).any()
+    r = run_cli("predict", scene, "-o", tmp_path / "all.tif", "--precision", "32", "--threshold", 0, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["scenes"][0]["head"] == "full"  # every pixel water: no gate
 
 
 def test_a_gate_needs_something_to_fit_on(tmp_path, random_weights):
