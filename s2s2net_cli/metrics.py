@@ -54,6 +54,13 @@ def scores_from_counts(tp: int, fp: int, fn: int) -> dict:
     }
 
 
+def disk(radius: int) -> np.ndarray:
+    """The pixels within ``radius`` (Euclidean) of the centre of a (2 radius + 1)^2 square:
+    what "near" means for boundary F1 (boundary_counts, and the loss that learns it)."""
+    y, x = np.mgrid[-radius:radius + 1, -radius:radius + 1]
+    return y * y + x * x <= radius * radius
+
+
 def boundary_counts(pred: np.ndarray, ref: np.ndarray, valid: np.ndarray, tolerance: int = BOUNDARY_TOLERANCE,
                     core: tuple[slice, slice] | None = None) -> np.ndarray:
     """Boundary F1's counts (Csurka et al. 2013): the predicted water edge pixels within
@@ -68,10 +75,8 @@ def boundary_counts(pred: np.ndarray, ref: np.ndarray, valid: np.ndarray, tolera
     def edge(mask):
         return mask & ~ndimage.binary_erosion(mask, border_value=1) & valid
 
-    y, x = np.mgrid[-tolerance:tolerance + 1, -tolerance:tolerance + 1]
-    disk = y * y + x * x <= tolerance * tolerance
     pe, re = edge(pred.astype(bool) & valid), edge(ref.astype(bool) & valid)
-    near_ref, near_pred = ndimage.binary_dilation(re, disk), ndimage.binary_dilation(pe, disk)
+    near_ref, near_pred = ndimage.binary_dilation(re, disk(tolerance)), ndimage.binary_dilation(pe, disk(tolerance))
     if core is not None:
         pe, re, near_ref, near_pred = pe[core], re[core], near_ref[core], near_pred[core]
     return np.array([np.count_nonzero(pe & near_ref), np.count_nonzero(pe), np.count_nonzero(re & near_pred),

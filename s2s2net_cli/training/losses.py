@@ -35,13 +35,14 @@ its shores out too; this term asks for them. Chips without a label edge add noth
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from segmentation_models_pytorch.losses import SoftBCEWithLogitsLoss
 from torch import nn
 
 from ..formats import NODATA
-from ..metrics import BOUNDARY_TOLERANCE
+from ..metrics import BOUNDARY_TOLERANCE, disk
 from ..rulebook import refuse
 from .config import LABEL_EDGES
 
@@ -193,9 +194,7 @@ def _erode4(x: torch.Tensor) -> torch.Tensor:
 
 def _dilate_disk(x: torch.Tensor, radius: int) -> torch.Tensor:
     """The greatest value within ``radius`` pixels (Euclidean) of each pixel: the grey dilation
-    by the disk ``metrics.boundary_counts`` uses."""
+    by the disk ``metrics.boundary_counts`` uses (``metrics.disk``)."""
     padded = F.pad(x, (radius,) * 4)
     h, w = x.shape[-2:]
-    r = radius
-    return torch.stack([padded[..., r + dy: r + dy + h, r + dx: r + dx + w]
-                        for dy in range(-r, r + 1) for dx in range(-r, r + 1) if dy * dy + dx * dx <= r * r]).amax(0)
+    return torch.stack([padded[..., dy: dy + h, dx: dx + w] for dy, dx in np.argwhere(disk(radius))]).amax(0)
