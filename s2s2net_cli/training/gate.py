@@ -14,7 +14,7 @@ any of the user's (unlabelled is enough), read in windows of at most WINDOW pixe
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -59,7 +59,6 @@ class GateFit:
     water_fraction: float  # of all pixels: water
     cells: int
     inputs: int
-    notes: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"margin": self.margin, "active_fraction": round(self.active_fraction, 4),
