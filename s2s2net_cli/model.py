@@ -271,6 +271,8 @@ class S2S2Net(nn.Module):
         fh, fw = features.shape[-2:]
         s, up = DECODER_STRIDE, DECODER_STRIDE * SCALE_FACTOR  # 10 m and 2 m pixels per decoder cell
         o0, o1, p0, p1 = top // s, -(-(top + height) // s), left // s, -(-(left + width) // s)  # the window's cells
+        if active is not None and bool(active[o0:o1, p0:p1].all()):
+            active = None  # every cell of the window runs: the full head's path, without a filled copy
         if active is not None:
             own = torch.zeros_like(active)
             own[o0:o1, p0:p1] = active[o0:o1, p0:p1]

@@ -205,3 +205,6 @@ def test_gated_window_is_land_where_the_gate_rules_water_out(monkeypatch):
     monkeypatch.setattr(model, "active_cells", lambda x, features, skip_below: torch.zeros_like(pattern))
     with torch.inference_mode():
         assert (model.forward_window(x, 8, 12, 80, 64, skip_below=0.0) == LAND_LOGIT).all()
+    monkeypatch.setattr(model, "active_cells", lambda x, features, skip_below: torch.ones_like(pattern))
+    with torch.inference_mode():  # every cell active: the full head's own path
+        assert torch.equal(model.forward_window(x, 8, 12, 80, 64, last_step_rows=8, skip_below=0.0), expected)
