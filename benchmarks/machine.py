@@ -1,6 +1,6 @@
 """The machine a benchmark ran on, recorded with every figure: CPU model, cores, the
-instruction-set flags that choose predict's path (AVX2, AVX-512, bf16, AMX), the CPU's family
-and model numbers, and torch's own reading of them when torch is loaded.
+instruction-set flags that choose predict's path (AVX2, AVX-512, bf16, AMX) and set int8's pace
+(VNNI), the CPU's family and model numbers, and torch's own reading of them when torch is loaded.
 
 The family and model tell apart CPUs that a cloud machine names alike: an "AMD EPYC" of family 25
 is a Zen 3 or Zen 4 (Zen 4 runs AVX-512 and bf16 on 256-bit units), of family 26 a Zen 5 (512-bit
@@ -13,7 +13,7 @@ import platform
 import sys
 from pathlib import Path
 
-FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+FLAGS = ("avx2", "avx512f", "avx_vnni", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")  # VNNI: int8 dot products
 
 
 def describe(cpuinfo: str | None = None) -> dict:

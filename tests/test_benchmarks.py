@@ -31,10 +31,51 @@ def test_machine_record_names_the_cpu_by_family_and_model_and_its_path_flags():
     record = _machine().describe(CPUINFO)
     # the first processor's block only; "AMD EPYC" alone would not tell a Zen 4 from a Zen 5
     assert record["cpu"] == "AMD EPYC" and record["family"] == 25 and record["model"] == 17
-    assert record["flags"] == ["avx2", "avx512f", "avx512_bf16"]
+    assert record["flags"] == ["avx2", "avx512f", "avx512_vnni", "avx512_bf16"]
     assert record["cores"] >= 1
 
 
 def test_machine_record_without_cpuinfo_has_no_family():
     record = _machine().describe("")
     assert "family" not in record and record["flags"] == [] and record["cpu"]
+
+
+def _int8_accuracy():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # as `python benchmarks/int8_head_accuracy.py` runs it
+    try:
+        spec = importlib.util.spec_from_file_location("bench_int8", ROOT / "benchmarks" / "int8_head_accuracy.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return module
+
+
+def test_int8_simulation_calibrates_on_the_trained_heads_own_numbers_then_rounds_to_255_steps():
+    import torch
+
+    from s2s2net_cli.model import ProgressiveUpsamplingHead
+
+    torch.manual_seed(0)
+    head = ProgressiveUpsamplingHead(8, (8, 6, 4, 4)).eval()
+    x = torch.randn(1, 8, 6, 6)
+    bench = _int8_accuracy().Int8Head()
+    with torch.no_grad():
+        # calibrating: exactly the trained head, every tensor's range recorded
+        assert torch.allclose(bench.forward(head, x), head(x), atol=1e-5)
+        assert set(bench.ranges) == {"features"} | {f"step {k} {w} Mish" for k in range(4) for w in ("before", "after")}
+        lo, hi = bench.ranges["features"]
+        assert (lo, hi) == (float(x.min()), float(x.max()))
+        bench.ranges["logit"] = (-16.0, 16.0)
+        bench.calibrating = False
+        rounded = bench.tensor(x, "features")
+        step = (hi - lo) / 255
+        assert float((rounded - x).abs().max()) <= step  # within a step: the zero point is rounded too
+        assert len(torch.unique(rounded)) <= 256
+        assert float(bench.tensor(torch.tensor([hi + 10.0]), "features")) <= hi + step  # clipped to the range
+        w = head.steps[0][0].weight
+        assert all(len(torch.unique(bench.weight(w)[c])) <= 255 for c in range(w.shape[0]))
+        int8 = bench.forward(head, x)
+        assert int8.shape == head(x).shape and not torch.equal(int8, head(x))
