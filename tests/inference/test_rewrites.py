@@ -184,6 +184,41 @@ def test_gated_subpixel_head_equals_the_head_on_its_active_cells(shape, rows, se
     assert (got[~on] != expected[~on]).any()  # work was skipped
 
 
+def test_gated_head_runs_wide_bands_edge_blocks_and_batched_blocks_exactly(monkeypatch):
+    """The three ways the gated head runs, in one pattern: a band whose active cells are wide
+    (over its spans), lone cells at the map's edges (each block alone, its edge made exact) and
+    lone cells inside it (blocks batched, their halos cut away): every active cell's logits are
+    the full head's."""
+    fast = SubpixelHead(trained_like().head).eval()
+    x = torch.randn(2, 256, 40, 36)
+    active = torch.zeros(40, 36, dtype=torch.bool)
+    active[16:20, :30] = True  # wide: 10 m rows 64-80, in the band of rows 64-96
+    active[0, 0] = active[-1, -1] = active[10, 35] = True  # at the map's edges
+    active[30, 10] = active[30, 12] = active[34, 20] = True  # inside: two blocks
+    seen = {"alone": [], "batched": 0}
+    band, steps = SubpixelHead._band, fast.steps[-1].forward
+
+    def spy_band(self, x, lo, hi, a, b, rows, c0, c1, last_step_rows):
+        seen["alone"].append((a, b, c0, c1))
+        return band(self, x, lo, hi, a, b, rows, c0, c1, last_step_rows)
+
+    def spy_steps(y, **edges):
+        seen["batched"] += y.shape[0] // x.shape[0] if edges == dict.fromkeys(("top", "bottom", "left", "right"), False) else 0
+        return steps(y, **edges)
+
+    monkeypatch.setattr(SubpixelHead, "_band", spy_band)
+    with torch.inference_mode():
+        expected = fast(x, 32)
+        seen["alone"].clear()
+        monkeypatch.setattr(fast.steps[-1], "forward", spy_steps)
+        got = fast(x, 32, active=active)
+    on = active.repeat_interleave(20, 0).repeat_interleave(20, 1).expand_as(got)
+    assert (got[on] - expected[on]).abs().max() < 1e-4 * expected.abs().max()
+    assert seen["batched"] == 2  # the two blocks inside the map, in one batch
+    assert len(seen["alone"]) == 1 + 3  # the wide band's one span, and the three blocks at the edges
+    assert (64, 96, 0, 122) in seen["alone"]  # the wide band: cells 0-29 and GATE_HALO pixels
+
+
 def test_gated_window_is_land_where_the_gate_rules_water_out(monkeypatch):
     """forward_window with a water gate: the window's logits where the gate says a cell may
     hold water are the full head's; elsewhere LAND_LOGIT (a probability of 0)."""
