@@ -79,3 +79,27 @@ def test_int8_simulation_calibrates_on_the_trained_heads_own_numbers_then_rounds
         assert all(len(torch.unique(bench.weight(w)[c])) <= 255 for c in range(w.shape[0]))
         int8 = bench.forward(head, x)
         assert int8.shape == head(x).shape and not torch.equal(int8, head(x))
+
+
+def test_winograd_benchmark_computes_the_convolution_it_times():
+    """The benchmark's F(2x2, 3x3) is the 3x3 convolution (padding 1) it is timed against."""
+    import sys
+
+    import torch
+    import torch.nn.functional as F
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_winograd", ROOT / "benchmarks" / "winograd_bench.py")
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 6, 10).contiguous(memory_format=torch.channels_last)
+    w, b = torch.randn(7, 5, 3, 3), torch.randn(7)
+    expected = F.conv2d(x, w, b, padding=1)
+    got = bench.winograd_conv(x, bench.winograd_weights(w), b)
+    assert got.shape == expected.shape
+    assert (got - expected).abs().max() < 1e-4 * expected.abs().max()
+    assert not torch.equal(bench.winograd_conv(x, bench.winograd_weights(w.flip(-1)), b), expected)
