@@ -21,12 +21,12 @@ import argparse
 import json
 import os
 import tempfile
-import time
 import warnings
 
 import torch
 import torch.nn.functional as F
 from machine import describe
+from timing import best_of
 from torch.ao.nn.quantized import Conv2d as QuantizedConv2d
 
 from s2s2net_cli.checkpoint import load_model
@@ -36,16 +36,6 @@ from s2s2net_cli.model import DECODER_STRIDE, HEAD_MARGIN
 from s2s2net_cli.weights_header import weights_file
 
 WINDOW = 528  # 10 m pixels of the window predict gives the head for a 512 px tile
-
-
-def best_of(call, repeats: int = 3) -> float:
-    call()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def convolutions(head) -> list[tuple[str, torch.Tensor, torch.Tensor, int, int, int]]:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 
 import torch
 import torch.nn.functional as F
 from machine import describe
+from timing import best_of
 
 # (input channels, output channels of the sub-pixel convolution: four phases each, input side)
 STEPS = ((256, 512, 168), (128, 256, 336), (64, 128, 672))
@@ -51,16 +51,6 @@ def winograd_conv(x: torch.Tensor, u: torch.Tensor, bias: torch.Tensor) -> torch
         out[:, :, a, :, 0] = row[0] + row[1] + row[2]
         out[:, :, a, :, 1] = row[1] - row[2] - row[3]
     return (out.view(n, h, w, k) + bias).permute(0, 3, 1, 2)
-
-
-def best_of(fn, runs: int = 3) -> float:
-    fn()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:

@@ -40,17 +40,22 @@ def test_machine_record_without_cpuinfo_has_no_family():
     assert "family" not in record and record["flags"] == [] and record["cpu"]
 
 
-def _int8_accuracy():
+def _benchmark(name: str):
+    """benchmarks/NAME.py as a module, its imports found as `python benchmarks/NAME.py` finds them."""
     import sys
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # as `python benchmarks/int8_head_accuracy.py` runs it
+    sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        spec = importlib.util.spec_from_file_location("bench_int8", ROOT / "benchmarks" / "int8_head_accuracy.py")
+        spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "benchmarks" / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
     return module
+
+
+def _int8_accuracy():
+    return _benchmark("int8_head_accuracy")
 
 
 def test_int8_simulation_calibrates_on_the_trained_heads_own_numbers_then_rounds_to_255_steps():
@@ -83,18 +88,10 @@ def test_int8_simulation_calibrates_on_the_trained_heads_own_numbers_then_rounds
 
 def test_winograd_benchmark_computes_the_convolution_it_times():
     """The benchmark's F(2x2, 3x3) is the 3x3 convolution (padding 1) it is timed against."""
-    import sys
-
     import torch
     import torch.nn.functional as F
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_winograd", ROOT / "benchmarks" / "winograd_bench.py")
-        bench = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(bench)
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    bench = _benchmark("winograd_bench")
     torch.manual_seed(0)
     x = torch.randn(2, 5, 6, 10).contiguous(memory_format=torch.channels_last)
     w, b = torch.randn(7, 5, 3, 3), torch.randn(7)
