@@ -368,10 +368,11 @@ class FusedMish:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.active:
             try:
+                flat, back = _flat(x)  # one compiled graph for every shape and batch (no recompiling)
                 if self.compiled is None:
                     self.compiled = torch.compile(_mish_one_exp, dynamic=True, options=compile_options())
-                    return self._checked(x, self.compiled(x))
-                return self.compiled(x)
+                    return back(self._checked(flat, self.compiled(flat)))
+                return back(self.compiled(flat))
             except Exception as error:  # noqa: BLE001 - any compiler failure means the plain path
                 self.failure = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
         return _mish_inplace(x)
@@ -384,6 +385,17 @@ class FusedMish:
             self.failure = f"compiled Mish differs from torch's by {error:.3g}"
             return expected.to(x.dtype)
         return y
+
+
+def _flat(x: torch.Tensor) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
+    """``x`` as one dimension where its memory is dense (contiguous, or channels-last), and the
+    way back to its shape and layout; elsewhere ``x`` itself."""
+    if x.dim() == 4 and not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last):
+        n, c, h, w = x.shape
+        return x.permute(0, 2, 3, 1).reshape(-1), lambda y: y.view(n, h, w, c).permute(0, 3, 1, 2)
+    if x.is_contiguous():
+        return x.view(-1), lambda y: y.view(x.shape)
+    return x, lambda y: y
 
 
 # How far the compiled Mish may differ from torch's on its first call: float rounding of its one

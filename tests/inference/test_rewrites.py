@@ -121,9 +121,13 @@ def test_fused_mish_is_mish_and_falls_back_when_it_cannot_compile(monkeypatch):
     assert (got.float() - F.mish(x.float())).abs().max() < 0.02 * 60  # bf16 rounding of values up to 60
 
     # fp32 in the head's layouts: TorchInductor's AVX-512 code for it was wrong here (errors of 1-2)
-    for shape in ((1, 144, 18, 512), (1, 64, 7, 9)):
+    for shape in ((1, 144, 18, 512), (1, 64, 7, 9), (64, 32, 24, 40)):  # the last: a batch of the gate's blocks
         y = torch.randn(*shape).contiguous(memory_format=torch.channels_last)
-        assert (on(y) - F.mish(y)).abs().max() < 1e-5 and on.failure is None
+        got = on(y)
+        assert (got - F.mish(y)).abs().max() < 1e-5 and on.failure is None
+        assert got.shape == y.shape and got.is_contiguous(memory_format=torch.channels_last)
+    sliced = torch.randn(2, 8, 6, 6)[..., 1:4]  # not dense: compiled as it is
+    assert (on(sliced) - F.mish(sliced)).abs().max() < 1e-5 and on.failure is None
 
     def broken(*args, **kwargs):
         raise RuntimeError("compiler exploded\nmore")
