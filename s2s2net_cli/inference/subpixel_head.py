@@ -16,6 +16,11 @@ The edges differ: the upsample clamps and the convolution pads the fine map with
 the coarse convolution pads the coarse map. The two fine rows and columns at each edge of the
 map are therefore recomputed by the original step on a thin slab and written over the phases'
 answer, so the output equals the trained head's everywhere (up to float rounding).
+
+Quantized (``SubpixelHead.quantize``, what ``--precision int8`` runs), each step's coarse
+convolutions read its input as 8-bit codes over a range measured on scenes and run as oneDNN's
+8-bit convolution, its sums in 32-bit integers and its answer in fp32; all else as above. Its
+integer sums are exact, so blocks, bands and the whole map agree up to float rounding.
 """
 
 from __future__ import annotations
@@ -103,6 +108,41 @@ class SubpixelStep(nn.Module):
             self.logit_weight = nn.Parameter(logit.weight.detach().repeat(P * P, 1, 1, 1), requires_grad=False)
             self.logit_bias = nn.Parameter(logit.bias.detach().repeat(P * P), requires_grad=False)
         self.groups = self._phase_groups(phased, bias.view(-1, out_ch) if logit is not None else None, coef, logit)
+        self.int8: tuple[float, int] | None = None  # the input's scale and zero point, once quantized
+        self.packed: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+
+    def quantize(self, low: float, high: float) -> None:
+        """Run this step's convolutions in 8-bit integers (oneDNN): its input rounded to 256
+        levels over [``low``, ``high``] (a range calibrated on scenes; beyond it clamped), the
+        weights to 8 bits per output channel, the sums in 32-bit integers, the answer in fp32.
+        Mish, the logit, the pixel shuffle and the edges run as before, in fp32."""
+        scale = max(high - min(low, 0.0), 1e-6) / 255
+        zero = min(max(round(-min(low, 0.0) / scale), 0), 255)
+        self.int8 = (scale, zero)
+        convs = [(0, self.weight, self.Q, self.pad)] + [(k + 1, g.weight, self.Q, 0) for k, g in enumerate(self.groups)]
+        for key, weight, stride, padding in convs:
+            w = weight.detach().float()
+            w_scale = w.abs().amax(dim=(1, 2, 3)).clamp_min(1e-12) / 127
+            qw = torch.round(w / w_scale.view(-1, 1, 1, 1)).clamp(-127, 127).to(torch.int8)
+            packed = torch.ops.onednn.qconv_prepack(qw, w_scale, scale, zero, [stride] * 2, [padding] * 2, [1, 1], 1, None)
+            self.packed[key] = (packed, w_scale, torch.zeros(len(w_scale), dtype=torch.int64))
+
+    def _codes(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` as the int8 convolutions read it: its 8-bit codes once quantized (in fp32 runs), else ``x``."""
+        if self.int8 is None or x.dtype != torch.float32 or torch.is_autocast_enabled("cpu"):
+            return x
+        scale, zero = self.int8
+        return getattr(self.mish, "codes", codes)(x, 1 / scale, zero)  # in x's layout
+
+    def _conv(self, x: torch.Tensor, key: int, weight: torch.Tensor, bias: torch.Tensor, padding: int) -> torch.Tensor:
+        """The step's convolution ``key`` (0: the whole kernel; k: group k - 1) on ``x``: in int8
+        where ``x`` is codes (``_codes``), else as ``x``'s type."""
+        if x.dtype != torch.uint8:
+            return F.conv2d(x, weight.to(x.dtype), bias.to(x.dtype), stride=self.Q, padding=padding)
+        scale, zero = self.int8
+        packed, w_scale, w_zero = self.packed[key]
+        return torch.ops.onednn.qconv2d_pointwise(x, scale, zero, packed, w_scale, w_zero, bias.float(), [self.Q] * 2,
+                                                  [padding] * 2, [1, 1], 1, 1.0, 0, torch.float32, "none", [], "")
 
     def _phase_groups(self, phased: torch.Tensor, bias: torch.Tensor | None, coef: torch.Tensor,
                       logit: nn.Conv2d | None) -> nn.ModuleList:
@@ -144,8 +184,7 @@ class SubpixelStep(nn.Module):
         if self.groups:
             y = F.pixel_shuffle(self._grouped(x), self.P)
         else:
-            y = F.conv2d(x, self.weight.to(x.dtype), self.bias.to(x.dtype), stride=self.Q, padding=self.pad)
-            y = self.mish(y)
+            y = self.mish(self._conv(self._codes(x), 0, self.weight, self.bias, self.pad))
             if self.original_logit is not None:
                 y = F.conv2d(y, self.logit_weight.to(y.dtype), self.logit_bias.to(y.dtype), groups=self.P * self.P)
             y = F.pixel_shuffle(y, self.P)
@@ -155,12 +194,12 @@ class SubpixelStep(nn.Module):
     def _grouped(self, x: torch.Tensor) -> torch.Tensor:
         """The logits of every phase (n, P^2, h / Q, w / Q), each group of phases from its own window."""
         h, w = x.shape[-2] // self.Q, x.shape[-1] // self.Q
-        padded = F.pad(x, (self.pad,) * 4)
+        x_in = self._codes(x)
+        padded = F.pad(x_in, (self.pad,) * 4, value=self.int8[1] if x_in.dtype == torch.uint8 else 0)
         out = x.new_empty(x.shape[0], self.P * self.P, h, w)
-        for group in self.groups:
+        for k, group in enumerate(self.groups):
             sy, sx = group.start
-            y = F.conv2d(padded[..., sy:, sx:], group.weight.to(x.dtype), group.bias.to(x.dtype), stride=self.Q)
-            y = self.mish(y[..., :h, :w])
+            y = self.mish(self._conv(padded[..., sy:, sx:], k + 1, group.weight, group.bias, 0)[..., :h, :w])
             out[:, group.index] = F.conv2d(y, group.logit_weight.to(y.dtype), group.logit_bias.to(y.dtype),
                                            groups=len(group.index))
         return out
@@ -221,6 +260,12 @@ class SubpixelHead(nn.Module):
         self.steps = nn.ModuleList(SubpixelStep(step[0], factor, mish=mish)
                                    for factor, step in zip(head.factors[:-1], head.steps[:-1]))
         self.last = SubpixelStep(head.steps[-1][0], head.factors[-1], head.logit, mish=mish)
+
+    def quantize(self, ranges: list[tuple[float, float]]) -> None:
+        """Run every step's convolutions in 8-bit integers, each step's input rounded over its
+        range in ``ranges`` (SubpixelStep.quantize)."""
+        for step, (low, high) in zip([*self.steps, self.last], ranges, strict=True):
+            step.quantize(low, high)
 
     def forward(self, x: torch.Tensor, last_step_rows: int | None = None,
                 active: torch.Tensor | None = None) -> torch.Tensor:
@@ -338,6 +383,12 @@ def _blocks(used: torch.Tensor, cell: int, cols: int) -> list[tuple[int, int]]:
     return blocks
 
 
+def codes(x: torch.Tensor, inverse: float | torch.Tensor, zero: int | torch.Tensor) -> torch.Tensor:
+    """``x`` as 8-bit codes: round(x ``inverse``) + ``zero`` (``inverse``: 1 / the codes' scale),
+    clamped to 0-255 (uint8)."""
+    return torch.clamp(torch.round(x * inverse) + zero, 0, 255).to(torch.uint8)
+
+
 def _mish_inplace(x: torch.Tensor) -> torch.Tensor:
     return F.mish(x, inplace=True)
 
@@ -358,7 +409,7 @@ class FusedMish:
 
     def __init__(self, enabled: bool = False):
         self.enabled = enabled
-        self.compiled = None
+        self.compiled = self.compiled_codes = None
         self.failure: str | None = None if has_cpp_compiler() else "no C++ compiler"
 
     @property
@@ -376,6 +427,24 @@ class FusedMish:
             except Exception as error:  # noqa: BLE001 - any compiler failure means the plain path
                 self.failure = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
         return _mish_inplace(x)
+
+    def codes(self, x: torch.Tensor, inverse: float, zero: int) -> torch.Tensor:
+        """``codes(x, inverse, zero)``, compiled into one pass as Mish is (torch's operations: five)."""
+        if self.active:
+            try:
+                flat, back = _flat(x)
+                arguments = (torch.tensor(inverse, dtype=x.dtype), torch.tensor(zero, dtype=x.dtype))
+                if self.compiled_codes is None:
+                    self.compiled_codes = torch.compile(codes, dynamic=True, options=compile_options())
+                    found, expected = self.compiled_codes(flat, *arguments), codes(flat, inverse, zero)
+                    if x.numel() and int((found.int() - expected.int()).abs().max()) > 1:  # a rounding apart at most
+                        self.failure = "compiled 8-bit codes differ from torch's"
+                        return back(expected)
+                    return back(found)
+                return back(self.compiled_codes(flat, *arguments))
+            except Exception as error:  # noqa: BLE001 - any compiler failure means the plain path
+                self.failure = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        return codes(x, inverse, zero)
 
     def _checked(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The first compiled answer against torch's Mish: a compiler that gets it wrong is not used."""

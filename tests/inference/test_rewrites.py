@@ -247,3 +247,42 @@ def test_gated_window_is_land_where_the_gate_rules_water_out(monkeypatch):
     monkeypatch.setattr(model, "active_cells", lambda x, features, skip_below: torch.ones_like(pattern))
     with torch.inference_mode():  # every cell active: the full head's own path
         assert torch.equal(model.forward_window(x, 8, 12, 80, 64, last_step_rows=8, skip_below=0.0), expected)
+
+
+def test_int8_head_is_the_head_within_rounding_and_gating_it_changes_nothing():
+    """The head's convolutions in 8-bit integers (ranges measured on its own input, as weights
+    gate measures them): its logits are the fp32 head's within rounding, but not equal (the
+    integers ran), and the gated int8 head gives the full int8 head's logits on its active cells."""
+    if not runtime.cpu_runs_int8():
+        pytest.skip("oneDNN's 8-bit convolutions need an x86 CPU")
+    from s2s2net_cli.training.gate import StepInputRanges
+
+    head = trained_like().head
+    exact, fast = SubpixelHead(head).eval(), SubpixelHead(head).eval()
+    x = torch.randn(1, 256, 24, 20)
+    active = torch.zeros(24, 20, dtype=torch.bool)
+    active[3, 4] = active[12:14, 2:18] = active[23, 19] = True
+    with torch.inference_mode():
+        watch = StepInputRanges([*exact.steps, exact.last])
+        expected = exact(x, 16)
+        ranges = watch.close()
+        fast.quantize(ranges)
+        got, gated = fast(x, 16), fast(x, 16, active=active)
+    assert len(ranges) == 4 and all(low < 0 < high for low, high in ranges[1:])  # Mish's outputs: from -0.31 up
+    error = (got - expected).abs()
+    assert 0 < error.max() < 0.1 * expected.abs().max() and error.mean() < 0.01 * expected.abs().mean()
+    on = active.repeat_interleave(20, 0).repeat_interleave(20, 1).expand_as(got)
+    assert (gated[on] - got[on]).abs().max() < 1e-4 * got.abs().max()
+
+
+def test_codes_compiled_are_torchs(monkeypatch):
+    if not subpixel_head.has_cpp_compiler():
+        pytest.skip("no C++ compiler for TorchInductor")
+    fused = FusedMish(enabled=True)
+    for shape, channels_last in (((1, 32, 10, 14), True), ((3, 8, 5, 7), False)):
+        x = torch.randn(*shape) * 4
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        got, expected = fused.codes(x, 1 / 0.05, 7), subpixel_head.codes(x, 1 / 0.05, 7)
+        assert fused.failure is None and got.dtype == torch.uint8 and got.stride() == expected.stride()
+        assert (got.int() - expected.int()).abs().max() <= 1 and expected.min() == 0 and expected.max() == 255
