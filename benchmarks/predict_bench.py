@@ -9,7 +9,7 @@ of the head), runs `s2s2net predict` on it in a child process at the given (defa
 predict's default) settings, taking its own timing and peak resident memory, then times the
 bare network (channels-last, same threads) on 512 x 512 inputs covering the scene's area
 once, in this process: as predict runs it (decoder folded, head as sub-pixel convolutions,
-Mish fused where predict fused it; in the precision predict chose) and as trained, in fp32.
+Mish fused where predict fused it; in the precision predict chose, int8 included) and as trained, in fp32.
 ``area_ratio`` is predict's seconds over the bare network's as predict runs it: what tiling,
 context, blending, reading and writing cost beyond the network's necessary work;
 ``bare_speedup_over_fp32`` is the network's own gain, as run, over the trained network in
@@ -54,7 +54,7 @@ def main() -> None:
     ap.add_argument("--tile-size", type=int, default=512)
     ap.add_argument("--overlap", type=int, default=64)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--precision", default="auto", choices=["auto", "32", "bf16", "16"])
+    ap.add_argument("--precision", default="auto", choices=["auto", "32", "bf16", "16", "int8"])
     ap.add_argument("--landscape", default="mixed", choices=["mixed", "rivers"],
                     help="the synthetic scene: every kind of water (a fifth of it water), or one or two rivers on land")
     ap.add_argument("--full-head", action="store_true", help="predict --full-head: no water gate")
@@ -92,8 +92,10 @@ def main() -> None:
         bare_s = bare_fp32_s = trained_s = None
         if not args.skip_forward:
             bare_fp32_s = _time_bare(weights, args, None, as_run=False)
-            trained_s = bare_fp32_s if precision == "fp32" else _time_bare(weights, args, AUTOCAST[precision], as_run=False)
-            bare_s = _time_bare(weights, args, AUTOCAST.get(precision), as_run=True, fused=fused)
+            trained_s = (bare_fp32_s if precision not in AUTOCAST  # fp32, and int8 (the rest of it fp32)
+                         else _time_bare(weights, args, AUTOCAST[precision], as_run=False))
+            bare_s = _time_bare(weights, args, AUTOCAST.get(precision), as_run=True, fused=fused,
+                                int8=precision == "int8")
 
     result = {"pipeline_s": round(pipeline_s, 2), "bare_s": bare_s and round(bare_s, 2),
               "area_ratio": bare_s and round(pipeline_s / bare_s, 3), "peak_rss_mb": round(peak_rss_mb, 1),
@@ -129,14 +131,18 @@ def _network_flop(weights, args, side: int = 512) -> float:
     return counter.get_total_flops() * args.size * args.size / side ** 2
 
 
-def _time_bare(weights, args, dtype=None, as_run: bool = True, fused: bool = False, side: int = 512) -> float:
+def _time_bare(weights, args, dtype=None, as_run: bool = True, fused: bool = False, side: int = 512,
+               int8: bool = False) -> float:
     """Seconds of the bare network (channels-last; fp32, or autocast to ``dtype``) over the
     scene's area: as many side x side forwards as cover it once (fractions of a forward
     scaled), after one warm-up. ``as_run``: as predict runs it (decoder folded, head as
-    sub-pixel convolutions, its last step in pieces; Mish fused with ``fused``); else as trained."""
-    model, _ = load_model(weights, args.device)
+    sub-pixel convolutions, its last step in pieces; Mish fused with ``fused``; its convolutions
+    in 8-bit integers with ``int8``); else as trained."""
+    model, card = load_model(weights, args.device)
     if as_run:
         model = inference_network(model, FusedMish(enabled=fused))
+        if int8:
+            model.head.quantize(card.int8_ranges)
         forward = lambda x: model.forward_window(x, 0, 0, side, side)  # noqa: E731 - the head in pieces
     else:
         model, forward = model.to(memory_format=torch.channels_last), model

@@ -8,6 +8,7 @@ unpickled. The metadata is validated (architecture, band count, shapes) before u
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,12 +36,20 @@ class WeightsCard:
     version: str = __version__
     threshold: float = 0.5  # the water probability threshold the model was calibrated for
     ndwi_prior: float = 0.0  # the gain of the NDWI prior added to its logits (model.NdwiPrior), calibrated with it
+    # the range (low, high) of each head step's input on the gate's fitting scenes: what `--precision int8` rounds to
+    # 8 bits (s2s2net weights gate records it; None: the weights cannot run in int8)
+    int8_ranges: list[tuple[float, float]] | None = None
 
     def __post_init__(self):
         if not 0 <= self.threshold <= 1:
             raise ValueError(f"threshold {self.threshold} is not in 0-1")
         if not 0 <= self.ndwi_prior <= MAX_NDWI_PRIOR:
             raise ValueError(f"ndwi_prior {self.ndwi_prior} is not in 0-{MAX_NDWI_PRIOR:g}")
+        if self.int8_ranges is not None:
+            self.int8_ranges = [(float(low), float(high)) for low, high in self.int8_ranges]
+            if len(self.int8_ranges) != len(self.model.head_channels) or any(
+                    not low < high or not math.isfinite(high - low) for low, high in self.int8_ranges):
+                raise ValueError(f"int8_ranges {self.int8_ranges} are not one finite range per head step")
 
     def to_dict(self) -> dict:
         return {
@@ -51,6 +60,7 @@ class WeightsCard:
             "version": self.version,
             "threshold": self.threshold,
             "ndwi_prior": self.ndwi_prior,
+            **({"int8_ranges": [list(r) for r in self.int8_ranges]} if self.int8_ranges is not None else {}),
         }
 
     @classmethod
@@ -62,6 +72,7 @@ class WeightsCard:
             version=str(data.get("version", "unknown")),
             threshold=float(data.get("threshold", 0.5)),
             ndwi_prior=float(data.get("ndwi_prior", 0.0)),  # absent from weights before it existed
+            int8_ranges=data.get("int8_ranges"),
         )
         if len(card.bands.names) != card.model.in_channels:
             raise ValueError(f"{len(card.bands.names)} bands named for a model of {card.model.in_channels} input channels")

@@ -499,6 +499,9 @@ RULES = _book(
     # runtime.py
     Rule("S2N-DEVICE-NO-CUDA", INPUT, "CUDA was asked for but no GPU is available"),
     Rule("S2N-WEIGHTS-BANDS", INPUT, "weights were trained on bands {trained}; s2s2net reads {reads}"),
+    Rule("S2N-INT8-NO-RANGES", INPUT, "weights carry no int8 ranges for {o.precision:int8} (s2s2net weights gate "
+                                      "records them)"),
+    Rule("S2N-INT8-NOT-X86", INPUT, "{o.precision:int8} runs on x86 CPUs with AVX2 or AVX-512, not on {device}"),
     # safe.py
     Rule("S2N-SAFE-REMOTE", INPUT, "remote SAFE products are not read; give a local .SAFE folder or .zip, or the "
                                    "product's STAC item"),

@@ -142,3 +142,19 @@ def test_the_ndwi_prior_travels_in_the_card_and_old_cards_read_as_without(tmp_pa
         save_file({"a": torch.zeros(1)}, str(bad), metadata={"s2s2net": json.dumps(data)})
         with raises_rule("S2N-WEIGHTS-METADATA-INVALID", bad):
             read_card(bad)
+
+
+def test_int8_ranges_travel_in_the_card_and_bad_ones_are_refused(tmp_path):
+    from safetensors.torch import save_file
+
+    card = WeightsCard(int8_ranges=[(-0.3, 8.0), (-0.31, 16.0), (-0.31, 16.5), (-0.31, 12.0)])
+    assert WeightsCard.from_dict(json.loads(json.dumps(card.to_dict()))).int8_ranges == card.int8_ranges
+    assert "int8_ranges" not in WeightsCard().to_dict() and WeightsCard.from_dict(WeightsCard().to_dict()).int8_ranges is None
+    for name, ranges in (("three", [[0, 1]] * 3), ("empty", [[0, 1], [0, 1], [2, 2], [0, 1]]),
+                         ("infinite", [[0, 1], [0, 1], [0, float("inf")], [0, 1]])):
+        data = WeightsCard().to_dict()
+        data["int8_ranges"] = ranges
+        bad = tmp_path / f"{name}.safetensors"
+        save_file({"a": torch.zeros(1)}, str(bad), metadata={"s2s2net": json.dumps(data)})
+        with raises_rule("S2N-WEIGHTS-METADATA-INVALID", bad):
+            read_card(bad)

@@ -11,7 +11,15 @@ import click
 
 from ..bands import BAND_NAMES, repeated_band
 from ..errors import S2S2NetError
-from ..inference.options import DEFAULT_OVERLAP, DEFAULT_TILE_SIZE, MIN_TILE_SIZE, PRECISIONS, ModelOptions, is_device
+from ..inference.options import (
+    DEFAULT_OVERLAP,
+    DEFAULT_TILE_SIZE,
+    MIN_TILE_SIZE,
+    PRECISIONS,
+    RUN_PRECISIONS,
+    ModelOptions,
+    is_device,
+)
 from ..io import creation_option_problems
 from ..manifest import pairs_from_options
 from ..rulebook import finding
@@ -120,10 +128,13 @@ tile_size_option = click.option("--tile-size", type=click.IntRange(MIN_TILE_SIZE
 overlap_option = click.option("--overlap", type=click.IntRange(0), default=None,
                               help=f"Context read on each side of a tile (10 m pixels; default {DEFAULT_OVERLAP}, at "
                                    "most the tile size).")
-precision_option = click.option("--precision", type=click.Choice(PRECISIONS), default=_MODEL.precision,
-                                show_default=True, help="auto: bf16 on GPUs that have it (else 16); on the CPU, predict runs "
-                                                           "bf16 where the CPU does it natively (AVX512_BF16 or AMX), "
-                                                           "train fp32.")
+precision_option = click.option("--precision", type=click.Choice(RUN_PRECISIONS), default=_MODEL.precision,
+                                show_default=True, help="auto: bf16 on GPUs that have it (else 16) and on CPUs that do bf16 "
+                                                        "natively (AVX512_BF16 or AMX); int8 on other x86 CPUs for weights "
+                                                        "with int8 ranges (the bundled ones); else fp32. int8: the head's "
+                                                        "convolutions in 8-bit integers (x86 CPUs).")
+train_precision_option = click.option("--precision", type=click.Choice(PRECISIONS), default=_MODEL.precision,
+                                      show_default=True, help="auto: bf16 on GPUs that have it (else 16), fp32 on the CPU.")
 batch_size_option = click.option("--batch-size", type=click.IntRange(1), default=None,
                                  help="Tiles per forward pass (default 1 on the CPU, 8 on a GPU).")
 threshold_option = click.option("--threshold", type=click.FloatRange(0, 1), default=None,

@@ -10,7 +10,7 @@ from click.core import ParameterSource
 
 from ..rulebook import finding
 from ..training.config import AUGMENTATIONS, DEFAULT_STEPS, LABEL_EDGES, TrainOptions, read_deepspeed_config
-from .options import bad_parameter, exclusive, overwrite_option, parse_name_values, precision_option
+from .options import bad_parameter, exclusive, overwrite_option, parse_name_values, train_precision_option
 from .render import log_findings, progress_bar, stderr
 
 _TRAIN = TrainOptions()  # the defaults, as the options show them
@@ -36,7 +36,7 @@ def _parse_weights(ctx, param, values) -> dict:
 @click.option("--batch-size", type=click.IntRange(1), default=_TRAIN.batch_size, show_default=True, help="Global batch, split across ranks.")
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=_TRAIN.lr, show_default=True)
 @click.option("--weight-decay", type=click.FloatRange(min=0), default=_TRAIN.weight_decay, show_default=True)
-@precision_option
+@train_precision_option
 @click.option("--zero-stage", type=click.IntRange(0, 2), default=_TRAIN.zero_stage, show_default=True, help="DeepSpeed ZeRO stage.")
 @click.option("--offload-optimizer", is_flag=True, help="ZeRO-Offload: optimizer states and step on the CPU.")
 @click.option("--deepspeed-config", type=click.Path(dir_okay=False), default=None,

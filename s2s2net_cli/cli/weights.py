@@ -153,7 +153,8 @@ def gate(ctx, src, dst, scenes, synthetic_scenes, overwrite, as_json):
     needed), how high the head's logits can reach in each cell, with a margin that leaves at
     most about one water pixel in a million to land on them. Masks made with it and with
     --full-head agree on all but those pixels; probability maps always run the full head.
-    Fit it again after every fine-tune (training drops it).
+    The same runs record the range of each head step's input, which --precision int8 rounds
+    to 8 bits. Fit it again after every fine-tune (training drops both).
 
     \b
     Examples:

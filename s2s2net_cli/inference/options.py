@@ -13,7 +13,8 @@ from ..sources.options import SceneOptions
 DEFAULT_TILE_SIZE = 512  # 10 m pixels a side: the largest tile a scene is planned in (memory grows with it)
 MIN_TILE_SIZE = 16  # the smallest tile read (the network pads it to a multiple of its stride, 32)
 DEFAULT_OVERLAP = 64  # 10 m pixels of context, or the whole tile size when that is smaller
-PRECISIONS = ("auto", "32", "bf16", "16")
+PRECISIONS = ("auto", "32", "bf16", "16")  # what networks train and run in
+RUN_PRECISIONS = (*PRECISIONS, "int8")  # and run in: int8, the head's convolutions in 8-bit integers (CPUs)
 # water indices run as models
 BASELINES = ("ndwi", "mndwi", "ndwi-otsu", "mndwi-otsu", "ndwi-bilinear", "mndwi-bilinear")
 
@@ -28,7 +29,7 @@ class ModelOptions:
     overlap: int | None = None  # context read around each tile (10 m pixels); None: DEFAULT_OVERLAP or the tile size
     batch_size: int | None = None  # tiles a forward pass; None: 1 on the CPU, 8 on a GPU
     device: str = "auto"  # auto, cpu, cuda or cuda:N
-    precision: str = "auto"  # auto, 32, bf16 or 16
+    precision: str = "auto"  # auto, 32, bf16, 16 or int8 (the head's convolutions in 8-bit integers, CPUs)
     flips: bool = False  # average over the eight flips and quarter turns of each tile (8x the work)
     threshold: float | None = None  # None: the model's calibrated threshold (its card's)
     full_head: bool = False  # run the head everywhere, even where the weights' water gate rules water out
@@ -56,8 +57,8 @@ def check_model_options(options: ModelOptions) -> None:
         raise refuse("S2N-BATCH-SIZE", None, batch_size=options.batch_size)
     if not is_device(options.device):
         raise refuse("S2N-DEVICE-UNKNOWN", None, value=options.device)
-    if options.precision not in PRECISIONS:
-        raise refuse("S2N-PRECISION-UNKNOWN", None, value=options.precision, choices=", ".join(PRECISIONS))
+    if options.precision not in RUN_PRECISIONS:
+        raise refuse("S2N-PRECISION-UNKNOWN", None, value=options.precision, choices=", ".join(RUN_PRECISIONS))
     if options.threshold is not None and not 0 <= options.threshold <= 1:
         raise refuse("S2N-THRESHOLD-RANGE", None, threshold=options.threshold)
 

@@ -41,6 +41,22 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     return {"32": None, "bf16": torch.bfloat16, "16": torch.float16}[precision]
 
 
+def runs_int8(precision: str, device: torch.device, has_ranges: bool) -> bool:
+    """Whether the head's convolutions run in 8-bit integers: asked for ("int8"; refused off x86
+    CPUs), or "auto" on an x86 CPU without native bf16 and weights that carry int8 ranges
+    (measured faster than fp32 there, with masks 99.9 % the same: docs/performance.md)."""
+    x86 = device.type == "cpu" and cpu_runs_int8()
+    if precision == "int8" and not x86:
+        where = device if device.type != "cpu" else f"this CPU ({torch.backends.cpu.get_cpu_capability()})"
+        raise refuse("S2N-INT8-NOT-X86", None, device=where)
+    return precision == "int8" or (precision == "auto" and x86 and has_ranges and not cpu_has_native_bf16())
+
+
+def cpu_runs_int8() -> bool:
+    """Whether this CPU runs oneDNN's 8-bit convolutions: x86 with AVX2 or AVX-512, as torch reads it."""
+    return torch.backends.mkldnn.is_available() and torch.backends.cpu.get_cpu_capability().startswith(("AVX2", "AVX512"))
+
+
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU multiplies bf16 natively (AVX512_BF16 or AMX-BF16), as torch reads it from the CPU."""
     capabilities = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
@@ -80,7 +96,12 @@ class ModelRuntime(Forward):
         self.model = inference_network(self.model, self.mish)
         if tuple(self.card.bands.names) != BAND_NAMES:
             raise refuse("S2N-WEIGHTS-BANDS", self.weights, trained=', '.join(self.card.bands.names), reads=', '.join(BAND_NAMES))
-        self.amp = autocast_dtype(precision, self.device)
+        self.int8 = runs_int8(precision, self.device, self.card.int8_ranges is not None)
+        if self.int8 and self.card.int8_ranges is None:
+            raise refuse("S2N-INT8-NO-RANGES", self.weights)
+        if self.int8:
+            self.model.head.quantize(self.card.int8_ranges)
+        self.amp = None if self.int8 else autocast_dtype(precision, self.device)
         self.spec = self.card.bands
         self.flips = flips
         self.threshold = self.card.threshold if threshold is None else threshold
@@ -105,8 +126,8 @@ class ModelRuntime(Forward):
 
     @property
     def precision(self) -> str:
-        """The arithmetic the network runs in: fp32, bf16 or fp16."""
-        return PRECISION_NAMES[self.amp]
+        """The arithmetic the network runs in: fp32, bf16, fp16 or int8 (the head's convolutions; the rest fp32)."""
+        return "int8" if self.int8 else PRECISION_NAMES[self.amp]
 
     @property
     def fused_mish(self) -> bool:

@@ -9,6 +9,9 @@ fitting scenes, the water pixels in the cells it would skip are at most MISSED_P
 pixels, and SAFETY_MARGIN beyond that. The scenes: synthetic ones the tool makes (generator
 seeds from FIRST_SEED, apart from the training seeds 1000-1299 and the hold-out's 9000 on) and
 any of the user's (unlabelled is enough), read in windows of at most WINDOW pixels.
+
+The same runs measure the range of each head step's input (StepInputRanges): what
+`--precision int8` rounds to 256 levels, so that weights with a gate can also run in int8.
 """
 
 from __future__ import annotations
@@ -59,11 +62,32 @@ class GateFit:
     water_fraction: float  # of all pixels: water
     cells: int
     inputs: int
+    int8_ranges: list[tuple[float, float]] | None = None  # each head step's input range, for --precision int8
 
     def to_dict(self) -> dict:
         return {"margin": self.margin, "active_fraction": round(self.active_fraction, 4),
                 "missed_fraction": self.missed_fraction, "water_fraction": round(self.water_fraction, 4),
-                "cells": self.cells, "inputs": self.inputs}
+                "cells": self.cells, "inputs": self.inputs, "int8_ranges": self.int8_ranges}
+
+
+class StepInputRanges:
+    """The lowest and highest value each of a head's steps (``steps``) reads, over every run
+    while this is open: what the head's int8 convolutions round to 256 levels."""
+
+    def __init__(self, steps: list[torch.nn.Module]):
+        self.ranges = [(math.inf, -math.inf)] * len(steps)
+        self.hooks = [step.register_forward_pre_hook(self._watch(k)) for k, step in enumerate(steps)]
+
+    def _watch(self, k: int) -> Callable:
+        def hook(_module, args):
+            low, high = self.ranges[k]
+            self.ranges[k] = (min(low, float(args[0].min())), max(high, float(args[0].max())))
+        return hook
+
+    def close(self) -> list[tuple[float, float]]:
+        for hook in self.hooks:
+            hook.remove()
+        return self.ranges
 
 
 @torch.inference_mode()
@@ -169,18 +193,25 @@ def fit_model_gate(model, threshold: float, inputs: Iterable[np.ndarray],
     t = min(max(threshold, 1e-6), 1 - 1e-6)
     threshold_logit = math.log(t / (1 - t))
     cells = []
-    for k, data in enumerate(inputs):
-        cells.append(cells_of(model, torch.from_numpy(data)[None], threshold_logit))
-        if on_progress:
-            on_progress(k + 1)
-    return fit_gate(cells, threshold_logit)
+    ranges = StepInputRanges([*model.head.steps, model.head.last])
+    try:
+        for k, data in enumerate(inputs):
+            cells.append(cells_of(model, torch.from_numpy(data)[None], threshold_logit))
+            if on_progress:
+                on_progress(k + 1)
+    finally:
+        int8_ranges = ranges.close()
+    gate, fit = fit_gate(cells, threshold_logit)
+    fit.int8_ranges = [(math.floor(low * 1e4) / 1e4, math.ceil(high * 1e4) / 1e4) for low, high in int8_ranges]
+    return gate, fit
 
 
 def gate_weights(src, dst, scenes: tuple = (), synthetic_scenes: int | None = None, overwrite: bool = False,
                  on_progress: Callable[[int], None] | None = None) -> GateFit:
     """Copy weights ``src`` to ``dst`` with a water gate fitted to them (any gate of ``src``'s
     replaced): on ``synthetic_scenes`` synthetic scenes and windows of ``scenes``, at the
-    threshold of ``src``'s card. What the fit found is noted in the card's training record."""
+    threshold of ``src``'s card, and the head steps' input ranges on the same scenes (the card's
+    ``int8_ranges``). What the fit found is noted in the card's training record."""
     from itertools import chain
 
     from ..checkpoint import GATE_PREFIX, load_model, load_weights, save_weights, without_gate
@@ -200,9 +231,11 @@ def gate_weights(src, dst, scenes: tuple = (), synthetic_scenes: int | None = No
     state, card = load_weights(src)
     state = {**without_gate(state), **{GATE_PREFIX + name: t for name, t in gate.state_dict().items()}}
     fitted_on = f"{synthetic_scenes} synthetic scenes" + (f" and {len(scenes)} given with --scene" if scenes else "")
+    card.int8_ranges = fit.int8_ranges
     card.training = {**card.training, "gate": (
         f"water gate by s2s2net weights gate ({fitted_on}, {fit.inputs} inputs, threshold {card.threshold:g}): "
         f"margin {fit.margin:g}, the head runs on {fit.active_fraction:.1%} of the cells and skips "
-        f"{fit.missed_fraction:.1e} of the pixels as land that the full head calls water")}
+        f"{fit.missed_fraction:.1e} of the pixels as land that the full head calls water; the head steps' input "
+        f"ranges for --precision int8 from the same scenes")}
     save_weights(dst, state, card)
     return fit

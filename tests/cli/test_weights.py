@@ -204,6 +204,23 @@ def test_a_fitted_water_gate_skips_the_head_and_keeps_the_mask(tmp_path, random_
         masks[name], tags = _mask_and_tags(out)
         assert tags["head"] == json.loads(r.stdout)["scenes"][0]["head"]
     assert (masks["gated"] == masks["full"]).mean() >= 0.999
+    # the same fit records each head step's input range: what --precision int8 rounds to 8 bits
+    assert card.int8_ranges == [tuple(r) for r in fit["int8_ranges"]] and len(card.int8_ranges) == 4
+    assert all(low < high for low, high in card.int8_ranges)
+    r = run_cli("predict", scene, "-o", tmp_path / "int8.tif", "--weights", gated, "--precision", "int8", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["scenes"][0]["precision"] == "int8"
+    mask, tags = _mask_and_tags(tmp_path / "int8.tif")
+    assert tags["precision"] == "int8" and (mask == masks["gated"]).mean() >= 0.99
+
+
+def test_int8_needs_weights_with_int8_ranges(tmp_path, random_weights, scene_factory):
+    scene, out = scene_factory(40, 40, seed=2), tmp_path / "out.tif"
+    r = run_cli("predict", scene, "-o", out, "--weights", random_weights, "--precision", "int8")
+    assert r.returncode == 1 and codes(r.stderr) == ["S2N-INT8-NO-RANGES"] and str(random_weights) in r.stderr
+    assert "weights gate" in r.stderr and len(r.stderr.strip().splitlines()) == 1 and not out.exists()
+    r = run_cli("train", tmp_path, "-o", tmp_path / "run", "--precision", "int8")
+    assert r.returncode == 2 and "int8" in r.stderr  # a precision to run in, not to train in
 
 
 def test_the_bundled_gate_keeps_the_bundled_mask(tmp_path):
@@ -219,6 +236,9 @@ def test_the_bundled_gate_keeps_the_bundled_mask(tmp_path):
         masks[name], tags = _mask_and_tags(out)
         assert tags["head"] == name
     assert (masks["gated"] == masks["full"]).mean() >= 0.999 and (masks["full"] == 1).any()
+    r = run_cli("predict", scene, "-o", tmp_path / "int8.tif", "--precision", "int8")
+    assert r.returncode == 0, r.stderr
+    assert (_mask_and_tags(tmp_path / "int8.tif")[0] == masks["gated"]).mean() >= 0.999
     r = run_cli("predict", scene, "-o", tmp_path / "all.tif", "--precision", "32", "--threshold", 0, "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["scenes"][0]["head"] == "full"  # every pixel water: no gate
 

@@ -323,6 +323,14 @@ def test_precision_auto_takes_bf16_on_cpus_that_do_it_natively(tmp_path, random_
         monkeypatch.setattr(torch.cpu, "get_capabilities", lambda c=capabilities: c)
         assert runtime.autocast_dtype("auto", cpu) == expected
         assert runtime.autocast_dtype("32", cpu) is None and runtime.autocast_dtype("bf16", cpu) == torch.bfloat16
+        # int8 where bf16 is not native, on x86, for weights that carry int8 ranges; else as above
+        monkeypatch.setattr(runtime, "cpu_runs_int8", lambda: True)
+        assert runtime.runs_int8("auto", cpu, True) is (expected is None)
+        assert not runtime.runs_int8("auto", cpu, False) and not runtime.runs_int8("32", cpu, True)
+        monkeypatch.setattr(runtime, "cpu_runs_int8", lambda: False)
+        assert not runtime.runs_int8("auto", cpu, True)
+        with pytest.raises(Exception, match="x86 CPUs"):
+            runtime.runs_int8("int8", cpu, True)
     monkeypatch.undo()
     scene = write_raster(tmp_path / "s.tif", np.random.default_rng(2).integers(100, 3000, (6, 40, 40)).astype("uint16"),
                          nodata=0)
