@@ -9,7 +9,8 @@
 #   scripts/score_real.sh [WORK_DIR]        (REALDATA=DIR to read the scenes elsewhere)
 #
 # The card's figures are fp32 (PRECISION=32, the default here); PRECISION=auto scores what
-# predict runs by default on this machine (bf16 on CPUs that do it natively).
+# predict runs by default on this machine (bf16 on CPUs that do it natively, int8 on other x86
+# CPUs; PRECISION=int8 scores that path here).
 # QUICK=1 leaves out --flips and the other tile sizes. Without the real scenes it says so and
 # exits 0. Shanghai is for validation only: no recipe trains on it. The default model trained
 # on the Sen1Floods11 Bolivia chips: their row is marked so (scripts/crossval_bolivia.sh gives
