@@ -409,7 +409,7 @@ class FusedMish:
 
     def __init__(self, enabled: bool = False):
         self.enabled = enabled
-        self.compiled = self.compiled_codes = None
+        self.compiled: dict[str, Callable] = {}  # each function compiled, by name
         self.failure: str | None = None if has_cpp_compiler() else "no C++ compiler"
 
     @property
@@ -417,43 +417,49 @@ class FusedMish:
         return self.enabled and self.failure is None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.active:
-            try:
-                flat, back = _flat(x)  # one compiled graph for every shape and batch (no recompiling)
-                if self.compiled is None:
-                    self.compiled = torch.compile(_mish_one_exp, dynamic=True, options=compile_options())
-                    return back(self._checked(flat, self.compiled(flat)))
-                return back(self.compiled(flat))
-            except Exception as error:  # noqa: BLE001 - any compiler failure means the plain path
-                self.failure = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-        return _mish_inplace(x)
+        return self._run(_mish_one_exp, x, (), _mish_inplace, self._mish_error)
 
     def codes(self, x: torch.Tensor, inverse: float, zero: int) -> torch.Tensor:
         """``codes(x, inverse, zero)``, compiled into one pass as Mish is (torch's operations: five)."""
+        return self._run(codes, x, (inverse, zero), lambda x: codes(x, inverse, zero),
+                         lambda x, y: self._codes_error(x, y, inverse, zero))
+
+    def _run(self, function: Callable, x: torch.Tensor, arguments: tuple, plain: Callable,
+             error: Callable[[torch.Tensor, torch.Tensor], tuple[str | None, torch.Tensor]]) -> torch.Tensor:
+        """``function(x, *arguments)`` compiled, on ``x`` as one flat view (one graph for every shape
+        and batch, the arguments as tensors: no recompiling), its first answer checked by ``error``
+        (a compiler that gets it wrong is not used); ``plain(x)`` until enabled or after a failure."""
         if self.active:
             try:
                 flat, back = _flat(x)
-                arguments = (torch.tensor(inverse, dtype=x.dtype), torch.tensor(zero, dtype=x.dtype))
-                if self.compiled_codes is None:
-                    self.compiled_codes = torch.compile(codes, dynamic=True, options=compile_options())
-                    found, expected = self.compiled_codes(flat, *arguments), codes(flat, inverse, zero)
-                    if x.numel() and int((found.int() - expected.int()).abs().max()) > 1:  # a rounding apart at most
-                        self.failure = "compiled 8-bit codes differ from torch's"
-                        return back(expected)
-                    return back(found)
-                return back(self.compiled_codes(flat, *arguments))
-            except Exception as error:  # noqa: BLE001 - any compiler failure means the plain path
-                self.failure = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-        return codes(x, inverse, zero)
+                tensors = tuple(torch.tensor(a, dtype=x.dtype) for a in arguments)
+                compiled = self.compiled.get(function.__name__)
+                if compiled is None:
+                    compiled = self.compiled[function.__name__] = torch.compile(function, dynamic=True,
+                                                                                options=compile_options())
+                    self.failure, answer = error(flat, compiled(flat, *tensors))
+                    return back(answer)
+                return back(compiled(flat, *tensors))
+            except Exception as failure:  # noqa: BLE001 - any compiler failure means the plain path
+                self.failure = f"{type(failure).__name__}: {str(failure).splitlines()[0] if str(failure) else ''}"
+        return plain(x)
 
-    def _checked(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """The first compiled answer against torch's Mish: a compiler that gets it wrong is not used."""
+    @staticmethod
+    def _mish_error(x: torch.Tensor, y: torch.Tensor) -> tuple[str | None, torch.Tensor]:
+        """What is wrong with the compiled Mish's answer ``y`` on ``x`` (None: nothing), and the answer to use."""
         expected = F.mish(x.float())
         error = float((y.float() - expected).abs().max()) if x.numel() else 0.0
         if error > MISH_CHECK_TOLERANCE[x.dtype]:
-            self.failure = f"compiled Mish differs from torch's by {error:.3g}"
-            return expected.to(x.dtype)
-        return y
+            return f"compiled Mish differs from torch's by {error:.3g}", expected.to(x.dtype)
+        return None, y
+
+    @staticmethod
+    def _codes_error(x: torch.Tensor, y: torch.Tensor, inverse: float, zero: int) -> tuple[str | None, torch.Tensor]:
+        """The same for the compiled 8-bit codes: a rounding apart from torch's at most."""
+        expected = codes(x, inverse, zero)
+        if x.numel() and int((y.int() - expected.int()).abs().max()) > 1:
+            return "compiled 8-bit codes differ from torch's", expected
+        return None, y
 
 
 def _flat(x: torch.Tensor) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
