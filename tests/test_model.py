@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from s2s2net_cli.model import S2S2Net, pad_to_multiple
+from s2s2net_cli.model import S2S2Net, SdpaAttention, pad_to_multiple
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +182,26 @@ def test_an_ndwi_prior_refuses_other_bands_and_gains_out_of_range():
         S2S2Net(config=ModelConfig(in_channels=4), spec=spec, ndwi_prior=8.0)
     with pytest.raises(ValueError, match="NDWI prior -1 is not in 0-100"):
         S2S2Net(ndwi_prior=-1)
+
+
+def test_the_encoders_attention_is_smps_in_one_call_with_the_same_state_and_gradients():
+    from segmentation_models_pytorch.encoders.mix_transformer import Attention
+
+    torch.manual_seed(0)
+    model = S2S2Net()
+    fused = [m for m in model.encoder.modules() if isinstance(m, SdpaAttention)]
+    assert len(fused) == 8 and not any(isinstance(m, Attention) for m in model.modules())
+    for sr_ratio, (dim, heads, side) in zip((8, 1), ((32, 1, 16), (256, 8, 4))):
+        smp = Attention(dim, heads, qkv_bias=True, sr_ratio=sr_ratio)
+        ours = SdpaAttention(smp)
+        assert ours.state_dict().keys() == smp.state_dict().keys()
+        x = torch.randn(2, side * side, dim, requires_grad=True)
+        x2 = x.detach().clone().requires_grad_()
+        expected, got = smp(x, side, side), ours(x2, side, side)
+        assert got.shape == expected.shape
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+        expected.square().sum().backward()
+        got.square().sum().backward()
+        torch.testing.assert_close(x2.grad, x.grad, atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="dropout"):
+        SdpaAttention(Attention(32, 1, attn_drop=0.1))
