@@ -190,18 +190,19 @@ def fit_model_gate(model, threshold: float, inputs: Iterable[np.ndarray],
                    on_progress: Callable[[int], None] | None = None) -> tuple[WaterGate, GateFit]:
     """The water gate of ``model`` (an inference network on the CPU, fp32) fitted on ``inputs``
     (normalised arrays (bands, h, w)) at ``threshold`` (a probability)."""
-    t = min(max(threshold, 1e-6), 1 - 1e-6)
-    threshold_logit = math.log(t / (1 - t))
+    from ..inference.runtime import threshold_logit
+
+    logit = threshold_logit(min(max(threshold, 1e-6), 1 - 1e-6))
     cells = []
     ranges = StepInputRanges([*model.head.steps, model.head.last])
     try:
         for k, data in enumerate(inputs):
-            cells.append(cells_of(model, torch.from_numpy(data)[None], threshold_logit))
+            cells.append(cells_of(model, torch.from_numpy(data)[None], logit))
             if on_progress:
                 on_progress(k + 1)
     finally:
         int8_ranges = ranges.close()
-    gate, fit = fit_gate(cells, threshold_logit)
+    gate, fit = fit_gate(cells, logit)
     fit.int8_ranges = [(math.floor(low * 1e4) / 1e4, math.ceil(high * 1e4) / 1e4) for low, high in int8_ranges]
     return gate, fit
 
