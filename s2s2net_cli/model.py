@@ -8,6 +8,7 @@ into shape after the fact.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -81,13 +82,13 @@ class ModelConfig:
         return config
 
 
-def replace_activations(module: nn.Module, old: type[nn.Module], new: type[nn.Module]) -> nn.Module:
-    """Swap every ``old`` activation module for a fresh ``new`` one, in place."""
+def replace_modules(module: nn.Module, old: type[nn.Module], make: Callable[[nn.Module], nn.Module]) -> nn.Module:
+    """Swap every ``old`` module under ``module`` for ``make(it)``, in place."""
     for name, child in module.named_children():
         if isinstance(child, old):
-            setattr(module, name, new())
+            setattr(module, name, make(child))
         else:
-            replace_activations(child, old, new)
+            replace_modules(child, old, make)
     return module
 
 
@@ -115,16 +116,6 @@ class SdpaAttention(nn.Module):
         k, v = self.kv(x).reshape(batch, -1, 2, heads, channels // heads).permute(2, 0, 3, 1, 4)
         y = F.scaled_dot_product_attention(q, k, v, scale=self.scale)
         return self.proj(y.transpose(1, 2).reshape(batch, n, channels))
-
-
-def replace_attention(module: nn.Module) -> nn.Module:
-    """Swap every smp MiT attention module for an SdpaAttention over the same parameters, in place."""
-    for name, child in module.named_children():
-        if isinstance(child, MitAttention):
-            setattr(module, name, SdpaAttention(child))
-        else:
-            replace_attention(child)
-    return module
 
 
 class ProgressiveUpsamplingHead(nn.Module):
@@ -264,10 +255,10 @@ class S2S2Net(nn.Module):
         cfg = self.config
         self.inputs = WaterIndexInputs(spec or BandSpec()) if cfg.water_indices else nn.Identity()
         self.encoder = get_encoder(cfg.encoder, in_channels=cfg.encoder_channels, depth=5, weights=None)
-        replace_activations(self.encoder, nn.GELU, nn.SiLU)
-        replace_attention(self.encoder)
+        replace_modules(self.encoder, nn.GELU, lambda _: nn.SiLU())
+        replace_modules(self.encoder, MitAttention, SdpaAttention)
         self.decoder = SegformerDecoder(self.encoder.out_channels, encoder_depth=5, segmentation_channels=cfg.decoder_channels)
-        replace_activations(self.decoder, nn.ReLU, nn.SiLU)
+        replace_modules(self.decoder, nn.ReLU, lambda _: nn.SiLU())
         self.head = ProgressiveUpsamplingHead(cfg.decoder_channels, cfg.head_channels)
         self.prior = NdwiPrior(spec or BandSpec(), ndwi_prior) if ndwi_prior else None
         self.gate = WaterGate(cfg.decoder_channels) if gate else None
