@@ -120,6 +120,13 @@ def has_gate(state: dict) -> bool:
     return any(name.startswith(GATE_PREFIX) for name in state)
 
 
+def gate_bounds(state: dict) -> int:
+    """The bounds of ``state``'s water gate (model.WaterGate): 0 without one, 1 with a land
+    bound only (gates fitted before this version), 2 with a water bound too."""
+    score = state.get(GATE_PREFIX + "score.weight")
+    return int(score.shape[0]) if score is not None else int(has_gate(state))
+
+
 def without_gate(state: dict) -> dict:
     """``state`` without its water gate's tensors: what training starts from (a gate is fitted
     to a trained head, and a fine-tuned head needs its own)."""
@@ -130,7 +137,7 @@ def load_model(path, device: str | torch.device = "cpu") -> tuple[S2S2Net, Weigh
     """Rebuild the network from a weights file (with its water gate, where it has one), in eval
     mode on ``device``."""
     state, card = load_weights(path)
-    model = S2S2Net(config=card.model, spec=card.bands, ndwi_prior=card.ndwi_prior, gate=has_gate(state))
+    model = S2S2Net(config=card.model, spec=card.bands, ndwi_prior=card.ndwi_prior, gate=gate_bounds(state))
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))

@@ -42,6 +42,8 @@ MAX_NDWI_PRIOR = 100.0
 GATE_HIDDEN = 16  # the water gate's hidden channels (WaterGate)
 # The logit of a 2 m pixel whose head the water gate skipped (WaterGate): land, whatever prior is added.
 LAND_LOGIT = -1000.0
+# The logit of a 2 m pixel in a cell the water gate found water throughout (its water bound): water.
+WATER_LOGIT = 1000.0
 
 
 @dataclass(frozen=True)
@@ -213,10 +215,19 @@ class NdwiPrior(nn.Module):
         """The largest prior inside each decoder cell (rows x cols of them from the input's top
         left), float32: the most of the cell's own 10 m pixels and the ring around them, which
         is all its 2 m pixels' bilinear values read."""
-        prior = normalised_difference(x, self.spec, *WATER_INDEX_INPUTS["ndwi"]).clamp_min(0) * self.gain
+        return self._cell_extreme(x, rows, cols, 1.0)
+
+    def cell_min(self, x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+        """The smallest prior inside each decoder cell, as ``cell_max`` the largest (a bilinear
+        value lies between the least and the most of the pixels it reads)."""
+        return self._cell_extreme(x, rows, cols, -1.0)
+
+    def _cell_extreme(self, x: torch.Tensor, rows: int, cols: int, sign: float) -> torch.Tensor:
+        prior = normalised_difference(x, self.spec, *WATER_INDEX_INPUTS["ndwi"]).clamp_min(0) * (sign * self.gain)
         s = DECODER_STRIDE
+        # cells beyond the input read zeros: never above the largest prior, never above the smallest
         prior = F.pad(prior, (0, max(s * cols - prior.shape[-1], 0), 0, max(s * rows - prior.shape[-2], 0)))
-        return F.max_pool2d(prior, s + 2, stride=s, padding=1)[:, 0, :rows, :cols]
+        return sign * F.max_pool2d(prior, s + 2, stride=s, padding=1)[:, 0, :rows, :cols]
 
     def fine_ndwi(self, x: torch.Tensor) -> torch.Tensor:
         """NDWI of normalised bands ``x`` (n, c, h, w), brought to the 2 m grid bilinearly, float32."""
@@ -227,14 +238,23 @@ class NdwiPrior(nn.Module):
 class WaterGate(nn.Module):
     """Where the head's work can be skipped: from the decoder's features, for each decoder cell
     (4 x 4 pixels at 10 m, 20 x 20 at 2 m), an upper estimate of the largest logit the head
-    gives inside it (before any NDWI prior). A 1x1 convolution to ``hidden`` channels, Mish,
-    and a 3x3 one to the estimate; fitted after training to the head's own answers
+    gives inside it (its land bound, channel 0: below the threshold the cell is land) and, with
+    ``bounds`` 2, a lower estimate of the smallest (its water bound, channel 1: above the
+    threshold the cell is water throughout), both before any NDWI prior. Each bound is a 1x1
+    convolution to ``hidden`` channels of its own, Mish, and a 3x3 one to the estimate (one
+    grouped convolution for both); fitted after training to the head's own answers
     (``training.gate``), never trained with the network. Float32 whatever the autocast."""
 
-    def __init__(self, in_channels: int, hidden: int = GATE_HIDDEN):
+    def __init__(self, in_channels: int, hidden: int = GATE_HIDDEN, bounds: int = 1):
         super().__init__()
-        self.reduce = nn.Conv2d(in_channels, hidden, 1)
-        self.score = nn.Conv2d(hidden, 1, 3, padding=1)
+        if bounds not in (1, 2):
+            raise ValueError(f"a water gate has 1 or 2 bounds, not {bounds}")
+        self.reduce = nn.Conv2d(in_channels, hidden * bounds, 1)
+        self.score = nn.Conv2d(hidden * bounds, bounds, 3, padding=1, groups=bounds)
+
+    @property
+    def bounds(self) -> int:
+        return self.score.out_channels
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         with torch.autocast(features.device.type, enabled=False):
@@ -245,11 +265,12 @@ class S2S2Net(nn.Module):
     """6 x H x W Sentinel-2 reflectance (normalised) -> 1 x 5H x 5W water logits. ``spec`` (the
     bands' normalisation) is needed only by a network that takes the water indices as inputs or
     is given an NDWI prior (``ndwi_prior``, its gain: added to the logits, see NdwiPrior; a
-    setting of the trained network, like its threshold, not a part that trains). ``gate``, a
-    WaterGate fitted to the trained head, lets ``forward_window`` skip the head far from water."""
+    setting of the trained network, like its threshold, not a part that trains). ``gate``, the
+    bounds (1 or 2; 0 or False: none) of a WaterGate fitted to the trained head, lets
+    ``forward_window`` skip the head far from water (and, with 2, inside it)."""
 
     def __init__(self, in_channels: int = 6, config: ModelConfig | None = None, spec: BandSpec | None = None,
-                 ndwi_prior: float = 0.0, gate: bool = False):
+                 ndwi_prior: float = 0.0, gate: int = 0):
         super().__init__()
         self.config = config or ModelConfig(in_channels=in_channels)
         cfg = self.config
@@ -261,7 +282,7 @@ class S2S2Net(nn.Module):
         replace_modules(self.decoder, nn.ReLU, lambda _: nn.SiLU())
         self.head = ProgressiveUpsamplingHead(cfg.decoder_channels, cfg.head_channels)
         self.prior = NdwiPrior(spec or BandSpec(), ndwi_prior) if ndwi_prior else None
-        self.gate = WaterGate(cfg.decoder_channels) if gate else None
+        self.gate = WaterGate(cfg.decoder_channels, bounds=int(gate)) if gate else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h, w = x.shape[-2:]
@@ -277,14 +298,17 @@ class S2S2Net(nn.Module):
         its last step in pieces. (n, 1, 5 height, 5 width).
 
         With ``skip_below`` (a logit: the threshold's) and a water gate, the head runs only on
-        the cells the gate cannot rule out (``active_cells``) and LAND_LOGIT fills the rest;
-        the logits of the cells it runs on are unchanged."""
+        the cells whose answer the gate cannot tell (``head_cells``): LAND_LOGIT fills those it
+        rules water out of, WATER_LOGIT those it finds water throughout; the logits of the
+        cells it runs on are unchanged."""
         h, w = x.shape[-2:]
         if top < 0 or left < 0 or height < 1 or width < 1 or top + height > h or left + width > w:
             raise ValueError(f"window ({top}, {left}, {height}, {width}) does not lie inside {h} x {w}")
         features = self.decoder(self.encoder(self.inputs(pad_to_multiple(x, PAD_MULTIPLE))))
-        active = self.active_cells(x, features, skip_below) if skip_below is not None and self.gate else None
+        active, water = self.head_cells(x, features, skip_below) if skip_below is not None and self.gate else (None, None)
         logits = self._head_window(features, top, left, height, width, last_step_rows, active)
+        if water is not None and bool(water.any()):
+            logits = _fill_cells(logits, water, top, left, WATER_LOGIT)
         if self.prior is None:
             return logits
         # the prior of the window and one pixel around it: as far as its bilinear step reaches
@@ -329,14 +353,34 @@ class S2S2Net(nn.Module):
         out[..., a - y0: b - y0, c - x0: d - x0] = logits[..., a - up * r0: b - up * r0, c - up * c0: d - up * c0]
         return out
 
-    def active_cells(self, x: torch.Tensor, features: torch.Tensor, skip_below: float) -> torch.Tensor:
-        """The decoder cells (fh, fw) whose head the water gate cannot skip: where its estimate
-        of the head's largest logit, plus the most the NDWI prior adds there, reaches
-        ``skip_below``, in any image of the batch."""
-        score = self.gate(features)[:, 0]
-        if self.prior is not None:
-            score = score + self.prior.cell_max(x, *features.shape[-2:])
-        return (score >= skip_below).any(0)
+    def head_cells(self, x: torch.Tensor, features: torch.Tensor, skip_below: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """The decoder cells (fh, fw) whose head the water gate cannot skip, and those it finds
+        water throughout. A cell may hold water where the gate's land bound (the head's largest
+        logit), plus the most the NDWI prior adds there, reaches ``skip_below`` in any image of
+        the batch; of those, it is water throughout where the water bound (the smallest), plus
+        the least the prior adds, reaches it in every image (none without a water bound)."""
+        bounds = self.gate(features)
+        shape = features.shape[-2:]
+        top = bounds[:, 0] + (self.prior.cell_max(x, *shape) if self.prior is not None else 0)
+        maybe = (top >= skip_below).any(0)
+        if bounds.shape[1] < 2:
+            return maybe, torch.zeros_like(maybe)
+        floor = bounds[:, 1] + (self.prior.cell_min(x, *shape) if self.prior is not None else 0)
+        water = maybe & (floor >= skip_below).all(0)
+        return maybe & ~water, water
+
+
+def _fill_cells(logits: torch.Tensor, cells: torch.Tensor, top: int, left: int, value: float) -> torch.Tensor:
+    """``logits`` of a window at ``top``, ``left`` (10 m pixels) with ``value`` on the 2 m pixels
+    of the decoder ``cells`` (the whole map's: (fh, fw))."""
+    up = DECODER_STRIDE * SCALE_FACTOR
+    height, width = logits.shape[-2:]
+    y0, x0 = SCALE_FACTOR * top, SCALE_FACTOR * left
+    o0, p0 = y0 // up, x0 // up
+    pixels = _cells_to_pixels(cells[o0: -(-(y0 + height) // up), p0: -(-(x0 + width) // up)], up)
+    return logits.masked_fill(pixels[..., y0 - up * o0: y0 - up * o0 + height, x0 - up * p0: x0 - up * p0 + width],
+                              value)
+
 
 def _cells_to_pixels(cells: torch.Tensor, size: int) -> torch.Tensor:
     """A (rows, cols) map of cells as (1, 1, rows size, cols size) pixels."""

@@ -205,3 +205,46 @@ def test_the_encoders_attention_is_smps_in_one_call_with_the_same_state_and_grad
         torch.testing.assert_close(x2.grad, x.grad, atol=1e-5, rtol=1e-4)
     with pytest.raises(ValueError, match="dropout"):
         SdpaAttention(Attention(32, 1, attn_drop=0.1))
+
+
+def test_a_two_bound_water_gate_is_two_one_bound_gates_side_by_side():
+    """The water bound has hidden channels of its own: the gate's two outputs are two
+    independent one-bound gates, so a land bound fitted alone keeps its numbers beside it."""
+    from s2s2net_cli.model import WaterGate
+
+    torch.manual_seed(5)
+    land, water, both = WaterGate(32), WaterGate(32), WaterGate(32, bounds=2)
+    with torch.no_grad():
+        for name in ("reduce", "score"):
+            for part in ("weight", "bias"):
+                getattr(getattr(both, name), part).copy_(torch.cat([getattr(getattr(g, name), part) for g in (land, water)]))
+    features = torch.randn(2, 32, 9, 7)
+    out = both(features)
+    assert both.bounds == 2 and land.bounds == 1 and out.shape == (2, 2, 9, 7)
+    torch.testing.assert_close(out[:, :1], land(features))
+    torch.testing.assert_close(out[:, 1:], water(features))
+    with pytest.raises(ValueError, match="1 or 2 bounds"):
+        WaterGate(32, bounds=3)
+
+
+def test_an_ndwi_priors_cell_bounds_hold_every_2m_value_of_the_cell():
+    """cell_min and cell_max bound the prior's bilinear 2 m values inside each decoder cell
+    (what the gate adds to its bounds), the partly outside cells at the edges included."""
+    import numpy as np
+
+    from s2s2net_cli.bands import BandSpec, normalise
+
+    model = S2S2Net(spec=BandSpec(), ndwi_prior=16.0).eval()
+    rng = np.random.default_rng(1)
+    reflectance = rng.uniform(0.01, 0.4, (6, 22, 30)).astype(np.float32)
+    reflectance[1, :13, :17] = rng.uniform(0.1, 0.2, (13, 17))  # a pond: green above near infrared
+    reflectance[3, :13, :17] = rng.uniform(0.01, 0.05, (13, 17))
+    x = torch.from_numpy(normalise(reflectance, np.ones((22, 30), bool), BandSpec()))[None]
+    fine = model.prior(x)[0, 0]
+    rows, cols = 6, 8  # cells of 4 x 4 pixels, the last row and column cut by the edge
+    low, high = model.prior.cell_min(x, rows, cols)[0], model.prior.cell_max(x, rows, cols)[0]
+    for r in range(rows):
+        for c in range(cols):
+            cell = fine[20 * r: 20 * (r + 1), 20 * c: 20 * (c + 1)]
+            assert float(low[r, c]) <= float(cell.min()) + 1e-5 and float(cell.max()) <= float(high[r, c]) + 1e-5
+    assert (low > 0).any() and (low < high).any()  # bounds that say something

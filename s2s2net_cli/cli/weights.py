@@ -149,10 +149,11 @@ def gate(ctx, src, dst, scenes, synthetic_scenes, overwrite, as_json):
     """Fit a water gate to weights SRC and write them with it to DST.
 
     The gate lets predict skip the network's head (most of its work) on the 40 m cells where
-    no 2 m pixel can be water: it learns, from the head's own answers on the scenes (no label
-    needed), how high the head's logits can reach in each cell, with a margin that leaves at
-    most about one water pixel in a million to land on them. Masks made with it and with
-    --full-head agree on all but those pixels; probability maps always run the full head.
+    no 2 m pixel can be water, and on those where every one is: it learns, from the head's own
+    answers on the scenes (no label needed), how high and how low the head's logits can reach
+    in each cell, with margins that leave at most about one pixel in a million wrong on them.
+    Masks made with it and with --full-head agree on all but those pixels; probability maps
+    always run the full head.
     The same runs record the range of each head step's input, which --precision int8 rounds
     to 8 bits. Fit it again after every fine-tune (training drops both).
 
@@ -167,5 +168,7 @@ def gate(ctx, src, dst, scenes, synthetic_scenes, overwrite, as_json):
     if as_json:
         click.echo(json.dumps(fit.to_dict(), indent=2))
     elif not ctx.obj.get("quiet"):
-        click.echo(f"{dst}: water gate with margin {fit.margin:g}: the head runs on {fit.active_fraction:.1%} of "
-                   f"the fitting scenes' cells; {fit.missed_fraction:.1e} of their pixels are water it skips", err=True)
+        click.echo(f"{dst}: water gate with margins {fit.margin:g} and {fit.water_margin:g}: the head runs on "
+                   f"{fit.active_fraction:.1%} of the fitting scenes' cells and fills {fit.filled_fraction:.1%} as water; "
+                   f"{fit.missed_fraction:.1e} of their pixels are water it skips as land, {fit.wrong_water_fraction:.1e} "
+                   f"land it fills as water", err=True)

@@ -1,14 +1,17 @@
 """Fitting a model's water gate (model.WaterGate) to its own head.
 
 The gate tells predict where the head, three quarters or more of the network's work, can be
-skipped: the decoder cells (40 m) where no 2 m pixel can reach the threshold. It learns that
-from the trained network itself, so no label is needed: on each fitting scene the full head
-runs once, and the gate learns, from the decoder's features, a high quantile (GATE_QUANTILE)
-of the largest logit the head gives inside each cell. Then a margin is added until, on the
-fitting scenes, the water pixels in the cells it would skip are at most MISSED_PIXELS of all
-pixels, and SAFETY_MARGIN beyond that. The scenes: synthetic ones the tool makes (generator
-seeds from FIRST_SEED, apart from the training seeds 1000-1299 and the hold-out's 9000 on) and
-any of the user's (unlabelled is enough), read in windows of at most WINDOW pixels.
+skipped: the decoder cells (40 m) where no 2 m pixel can reach the threshold (land), and those
+where every 2 m pixel reaches it (water throughout). It learns that from the trained network
+itself, so no label is needed: on each fitting scene the full head runs once, and the gate's
+land bound learns, from the decoder's features, a high quantile (GATE_QUANTILE) of the largest
+logit the head gives inside each cell. Then a margin is added until, on the fitting scenes, the
+water pixels in the cells it would skip are at most MISSED_PIXELS of all pixels, and
+SAFETY_MARGIN beyond that. The water bound is the mirror image: a low quantile of the cell's
+smallest logit, a margin taken off until the land pixels in the cells it would fill as water
+are at most MISSED_PIXELS, and SAFETY_MARGIN more. The scenes: synthetic ones the tool makes
+(generator seeds from FIRST_SEED, apart from the training seeds 1000-1299 and the hold-out's
+9000 on) and any of the user's (unlabelled is enough), read in windows of at most WINDOW pixels.
 
 The same runs measure the range of each head step's input (StepInputRanges): what
 `--precision int8` rounds to 256 levels, so that weights with a gate can also run in int8.
@@ -29,7 +32,8 @@ from rasterio.windows import Window
 from ..grid import SCALE_FACTOR
 from ..model import DECODER_STRIDE, LAST_STEP_ROWS, PAD_MULTIPLE, WaterGate, pad_to_multiple
 
-GATE_QUANTILE = 0.95  # of the cell's largest logit, given its features
+GATE_QUANTILE = 0.95  # of the cell's largest logit, given its features (its smallest: 1 - this)
+SEEDS = (0, 1, 2)  # each bound fitted from each, the one that skips the most cells kept
 EPOCHS = 60
 LEARNING_RATE = 3e-3
 MISSED_PIXELS = 1e-6  # the water pixels the gate may skip on the fitting scenes, of all their pixels
@@ -44,12 +48,16 @@ CELL_PIXELS = (DECODER_STRIDE * SCALE_FACTOR) ** 2  # 2 m pixels in a decoder ce
 @dataclass
 class Cells:
     """One fitting input, per decoder cell: the decoder's features (channels, rows, cols), the
-    head's largest logit, the NDWI prior's largest value, and its water pixels at the threshold."""
+    head's largest and smallest logits, the NDWI prior's largest and smallest values, and its
+    water and land pixels at the threshold."""
 
     features: torch.Tensor
     head_max: torch.Tensor
     prior_max: torch.Tensor
     water: torch.Tensor
+    head_min: torch.Tensor
+    prior_min: torch.Tensor
+    land: torch.Tensor
 
 
 @dataclass
@@ -58,15 +66,20 @@ class GateFit:
 
     margin: float
     active_fraction: float  # of the cells: where the head still runs
-    missed_fraction: float  # of all pixels: water the gate skips
+    missed_fraction: float  # of all pixels: water the gate skips as land
     water_fraction: float  # of all pixels: water
     cells: int
     inputs: int
     int8_ranges: list[tuple[float, float]] | None = None  # each head step's input range, for --precision int8
+    water_margin: float = 0.0  # taken off the water bound
+    filled_fraction: float = 0.0  # of the cells: filled as water, the head skipped
+    wrong_water_fraction: float = 0.0  # of all pixels: land the gate fills as water
 
     def to_dict(self) -> dict:
         return {"margin": self.margin, "active_fraction": round(self.active_fraction, 4),
                 "missed_fraction": self.missed_fraction, "water_fraction": round(self.water_fraction, 4),
+                "water_margin": self.water_margin, "filled_fraction": round(self.filled_fraction, 4),
+                "wrong_water_fraction": self.wrong_water_fraction,
                 "cells": self.cells, "inputs": self.inputs, "int8_ranges": self.int8_ranges}
 
 
@@ -105,16 +118,58 @@ def cells_of(model, x: torch.Tensor, threshold_logit: float) -> Cells:
         a = F.pad(a, (0, cols * up - a.shape[1], 0, rows * up - a.shape[0]), value=fill)
         return a.reshape(rows, up, cols, up)
 
-    prior_max = (model.prior.cell_max(x, rows, cols)[0] if model.prior is not None
-                 else torch.zeros(rows, cols))
+    prior_max, prior_min = ((model.prior.cell_max(x, rows, cols)[0], model.prior.cell_min(x, rows, cols)[0])
+                            if model.prior is not None else (torch.zeros(rows, cols), torch.zeros(rows, cols)))
+    water = ((head + prior) >= threshold_logit).float()
+    # the 2 m pixels beyond the input (a cell cut by its edge) are neither: they are never written
     return Cells(features[0, :, :rows, :cols].clone(), per_cell(head, -1e4).amax((1, 3)), prior_max,
-                 per_cell(((head + prior) >= threshold_logit).float(), 0.0).sum((1, 3)))
+                 per_cell(water, 0.0).sum((1, 3)), per_cell(head, 1e4).amin((1, 3)), prior_min,
+                 per_cell(1 - water, 0.0).sum((1, 3)))
 
 
-def fit_gate(cells: list[Cells], threshold_logit: float, seed: int = 0) -> tuple[WaterGate, GateFit]:
-    """A WaterGate fitted to ``cells`` (its margin in its bias), and what it skips there."""
+def fit_gate(cells: list[Cells], threshold_logit: float, seeds: tuple[int, ...] = SEEDS) -> tuple[WaterGate, GateFit]:
+    """A WaterGate fitted to ``cells``, its land and water bounds (their margins in their
+    biases), and what it skips there. Each bound is fitted from each of ``seeds`` and the one
+    that skips the most cells kept (the first of equals)."""
     if not cells:
         raise ValueError("no fitting input")
+    water, land = (torch.cat([getattr(c, name).flatten() for c in cells]) for name in ("water", "land"))
+    pixels = float(water.numel() * CELL_PIXELS)
+
+    def fit_land(seed: int) -> tuple[WaterGate, float, torch.Tensor]:
+        """Raised until the water in the cells it skips is at most MISSED_PIXELS of all pixels."""
+        bound, score = _fit_bound(cells, [c.head_max for c in cells], [c.prior_max for c in cells], GATE_QUANTILE, seed)
+        margin = _margin(lambda m: float(water[score + m < threshold_logit].sum()), pixels)
+        return bound, margin, score + margin < threshold_logit
+
+    land_bound, margin, skipped = max(map(fit_land, seeds), key=lambda fit: int(fit[2].sum()))
+
+    def fit_water(seed: int) -> tuple[WaterGate, float, torch.Tensor]:
+        """Lowered until the land in the cells it fills (of those not skipped) is at most as much."""
+        bound, score = _fit_bound(cells, [c.head_min for c in cells], [c.prior_min for c in cells],
+                                  1 - GATE_QUANTILE, seed)
+        margin = _margin(lambda m: float(land[~skipped & (score - m >= threshold_logit)].sum()), pixels)
+        return bound, margin, ~skipped & (score - margin >= threshold_logit)
+
+    water_bound, water_margin, filled = max(map(fit_water, seeds), key=lambda fit: int(fit[2].sum()))
+    gate = WaterGate(land_bound.reduce.in_channels, land_bound.reduce.out_channels, bounds=2)
+    with torch.no_grad():
+        for name in ("reduce", "score"):
+            for part in ("weight", "bias"):
+                getattr(getattr(gate, name), part).copy_(torch.cat([getattr(getattr(bound, name), part)
+                                                                    for bound in (land_bound, water_bound)]))
+        gate.score.bias += torch.tensor([margin, -water_margin])
+    fit = GateFit(margin, float((~skipped & ~filled).float().mean()), float(water[skipped].sum()) / pixels,
+                  float(water.sum()) / pixels, int(water.numel()), len(cells), water_margin=water_margin,
+                  filled_fraction=float(filled.float().mean()), wrong_water_fraction=float(land[filled].sum()) / pixels)
+    return gate.eval(), fit
+
+
+def _fit_bound(cells: list[Cells], extremes: list[torch.Tensor], priors: list[torch.Tensor], quantile: float,
+               seed: int) -> tuple[WaterGate, torch.Tensor]:
+    """A one-bound WaterGate fitted to the ``quantile`` of the head's ``extremes`` per cell (the
+    features' normalisation folded into its first convolution), and its estimates plus the
+    prior's ``priors``, all cells flat."""
     channels = cells[0].features.shape[0]
     stacked = torch.cat([c.features.reshape(channels, -1) for c in cells], 1)
     mean, std = stacked.mean(1), stacked.std(1) + 1e-6
@@ -122,12 +177,12 @@ def fit_gate(cells: list[Cells], threshold_logit: float, seed: int = 0) -> tuple
     gate = WaterGate(channels)
     optimizer = torch.optim.Adam(gate.parameters(), LEARNING_RATE)
     inputs = [((c.features - mean[:, None, None]) / std[:, None, None])[None] for c in cells]
-    targets = [c.head_max.clamp(*CLIP) for c in cells]
+    targets = [e.clamp(*CLIP) for e in extremes]
     with torch.enable_grad():
         for _ in range(EPOCHS):
             for x, y in zip(inputs, targets):
                 residual = y - gate(x)[0, 0]
-                loss = torch.maximum(GATE_QUANTILE * residual, (GATE_QUANTILE - 1) * residual).mean()
+                loss = torch.maximum(quantile * residual, (quantile - 1) * residual).mean()
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
@@ -135,20 +190,17 @@ def fit_gate(cells: list[Cells], threshold_logit: float, seed: int = 0) -> tuple
         weight = gate.reduce.weight / std[None, :, None, None]
         gate.reduce.bias -= (weight[:, :, 0, 0] * mean[None]).sum(1)
         gate.reduce.weight.copy_(weight)
-        scores = [gate(c.features[None])[0, 0] + c.prior_max for c in cells]
-    water = torch.cat([c.water.flatten() for c in cells])
-    score = torch.cat([s.flatten() for s in scores])
-    pixels = float(score.numel() * CELL_PIXELS)
+        scores = [gate(c.features[None])[0, 0] + p for c, p in zip(cells, priors)]
+    return gate, torch.cat([s.flatten() for s in scores])
+
+
+def _margin(wrong: Callable[[float], float], pixels: float) -> float:
+    """The least margin (in MARGIN_STEPs, at most MAX_MARGIN) at which ``wrong(margin)`` pixels
+    are at most MISSED_PIXELS of ``pixels``, and SAFETY_MARGIN beyond it."""
     margin = 0.0
-    while margin < MAX_MARGIN and float(water[score + margin < threshold_logit].sum()) > MISSED_PIXELS * pixels:
+    while margin < MAX_MARGIN and wrong(margin) > MISSED_PIXELS * pixels:
         margin += MARGIN_STEP
-    margin += SAFETY_MARGIN
-    with torch.no_grad():
-        gate.score.bias += margin
-    skipped = score + margin < threshold_logit
-    fit = GateFit(margin, float((~skipped).float().mean()), float(water[skipped].sum()) / pixels,
-                  float(water.sum()) / pixels, int(score.numel()), len(cells))
-    return gate.eval(), fit
+    return margin + SAFETY_MARGIN
 
 
 def synthetic_inputs(count: int = SYNTHETIC_SCENES, size: int = SYNTHETIC_SIZE, spec=None,
@@ -236,7 +288,9 @@ def gate_weights(src, dst, scenes: tuple = (), synthetic_scenes: int | None = No
     card.training = {**card.training, "gate": (
         f"water gate by s2s2net weights gate ({fitted_on}, {fit.inputs} inputs, threshold {card.threshold:g}): "
         f"margin {fit.margin:g}, the head runs on {fit.active_fraction:.1%} of the cells and skips "
-        f"{fit.missed_fraction:.1e} of the pixels as land that the full head calls water; the head steps' input "
-        f"ranges for --precision int8 from the same scenes")}
+        f"{fit.missed_fraction:.1e} of the pixels as land that the full head calls water; water bound margin "
+        f"{fit.water_margin:g}, {fit.filled_fraction:.1%} of the cells filled as water, {fit.wrong_water_fraction:.1e} "
+        f"of the pixels land that it fills as water; the head steps' input ranges for --precision int8 from the "
+        f"same scenes")}
     save_weights(dst, state, card)
     return fit

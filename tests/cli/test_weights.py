@@ -192,8 +192,10 @@ def test_a_fitted_water_gate_skips_the_head_and_keeps_the_mask(tmp_path, random_
     assert r.returncode == 0, r.stderr
     fit = json.loads(r.stdout)
     assert fit["inputs"] == 3 and fit["margin"] >= 0.5 and 0 <= fit["missed_fraction"] <= 1e-6
+    assert fit["water_margin"] >= 0.5 and 0 <= fit["wrong_water_fraction"] <= 1e-6
+    assert 0 <= fit["filled_fraction"] and fit["active_fraction"] + fit["filled_fraction"] <= 1
     model, card = load_model(gated)
-    assert model.gate is not None and load_model(random_weights)[0].gate is None
+    assert model.gate.bounds == 2 and load_model(random_weights)[0].gate is None
     assert "water gate by s2s2net weights gate (2 synthetic scenes and 1 given with --scene" in card.training["gate"]
     masks = {}
     for name, extra in (("gated", []), ("full", ["--full-head"]), ("prob", ["--probability"])):
@@ -212,6 +214,33 @@ def test_a_fitted_water_gate_skips_the_head_and_keeps_the_mask(tmp_path, random_
     assert json.loads(r.stdout)["scenes"][0]["precision"] == "int8"
     mask, tags = _mask_and_tags(tmp_path / "int8.tif")
     assert tags["precision"] == "int8" and (mask == masks["gated"]).mean() >= 0.99
+
+
+def test_weights_with_a_land_bound_only_still_load_and_skip_the_head(tmp_path, random_weights, scene_factory):
+    """A gate fitted before the water bound (its tensors those of one bound) loads as a one-bound
+    gate: predict skips the head where it rules water out and fills no cell as water."""
+    from s2s2net_cli.checkpoint import GATE_PREFIX, load_model, load_weights, save_weights
+    from s2s2net_cli.model import GATE_HIDDEN
+
+    scene = scene_factory(48, 40, seed=5)
+    gated = tmp_path / "gated.safetensors"
+    assert run_cli("weights", "gate", random_weights, gated, "--synthetic-scenes", 1).returncode == 0
+    state, card = load_weights(gated)
+    for name in ("reduce.weight", "reduce.bias"):
+        state[GATE_PREFIX + name] = state[GATE_PREFIX + name][:GATE_HIDDEN].clone()
+    for name in ("score.weight", "score.bias"):
+        state[GATE_PREFIX + name] = state[GATE_PREFIX + name][:1].clone()
+    older = tmp_path / "older.safetensors"
+    save_weights(older, state, card)
+    assert load_model(older)[0].gate.bounds == 1
+    masks = {}
+    for name, weights in (("older", older), ("gated", gated)):
+        out = tmp_path / f"{name}.tif"
+        r = run_cli("predict", scene, "-o", out, "--weights", weights, "--precision", "32", "--json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["scenes"][0]["head"] == "gated"
+        masks[name] = _mask_and_tags(out)[0]
+    assert (masks["older"] == masks["gated"]).mean() >= 0.999
 
 
 def test_int8_needs_weights_with_int8_ranges(tmp_path, random_weights, scene_factory):

@@ -233,7 +233,7 @@ def test_gated_window_is_land_where_the_gate_rules_water_out(monkeypatch):
     pattern = torch.zeros(24, 20, dtype=torch.bool)
     pattern[5:9, 3:6] = pattern[20, 17] = pattern[0, 0] = True
     model.gate = object()  # any gate: which cells it keeps is the pattern
-    monkeypatch.setattr(model, "active_cells", lambda x, features, skip_below: pattern)
+    monkeypatch.setattr(model, "head_cells", lambda x, features, skip_below: (pattern, torch.zeros_like(pattern)))
     with torch.inference_mode():
         expected = model.forward_window(x, 8, 12, 80, 64, last_step_rows=8)
         got = model.forward_window(x, 8, 12, 80, 64, last_step_rows=8, skip_below=0.0)
@@ -241,12 +241,41 @@ def test_gated_window_is_land_where_the_gate_rules_water_out(monkeypatch):
     assert on.any() and (~on).any()
     assert (got[on] - expected[on]).abs().max() < 1e-4 * expected.abs().max()
     assert (got[~on] == LAND_LOGIT).all()
-    monkeypatch.setattr(model, "active_cells", lambda x, features, skip_below: torch.zeros_like(pattern))
+    monkeypatch.setattr(model, "head_cells", lambda x, features, skip_below: (torch.zeros_like(pattern),) * 2)
     with torch.inference_mode():
         assert (model.forward_window(x, 8, 12, 80, 64, skip_below=0.0) == LAND_LOGIT).all()
-    monkeypatch.setattr(model, "active_cells", lambda x, features, skip_below: torch.ones_like(pattern))
+    monkeypatch.setattr(model, "head_cells", lambda x, features, skip_below: (torch.ones_like(pattern), torch.zeros_like(pattern)))
     with torch.inference_mode():  # every cell active: the full head's own path
         assert torch.equal(model.forward_window(x, 8, 12, 80, 64, last_step_rows=8, skip_below=0.0), expected)
+
+
+def test_gated_window_is_water_where_the_gate_finds_water_throughout(monkeypatch):
+    """With a water bound, the cells the gate finds water throughout are WATER_LOGIT (a
+    probability of 1), those it rules water out of LAND_LOGIT, and the rest the full head's."""
+    from s2s2net_cli.model import LAND_LOGIT, WATER_LOGIT
+
+    model = inference_network(trained_like())
+    x = torch.randn(1, 6, 96, 80)
+    run = torch.zeros(24, 20, dtype=torch.bool)
+    water = torch.zeros_like(run)
+    run[5:9, 3:6] = True
+    water[9:14, 2:7] = water[0, 0] = water[23, 19] = True  # beside the run, and at both corners
+    model.gate = object()
+    monkeypatch.setattr(model, "head_cells", lambda x, features, skip_below: (run, water))
+    with torch.inference_mode():
+        expected = model.forward_window(x, 2, 3, 93, 75, last_step_rows=8)
+        got = model.forward_window(x, 2, 3, 93, 75, last_step_rows=8, skip_below=0.0)
+
+    def pixels(cells):
+        return cells.repeat_interleave(20, 0).repeat_interleave(20, 1)[10:475, 15:390].expand_as(got)
+
+    assert pixels(water).sum() == (got == WATER_LOGIT).sum() and (got[pixels(water)] == WATER_LOGIT).all()
+    assert (got[pixels(run)] - expected[pixels(run)]).abs().max() < 1e-4 * expected.abs().max()
+    assert (got[~pixels(run) & ~pixels(water)] == LAND_LOGIT).all()
+    monkeypatch.setattr(model, "head_cells", lambda x, features, skip_below: (torch.zeros_like(run), water))
+    with torch.inference_mode():  # no cell to run: land and water filled, the head not run at all
+        got = model.forward_window(x, 2, 3, 93, 75, skip_below=0.0)
+    assert (got[pixels(water)] == WATER_LOGIT).all() and (got[~pixels(water)] == LAND_LOGIT).all()
 
 
 def test_int8_head_is_the_head_within_rounding_and_gating_it_changes_nothing():
