@@ -135,10 +135,11 @@ def fit_gate(cells: list[Cells], threshold_logit: float, seeds: tuple[int, ...] 
         raise ValueError("no fitting input")
     water, land = (torch.cat([getattr(c, name).flatten() for c in cells]) for name in ("water", "land"))
     pixels = float(water.numel() * CELL_PIXELS)
+    features = _Normalised(cells)
 
     def fit_land(seed: int) -> tuple[WaterGate, float, torch.Tensor]:
         """Raised until the water in the cells it skips is at most MISSED_PIXELS of all pixels."""
-        bound, score = _fit_bound(cells, [c.head_max for c in cells], [c.prior_max for c in cells], GATE_QUANTILE, seed)
+        bound, score = _fit_bound(features, [c.head_max for c in cells], [c.prior_max for c in cells], GATE_QUANTILE, seed)
         margin = _margin(lambda m: float(water[score + m < threshold_logit].sum()), pixels)
         return bound, margin, score + margin < threshold_logit
 
@@ -146,7 +147,7 @@ def fit_gate(cells: list[Cells], threshold_logit: float, seeds: tuple[int, ...] 
 
     def fit_water(seed: int) -> tuple[WaterGate, float, torch.Tensor]:
         """Lowered until the land in the cells it fills (of those not skipped) is at most as much."""
-        bound, score = _fit_bound(cells, [c.head_min for c in cells], [c.prior_min for c in cells],
+        bound, score = _fit_bound(features, [c.head_min for c in cells], [c.prior_min for c in cells],
                                   1 - GATE_QUANTILE, seed)
         margin = _margin(lambda m: float(land[~skipped & (score - m >= threshold_logit)].sum()), pixels)
         return bound, margin, ~skipped & (score - margin >= threshold_logit)
@@ -165,22 +166,31 @@ def fit_gate(cells: list[Cells], threshold_logit: float, seeds: tuple[int, ...] 
     return gate.eval(), fit
 
 
-def _fit_bound(cells: list[Cells], extremes: list[torch.Tensor], priors: list[torch.Tensor], quantile: float,
+class _Normalised:
+    """The fitting cells' features, each channel normalised over all of them (what a bound is
+    fitted on), and the features as they are (what it is folded back onto)."""
+
+    def __init__(self, cells: list[Cells]):
+        self.raw = [c.features for c in cells]
+        channels = self.raw[0].shape[0]
+        stacked = torch.cat([f.reshape(channels, -1) for f in self.raw], 1)
+        self.mean, self.std = stacked.mean(1), stacked.std(1) + 1e-6
+        self.inputs = [((f - self.mean[:, None, None]) / self.std[:, None, None])[None] for f in self.raw]
+
+
+def _fit_bound(features: _Normalised, extremes: list[torch.Tensor], priors: list[torch.Tensor], quantile: float,
                seed: int) -> tuple[WaterGate, torch.Tensor]:
     """A one-bound WaterGate fitted to the ``quantile`` of the head's ``extremes`` per cell (the
     features' normalisation folded into its first convolution), and its estimates plus the
     prior's ``priors``, all cells flat."""
-    channels = cells[0].features.shape[0]
-    stacked = torch.cat([c.features.reshape(channels, -1) for c in cells], 1)
-    mean, std = stacked.mean(1), stacked.std(1) + 1e-6
+    mean, std = features.mean, features.std
     torch.manual_seed(seed)
-    gate = WaterGate(channels)
+    gate = WaterGate(len(mean))
     optimizer = torch.optim.Adam(gate.parameters(), LEARNING_RATE)
-    inputs = [((c.features - mean[:, None, None]) / std[:, None, None])[None] for c in cells]
     targets = [e.clamp(*CLIP) for e in extremes]
     with torch.enable_grad():
         for _ in range(EPOCHS):
-            for x, y in zip(inputs, targets):
+            for x, y in zip(features.inputs, targets):
                 residual = y - gate(x)[0, 0]
                 loss = torch.maximum(quantile * residual, (quantile - 1) * residual).mean()
                 optimizer.zero_grad()
@@ -190,7 +200,7 @@ def _fit_bound(cells: list[Cells], extremes: list[torch.Tensor], priors: list[to
         weight = gate.reduce.weight / std[None, :, None, None]
         gate.reduce.bias -= (weight[:, :, 0, 0] * mean[None]).sum(1)
         gate.reduce.weight.copy_(weight)
-        scores = [gate(c.features[None])[0, 0] + p for c, p in zip(cells, priors)]
+        scores = [gate(f[None])[0, 0] + p for f, p in zip(features.raw, priors)]
     return gate, torch.cat([s.flatten() for s in scores])
 
 
