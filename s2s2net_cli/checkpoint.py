@@ -122,9 +122,10 @@ def has_gate(state: dict) -> bool:
 
 def gate_bounds(state: dict) -> int:
     """The bounds of ``state``'s water gate (model.WaterGate): 0 without one, 1 with a land
-    bound only (gates fitted before this version), 2 with a water bound too."""
+    bound only (gates fitted before this version), 2 with a water bound too (a gate of more is
+    read as 2, so that its tensors' shapes are refused as any other mismatch is)."""
     score = state.get(GATE_PREFIX + "score.weight")
-    return int(score.shape[0]) if score is not None else int(has_gate(state))
+    return min(int(score.shape[0]), 2) if score is not None and score.dim() else int(has_gate(state))
 
 
 def without_gate(state: dict) -> dict:

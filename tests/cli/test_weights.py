@@ -4,6 +4,7 @@ import json
 import pickle
 
 import pytest
+import torch
 
 from ..conftest import codes, refused, run_cli
 
@@ -241,6 +242,23 @@ def test_weights_with_a_land_bound_only_still_load_and_skip_the_head(tmp_path, r
         assert json.loads(r.stdout)["scenes"][0]["head"] == "gated"
         masks[name] = _mask_and_tags(out)[0]
     assert (masks["older"] == masks["gated"]).mean() >= 0.999
+
+
+def test_weights_whose_gate_has_a_bound_too_many_are_refused(tmp_path, random_weights, scene_factory):
+    from s2s2net_cli.checkpoint import GATE_PREFIX, load_weights, save_weights
+
+    gated = tmp_path / "gated.safetensors"
+    assert run_cli("weights", "gate", random_weights, gated, "--synthetic-scenes", 1).returncode == 0
+    state, card = load_weights(gated)
+    for name in ("reduce.weight", "reduce.bias", "score.weight", "score.bias"):
+        tensor = state[GATE_PREFIX + name]
+        state[GATE_PREFIX + name] = torch.cat([tensor, tensor[: len(tensor) // 2]])  # a third bound
+    odd = tmp_path / "odd.safetensors"
+    save_weights(odd, state, card)
+    out = tmp_path / "out.tif"
+    r = run_cli("predict", scene_factory(40, 40, seed=3), "-o", out, "--weights", odd)
+    assert r.returncode == 1 and codes(r.stderr) == ["S2N-WEIGHTS-TENSOR-SHAPE"] and str(odd) in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()
 
 
 def test_int8_needs_weights_with_int8_ranges(tmp_path, random_weights, scene_factory):
