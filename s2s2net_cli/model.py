@@ -286,12 +286,18 @@ class S2S2Net(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h, w = x.shape[-2:]
-        logits = self.head(self.decoder(self.encoder(self.inputs(pad_to_multiple(x, PAD_MULTIPLE)))))
+        logits = self.head(self.features(x))
         logits = logits[..., : h * SCALE_FACTOR, : w * SCALE_FACTOR]
         return logits if self.prior is None else logits + self.prior(x).to(logits.dtype)
 
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """The decoder's features (n, decoder_channels, fh, fw) of ``x``, padded to PAD_MULTIPLE: what the head and the gate read."""
+        return self.decoder(self.encoder(self.inputs(pad_to_multiple(x, PAD_MULTIPLE))))
+
     def forward_window(self, x: torch.Tensor, top: int, left: int, height: int, width: int,
-                       last_step_rows: int | None = LAST_STEP_ROWS, skip_below: float | None = None) -> torch.Tensor:
+                       last_step_rows: int | None = LAST_STEP_ROWS, skip_below: float | None = None,
+                       features: torch.Tensor | None = None,
+                       cells: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """The logits of ``forward(x)`` inside a window of the input (10 m pixels), exactly
         (up to float rounding), at a fraction of the cost: encoder and decoder see all of
         ``x`` as context, the head runs only on the window's decoder pixels plus HEAD_MARGIN,
@@ -300,12 +306,15 @@ class S2S2Net(nn.Module):
         With ``skip_below`` (a logit: the threshold's) and a water gate, the head runs only on
         the cells whose answer the gate cannot tell (``head_cells``): LAND_LOGIT fills those it
         rules water out of, WATER_LOGIT those it finds water throughout; the logits of the
-        cells it runs on are unchanged."""
+        cells it runs on are unchanged. ``features`` (``self.features(x)``) and ``cells`` (the
+        cells to run and those to fill as water, in place of ``head_cells``'), where a caller has them."""
         h, w = x.shape[-2:]
         if top < 0 or left < 0 or height < 1 or width < 1 or top + height > h or left + width > w:
             raise ValueError(f"window ({top}, {left}, {height}, {width}) does not lie inside {h} x {w}")
-        features = self.decoder(self.encoder(self.inputs(pad_to_multiple(x, PAD_MULTIPLE))))
-        active, water = self.head_cells(x, features, skip_below) if skip_below is not None and self.gate else (None, None)
+        features = self.features(x) if features is None else features
+        if cells is None:
+            cells = self.head_cells(x, features, skip_below) if skip_below is not None and self.gate else (None, None)
+        active, water = cells
         logits = self._head_window(features, top, left, height, width, last_step_rows, active)
         if water is not None and bool(water.any()):
             logits = _fill_cells(logits, water, top, left, WATER_LOGIT)
@@ -373,13 +382,28 @@ class S2S2Net(nn.Module):
 def _fill_cells(logits: torch.Tensor, cells: torch.Tensor, top: int, left: int, value: float) -> torch.Tensor:
     """``logits`` of a window at ``top``, ``left`` (10 m pixels) with ``value`` on the 2 m pixels
     of the decoder ``cells`` (the whole map's: (fh, fw))."""
-    up = DECODER_STRIDE * SCALE_FACTOR
     height, width = logits.shape[-2:]
-    y0, x0 = SCALE_FACTOR * top, SCALE_FACTOR * left
+    return logits.masked_fill(cell_pixels(cells, top, left, height // SCALE_FACTOR, width // SCALE_FACTOR), value)
+
+
+def cell_pixels(cells: torch.Tensor, top: int, left: int, height: int, width: int) -> torch.Tensor:
+    """The 2 m pixels (SCALE_FACTOR height, SCALE_FACTOR width) of a window at ``top``, ``left``
+    (10 m pixels) that lie in the decoder ``cells`` (the whole map's: (fh, fw))."""
+    up = DECODER_STRIDE * SCALE_FACTOR
+    y0, x0, y1, x1 = SCALE_FACTOR * top, SCALE_FACTOR * left, SCALE_FACTOR * (top + height), SCALE_FACTOR * (left + width)
     o0, p0 = y0 // up, x0 // up
-    pixels = _cells_to_pixels(cells[o0: -(-(y0 + height) // up), p0: -(-(x0 + width) // up)], up)
-    return logits.masked_fill(pixels[..., y0 - up * o0: y0 - up * o0 + height, x0 - up * p0: x0 - up * p0 + width],
-                              value)
+    pixels = _cells_to_pixels(cells[o0: -(-y1 // up), p0: -(-x1 // up)], up)[0, 0]
+    return pixels[y0 - up * o0: y1 - up * o0, x0 - up * p0: x1 - up * p0]
+
+
+def pixel_cells(pixels: torch.Tensor, top: int, left: int, shape: tuple[int, int]) -> torch.Tensor:
+    """The decoder cells (a map of ``shape``: (fh, fw)) that hold any of the 2 m ``pixels`` of a
+    window at ``top``, ``left`` (10 m pixels): the inverse of ``cell_pixels``."""
+    up = DECODER_STRIDE * SCALE_FACTOR
+    canvas = pixels.new_zeros((shape[0] * up, shape[1] * up))
+    y0, x0 = SCALE_FACTOR * top, SCALE_FACTOR * left
+    canvas[y0: y0 + pixels.shape[0], x0: x0 + pixels.shape[1]] = pixels
+    return canvas.view(shape[0], up, shape[1], up).any(3).any(1)
 
 
 def _cells_to_pixels(cells: torch.Tensor, size: int) -> torch.Tensor:

@@ -3,6 +3,7 @@ as a forward from normalised tiles to 2 m water probabilities."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Callable
 
@@ -11,6 +12,7 @@ import torch
 
 from ..bands import BAND_NAMES
 from ..checkpoint import load_model
+from ..model import cell_pixels, pixel_cells
 from ..rulebook import refuse
 from ..weights_header import model_name, weights_digest, weights_file
 from .folded_decoder import FoldedDecoder
@@ -155,13 +157,19 @@ class ModelRuntime(Forward):
         if self.device.type == "cuda":
             x = x.pin_memory().to(self.device, non_blocking=True)
 
+        def amp():
+            return torch.autocast(self.device.type, dtype=self.amp, enabled=self.amp is not None)
+
         def probability(x, *box):
-            with torch.autocast(self.device.type, dtype=self.amp, enabled=self.amp is not None):
+            with amp():
                 logits = self.model.forward_window(x.contiguous(memory_format=torch.channels_last), *box,
                                                    skip_below=self.skip_below)
             return torch.sigmoid(logits.float())
 
-        prob = mean_over_flips(probability, x, box) if self.flips else probability(x, *box)
+        if self.flips and self.skip_below is not None:
+            prob = gated_mean_over_flips(self.model, x, box, self.skip_below, amp)
+        else:
+            prob = mean_over_flips(probability, x, box) if self.flips else probability(x, *box)
         return prob[:, 0].cpu().numpy()
 
 
@@ -180,26 +188,74 @@ def mean_over_flips(forward: Callable, x: torch.Tensor, box: tuple[int, int, int
     = (top, left, height, width) is the window of ``x`` to return, turned with it; ``forward``
     returns that window's pixels at any whole multiple of the input's resolution. The mean
     commutes with every flip and turn of the input (up to float rounding)."""
-    h, w = x.shape[-2:]
     total = None
-    for transpose, flip_rows, flip_cols in FLIPS:
-        top, left, height, width = box
-        rows, cols = h, w
-        y = x
-        if transpose:
-            y = y.transpose(-2, -1)
-            top, left, height, width, rows, cols = left, top, width, height, w, h
-        dims = [d for d, flip in ((-2, flip_rows), (-1, flip_cols)) if flip]
-        if dims:
-            y = y.flip(dims)
-        if flip_rows:
-            top = rows - top - height
-        if flip_cols:
-            left = cols - left - width
-        out = forward(y, top, left, height, width)
-        if dims:
-            out = out.flip(dims)
-        if transpose:
-            out = out.transpose(-2, -1)
+    for flip in FLIPS:
+        out = turn_back(forward(*turn_window(x, box, flip)), flip)
         total = out if total is None else total + out
     return total / len(FLIPS)
+
+
+def gated_mean_over_flips(model: torch.nn.Module, x: torch.Tensor, box: tuple[int, int, int, int], skip_below: float,
+                          amp: Callable = contextlib.nullcontext) -> torch.Tensor:
+    """``mean_over_flips`` of the water probability of a gated network (``S2S2Net.forward_window``
+    with ``skip_below``), its masks those of the full head's mean wherever the gate is right. Each
+    flip's gate rules on its own cells, and a cell it fills in one flip may run in another: the
+    mean of a filled 0 or 1 with the head's probabilities elsewhere is not the head's mean. So the
+    flips agree first: a pixel is filled only where the gate fills it alike in all eight (0 where
+    it rules water out in all, 1 where it finds water throughout in all: the head's mean is then
+    on the same side of the threshold), and every flip runs the head on each cell that holds any
+    other pixel. Each flip's features are kept between the two passes (``amp``: the autocast to
+    run in); measured, computing them again costs more time than keeping them costs memory."""
+    kept, land, water = [], None, None
+    for flip in FLIPS:
+        y, *window = turn_window(x, box, flip)
+        y = y.contiguous(memory_format=torch.channels_last)
+        with amp():
+            features = model.features(y)
+            run, full = model.head_cells(y, features, skip_below)
+        kept.append(features)
+        flip_land = turn_back(cell_pixels(~(run | full), *window), flip)
+        flip_water = turn_back(cell_pixels(full, *window), flip)
+        land = flip_land if land is None else land & flip_land
+        water = flip_water if water is None else water & flip_water
+    need = ~(land | water)
+    total = None
+    for flip, features in zip(FLIPS, kept):
+        y, *window = turn_window(x, box, flip)
+        run = pixel_cells(turn(need, flip), window[0], window[1], features.shape[-2:])
+        with amp():
+            logits = model.forward_window(y.contiguous(memory_format=torch.channels_last), *window,
+                                          skip_below=skip_below, features=features, cells=(run, torch.zeros_like(run)))
+        out = turn_back(torch.sigmoid(logits.float()), flip)
+        total = out if total is None else total + out
+    return (total / len(FLIPS)).masked_fill(land, 0.0).masked_fill(water, 1.0)
+
+
+def turn_window(x: torch.Tensor, box: tuple[int, int, int, int], flip: tuple[bool, bool, bool]) -> tuple:
+    """``x`` (n, c, h, w) turned by ``flip`` (one of FLIPS), and ``box`` (top, left, height, width) turned with it."""
+    transpose, flip_rows, flip_cols = flip
+    top, left, height, width = box
+    rows, cols = x.shape[-2:]
+    if transpose:
+        top, left, height, width, rows, cols = left, top, width, height, cols, rows
+    if flip_rows:
+        top = rows - top - height
+    if flip_cols:
+        left = cols - left - width
+    return turn(x, flip), top, left, height, width
+
+
+def turn(t: torch.Tensor, flip: tuple[bool, bool, bool]) -> torch.Tensor:
+    """A map (its last two dimensions) turned by ``flip``: transposed, then its rows and columns flipped."""
+    transpose, flip_rows, flip_cols = flip
+    t = t.transpose(-2, -1) if transpose else t
+    dims = [d for d, flipped in ((-2, flip_rows), (-1, flip_cols)) if flipped]
+    return t.flip(dims) if dims else t
+
+
+def turn_back(t: torch.Tensor, flip: tuple[bool, bool, bool]) -> torch.Tensor:
+    """``turn`` undone."""
+    transpose, flip_rows, flip_cols = flip
+    dims = [d for d, flipped in ((-2, flip_rows), (-1, flip_cols)) if flipped]
+    t = t.flip(dims) if dims else t
+    return t.transpose(-2, -1) if transpose else t

@@ -312,6 +312,25 @@ def test_flips_map_a_mirrored_scene_to_the_mirrored_mask(tmp_path):
     assert mirror_gap <= 1 < plain_gap  # equal up to rounding to whole percent; the plain network is not
 
 
+def test_flips_with_the_water_gate_give_the_full_heads_mask():
+    """The bundled weights' gate under --flips: the mask of the full head's mean over the flips,
+    on a real shore, with the gate filling part of it."""
+    from s2s2net_cli.inference.runtime import ModelRuntime
+    from s2s2net_cli.sources.scene import read_scene
+
+    data, _, _ = read_scene("sample_data/virginia_shoreline_s2_6band_10m.tif")
+    batch = np.ascontiguousarray(data[None, :, 96:224, 352:480])  # across the shore
+    gated = ModelRuntime("default", precision="32", flips=True)
+    full = ModelRuntime("default", precision="32", flips=True, full_head=True)
+    assert (gated.head, full.head) == ("gated", "full")
+    box = (16, 16, 96, 96)
+    got, expected = gated(batch, box), full(batch, box)
+    filled = (got == 0) | (got == 1)
+    assert filled.mean() > 0.2 and 0 < (expected >= gated.threshold).mean() < 1
+    assert np.array_equal(got >= gated.threshold, expected >= gated.threshold)
+    assert np.abs(got - expected)[~filled].max() < 1e-5
+
+
 def test_precision_auto_takes_bf16_on_cpus_that_do_it_natively(tmp_path, random_weights, monkeypatch):
     import torch
 

@@ -278,6 +278,39 @@ def test_gated_window_is_water_where_the_gate_finds_water_throughout(monkeypatch
     assert (got[pixels(water)] == WATER_LOGIT).all() and (got[~pixels(water)] == LAND_LOGIT).all()
 
 
+def test_gated_flips_keep_the_full_heads_mask_where_each_flips_gate_differs(monkeypatch):
+    """With flips, each flip's gate rules on its own cells (here an exact one: the cells whose
+    full-head logits all lie below the threshold, or all at or above it). Averaging each flip's
+    gated output moves the mean where one flip filled a cell another ran; gated_mean_over_flips
+    fills only where all eight flips fill alike, so its mask is the full head's mean's and its
+    probability the full head's mean on every pixel it does not fill."""
+    from s2s2net_cli.inference.runtime import gated_mean_over_flips, mean_over_flips
+
+    model = inference_network(trained_like(3))
+    x = torch.randn(1, 6, 64, 48)
+    box = (4, 8, 52, 36)
+    with torch.inference_mode():
+        skip = float(model.forward_window(x, *box).median())  # about half the pixels water
+
+        def exact_gate(y, features, skip_below):
+            logits = model.head(features)
+            high = F.max_pool2d(logits, 20)[0, 0] >= skip_below
+            low = -F.max_pool2d(-logits, 20)[0, 0] >= skip_below
+            return high & ~low, low
+
+        monkeypatch.setattr(model, "head_cells", exact_gate)
+        model.gate = object()
+        full = mean_over_flips(lambda y, *b: torch.sigmoid(model.forward_window(y, *b)), x, box)
+        each = mean_over_flips(lambda y, *b: torch.sigmoid(model.forward_window(y, *b, skip_below=skip)), x, box)
+        got = gated_mean_over_flips(model, x, box, skip)
+    threshold = torch.sigmoid(torch.tensor(skip))
+    filled = (got == 0) | (got == 1)
+    assert filled.any() and (~filled).any()
+    assert (each - full).abs().max() > 1e-3  # one pass of gated flips is not the full head's mean
+    assert (got[~filled] - full[~filled]).abs().max() < 1e-5
+    assert torch.equal(got >= threshold, full >= threshold)
+
+
 def test_int8_head_is_the_head_within_rounding_and_gating_it_changes_nothing():
     """The head's convolutions in 8-bit integers (ranges measured on its own input, as weights
     gate measures them): its logits are the fp32 head's within rounding, but not equal (the
