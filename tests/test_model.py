@@ -248,3 +248,22 @@ def test_an_ndwi_priors_cell_bounds_hold_every_2m_value_of_the_cell():
             cell = fine[20 * r: 20 * (r + 1), 20 * c: 20 * (c + 1)]
             assert float(low[r, c]) <= float(cell.min()) + 1e-5 and float(cell.max()) <= float(high[r, c]) + 1e-5
     assert (low > 0).any() and (low < high).any()  # bounds that say something
+
+
+def test_cell_pixels_and_pixel_cells_map_a_window_between_cells_and_2m_pixels():
+    """A window off the cells' grid (10 m pixels 6-29 x 3-24 of a 10 x 8 map of 40 m cells): each
+    2 m pixel is in the cell that holds it, and the cells of a window's pixels are those of its
+    cells that it overlaps, none beyond."""
+    from s2s2net_cli.model import cell_pixels, pixel_cells
+
+    torch.manual_seed(0)
+    cells = torch.rand(10, 8) < 0.4
+    top, left, height, width = 6, 3, 24, 22
+    pixels = cell_pixels(cells, top, left, height, width)
+    assert pixels.shape == (120, 110)
+    rows, cols = torch.meshgrid(torch.arange(120), torch.arange(110), indexing="ij")
+    assert torch.equal(pixels, cells[(5 * top + rows) // 20, (5 * left + cols) // 20])
+    inside = torch.zeros_like(cells)
+    inside[6 // 4: -(-30 // 4), 3 // 4: -(-25 // 4)] = True  # the cells the window overlaps
+    assert torch.equal(pixel_cells(pixels, top, left, cells.shape), cells & inside)
+    assert not pixel_cells(torch.zeros_like(pixels), top, left, cells.shape).any()
