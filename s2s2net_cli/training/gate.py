@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from rasterio.windows import Window
 
 from ..grid import SCALE_FACTOR
-from ..model import DECODER_STRIDE, LAST_STEP_ROWS, PAD_MULTIPLE, WaterGate, pad_to_multiple
+from ..model import DECODER_STRIDE, LAST_STEP_ROWS, WaterGate
 
 GATE_QUANTILE = 0.95  # of the cell's largest logit, given its features (its smallest: 1 - this)
 SEEDS = (0, 1, 2)  # each bound fitted from each, the one that skips the most cells kept
@@ -108,7 +108,7 @@ def cells_of(model, x: torch.Tensor, threshold_logit: float) -> Cells:
     """The fitting targets of one normalised input ``x`` (1, bands, h, w), from ``model`` (an
     inference network, fp32) run whole, its head everywhere."""
     h, w = x.shape[-2:]
-    features = model.decoder(model.encoder(model.inputs(pad_to_multiple(x, PAD_MULTIPLE)))).float()
+    features = model.features(x).float()
     rows, cols = -(-h // DECODER_STRIDE), -(-w // DECODER_STRIDE)
     head = model._head_window(features, 0, 0, h, w, LAST_STEP_ROWS, None)[0, 0].float()
     prior = model.prior(x)[0, 0].float() if model.prior is not None else torch.zeros_like(head)
