@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A full Sentinel-2 tile (10980 x 10980 px at 10 m) on a GPU: seconds, tiles per second, peak
-# GPU memory, and how far the mask of --precision auto (what predict chooses: bf16 on GPUs that
-# have it) lies from the fp32 one. One prepared run for a lent
-# GPU; the same script runs small on the CPU (SIZE=512 DEVICE=cpu) to check it works.
+# GPU memory, what the water gate saves there (--precision auto with and without --full-head),
+# and how far the mask of --precision auto (what predict chooses: bf16 on GPUs that have it)
+# lies from the fp32 one. One prepared run for a lent GPU; the same script runs small on the
+# CPU (SIZE=512 DEVICE=cpu) to check it works.
 #
 #   bash benchmarks/gpu_full_tile.sh [OUT_DIR]
 set -euo pipefail
@@ -10,24 +11,30 @@ OUT=${1:-work/gpu_full_tile}
 SIZE=${SIZE:-10980}
 DEVICE=${DEVICE:-cuda}
 mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || true
-for precision in auto 32; do
-    python benchmarks/predict_bench.py --size "$SIZE" --device "$DEVICE" --precision "$precision" --skip-forward \
-        --keep "$OUT/mask_$precision.tif" --json | tail -1 | tee "$OUT/bench_$precision.json"
-done
-python - "$OUT" "$SIZE" <<'PY'
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
+python -c "import torch; print('torch', torch.__version__)"
+bench() {  # NAME, then predict_bench's options
+    local name=$1; shift
+    python benchmarks/predict_bench.py --size "$SIZE" --device "$DEVICE" --skip-forward --json "$@" \
+        | tail -1 | tee "$OUT/bench_$name.json"
+}
+bench auto --precision auto --keep "$OUT/mask_auto.tif"
+bench auto_full_head --precision auto --full-head
+bench 32 --precision 32 --keep "$OUT/mask_32.tif"
+python - "$OUT" <<'PY'
 import json, sys
 import numpy as np
 import rasterio
-out, size = sys.argv[1], int(sys.argv[2])
+out = sys.argv[1]
 with rasterio.open(f"{out}/mask_auto.tif") as a, rasterio.open(f"{out}/mask_32.tif") as b:
     same = total = 0
     for _, window in a.block_windows(1):
         x, y = a.read(1, window=window), b.read(1, window=window)
         same += int((x == y).sum()); total += x.size
-for p in ("auto", "32"):
-    r = json.load(open(f"{out}/bench_{p}.json"))
-    print(f"{r['precision']:>5}: {r['pipeline_s']:.1f} s, {r['tiles'] / r['pipeline_s']:.2f} tiles/s, "
-          f"{r['gflop_per_s']} GFLOP/s, peak RSS {r['peak_rss_mb']:.0f} MB, peak GPU {r.get('gpu_peak_mb', 'n/a')} MB")
+for name in ("auto", "auto_full_head", "32"):
+    r = json.load(open(f"{out}/bench_{name}.json"))
+    print(f"{name:>14} ({r['precision']}, head {r['head']}): {r['pipeline_s']:.1f} s, "
+          f"{r['tiles'] / r['pipeline_s']:.2f} tiles/s, {r['gflop_per_s']} GFLOP/s, "
+          f"peak RSS {r['peak_rss_mb']:.0f} MB, peak GPU {r.get('gpu_peak_mb', 'n/a')} MB")
 print(f"auto and fp32 masks agree on {100 * same / total:.4f} % of {total} pixels")
 PY
