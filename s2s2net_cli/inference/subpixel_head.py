@@ -90,8 +90,10 @@ class SubpixelStep(nn.Module):
         self.P, self.Q, self.pad = P, Q, -low
         length = coef.shape[-1]
         w = conv.weight.detach().double()  # (out, in, 3, 3)
-        # (py, px, out, in, dy, dx): each phase's kernel on the coarse grid
-        phased = torch.einsum("oikl,akd,ble->aboide", w, coef, coef)
+        # (py, px, out, in, dy, dx): each phase's kernel on the coarse grid, where the trained
+        # convolution's weights are (a GPU's: every number of the step lives there)
+        on_device = coef.to(w.device)
+        phased = torch.einsum("oikl,akd,ble->aboide", w, on_device, on_device)
         out_ch = w.shape[0]
         if logit is None:  # pixel_shuffle reads channel c P^2 + py P + px
             weight = phased.permute(2, 0, 1, 3, 4, 5)
@@ -99,7 +101,7 @@ class SubpixelStep(nn.Module):
             weight = phased
         weight = weight.reshape(out_ch * P * P, w.shape[1], length, length)
         self.weight = nn.Parameter(weight.to(conv.weight.dtype), requires_grad=False)
-        bias = conv.bias.detach() if conv.bias is not None else torch.zeros(out_ch, dtype=conv.weight.dtype)
+        bias = conv.bias.detach() if conv.bias is not None else conv.weight.new_zeros(out_ch)
         bias = bias.repeat_interleave(P * P) if logit is None else bias.repeat(P * P)
         self.bias = nn.Parameter(bias, requires_grad=False)
         if self.pad != length - Q - self.pad:
@@ -164,7 +166,7 @@ class SubpixelStep(nn.Module):
                 weight = torch.cat([phased[py, px, :, :, sy: sy + window, sx: sx + window] for py, px in phases])
                 group = nn.Module()
                 group.start = (sy, sx)
-                group.register_buffer("index", torch.tensor([py * self.P + px for py, px in phases]))
+                group.register_buffer("index", torch.tensor([py * self.P + px for py, px in phases], device=phased.device))
                 group.weight = nn.Parameter(weight.to(self.weight.dtype), requires_grad=False)
                 group.bias = nn.Parameter(torch.cat([bias[py * self.P + px] for py, px in phases]), requires_grad=False)
                 n = len(phases)

@@ -348,3 +348,11 @@ def test_codes_compiled_are_torchs(monkeypatch):
         got, expected = fused.codes(x, 1 / 0.05, 7), subpixel_head.codes(x, 1 / 0.05, 7)
         assert fused.failure is None and got.dtype == torch.uint8 and got.stride() == expected.stride()
         assert (got.int() - expected.int()).abs().max() <= 1 and expected.min() == 0 and expected.max() == 255
+
+
+def test_inference_network_keeps_every_number_on_the_networks_device():
+    """On a GPU the rewritten head's numbers (phased kernels, biases, phase indices) must be
+    made where the trained network's are; built on the CPU they made predict --device cuda
+    fail at its first tile. The meta device stands in for a GPU here."""
+    fast = inference_network(S2S2Net().eval().to("meta"))
+    assert {t.device.type for t in (*fast.parameters(), *fast.buffers())} == {"meta"}
