@@ -23,8 +23,9 @@ log = logging.getLogger("s2s2net")
 @click.option("--background", "backgrounds", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               multiple=True, help="Paint the water into crops of this real 6-band uint16 scene (tag level=L1C or "
                                   "L2A) instead of a synthetic landscape; repeatable, pairs take them in turn.")
-@click.option("--landscape", type=click.Choice(["mixed", "rivers"]), default="mixed", show_default=True,
-              help="mixed: every kind of water; rivers: one or two rivers 10-80 m wide on land, nothing else.")
+@click.option("--landscape", type=click.Choice(["mixed", "rivers", "floods"]), default="mixed", show_default=True,
+              help="mixed: every kind of water; rivers: one or two rivers 10-80 m wide on land, nothing else; "
+                   "floods: mixed, under a flood broken into ragged lobes, channels and pools.")
 @click.option("--manifest/--no-manifest", default=True, show_default=True, help="Write manifest.csv (image,mask,id).")
 @bands_option
 @offset_option

@@ -118,14 +118,20 @@ def make_pair(height: int = 256, width: int | None = None, seed: int = 0, *, lev
     ``level`` and ``nodata_margin`` are drawn from the seed when None; ``sensor`` says how the
     landscape is seen (BARE: the bare area average of the 2 m landscape, with level "L2A");
     ``landscape`` "mixed" draws every kind of water, "rivers" one or two rivers 10-80 m wide on
-    land and nothing else (a clean truth for widths). The rivers drawn are in ``rivers``.
+    land and nothing else (a clean truth for widths), "floods" a mixed landscape under a
+    fragmented flood (``fragmented_flood``). The rivers drawn are in ``rivers``.
     """
     width = height if width is None else width
     rng = np.random.default_rng(seed)
     level = level or ("L1C" if rng.random() < 0.5 else "L2A")
     H, W = height * SCALE_FACTOR, width * SCALE_FACTOR
     rivers: list = []
-    classes = draw_landscape(H, W, rng, rivers) if landscape == "mixed" else draw_river_landscape(H, W, rng, rivers)
+    if landscape == "rivers":
+        classes = draw_river_landscape(H, W, rng, rivers)
+    else:
+        classes = draw_landscape(H, W, rng, rivers)
+        if landscape == "floods":
+            fragmented_flood(classes, rng)
     spectra = scene_spectra(rng)
     refl = sense(classes, spectra, rng, level=level, texture=sensor.texture,
                  blur=rng.uniform(0.3, 0.6) if sensor.blur is None else sensor.blur,
@@ -280,6 +286,40 @@ def _flood(classes: np.ndarray, rng: np.random.Generator, fields: np.ndarray | N
         fields = np.isin(classes, [CLASS[c] for c in ("grass", "crop_green", "crop_dry", "bare_soil", "wet_soil", "marsh")])
     flooded = extent & fields
     plants = smooth_noise(H, W, rng, scale=rng.uniform(5, 30)) > rng.uniform(0.0, 1.2)
+    classes[flooded & ~plants] = CLASS["flood_water"] if rng.random() < 0.7 else CLASS["turbid_water"]
+    classes[flooded & plants] = CLASS["flooded_vegetation"]
+
+
+def fragmented_flood(classes: np.ndarray, rng: np.random.Generator) -> None:
+    """Flood water as real floods leave it: a water depth over a rough terrain (noise of
+    features from 120-500 m down to 6-20 m, each finer one weaker by a drawn roughness), so
+    that deep in the flood the land is water throughout and towards its edges the water breaks
+    into ragged lobes, thin channels and scattered pools; in some scenes field parcels a little
+    higher or lower than their neighbours and furrows in some of them. The land that is not
+    town or forest is water where the depth is positive (plants standing in it: flooded
+    vegetation); the water already drawn stays. ``_flood`` draws one smooth extent instead."""
+    H, W = classes.shape
+    land = np.isin(classes, [CLASS[c] for c in ("grass", "crop_green", "crop_dry", "bare_soil", "wet_soil", "marsh")])
+    scale, roughness = rng.uniform(60, 250), rng.uniform(0.3, 0.8)
+    depth = smooth_noise(H, W, rng, scale=scale) - rng.uniform(-0.6, 0.8)
+    finer = scale / 2.5
+    while finer >= 3:
+        depth += (finer / scale) ** roughness * smooth_noise(H, W, rng, scale=finer)
+        finer /= 2.5
+    if rng.random() < 0.3:  # farmland: parcels of 40-160 m on a turned grid, furrows 6-16 m apart in some
+        size_u, size_v = rng.uniform(20, 80, size=2)
+        angle = rng.uniform(0, np.pi / 2)
+        yy, xx = np.mgrid[0:H, 0:W].astype(np.float32)
+        u = xx * np.cos(angle) + yy * np.sin(angle)
+        v = yy * np.cos(angle) - xx * np.sin(angle)
+        cu, cv = np.floor(u / size_u).astype(np.int64), np.floor(v / size_v).astype(np.int64)
+        cu -= cu.min()
+        cv -= cv.min()
+        depth += rng.normal(0, rng.uniform(0.1, 0.5), size=(cu.max() + 1, cv.max() + 1))[cu, cv]
+        furrowed = rng.random((cu.max() + 1, cv.max() + 1)) < rng.uniform(0, 0.5)
+        depth += np.where(furrowed[cu, cv], rng.uniform(0.1, 0.4) * np.sin(2 * np.pi * u / rng.uniform(3, 8)), 0)
+    flooded = (depth > 0) & land
+    plants = smooth_noise(H, W, rng, scale=rng.uniform(5, 30)) > rng.uniform(0.3, 1.5)
     classes[flooded & ~plants] = CLASS["flood_water"] if rng.random() < 0.7 else CLASS["turbid_water"]
     classes[flooded & plants] = CLASS["flooded_vegetation"]
 

@@ -20,7 +20,7 @@ class SynthOptions:
     size: int = 256  # 10 m pixels a side
     seed: int = 0  # pair i uses seed + i
     level: str = "mixed"  # "L1C", "L2A" or "mixed" (synthetic landscapes only)
-    landscape: str = "mixed"  # "mixed" or "rivers"
+    landscape: str = "mixed"  # "mixed", "rivers" or "floods"
     backgrounds: tuple = ()  # real scenes to paint water into, taken in turn
     bands: tuple[int, ...] | None = None  # how the backgrounds are read
     offset: float = 0.0

@@ -60,3 +60,39 @@ def test_the_smallest_scenes_synth_allows_are_made_for_any_seed():
     for seed in range(40):
         p = make_pair(8, 9, seed=seed)
         assert p.scene.shape == (6, 8, 9) and p.mask.shape == (40, 45)
+
+
+def test_fragmented_floods_break_into_pools_and_ragged_edges():
+    """The "floods" landscape's flood, on the same fields as the smooth extent of the mixed
+    landscape's, leaves many small pools (under 400 m2) and more shore per flooded pixel."""
+    from scipy import ndimage
+
+    from s2s2net_cli.synthetic.scenes import _flood, _land_cover, fragmented_flood
+
+    def pools_and_shore(before, after):
+        flooded = before != after
+        sizes = np.bincount(ndimage.label(flooded)[0].ravel())[1:]
+        shore = flooded & ~ndimage.binary_erosion(flooded)
+        return int((sizes < 100).sum()), shore.sum() / max(flooded.sum(), 1)
+
+    smooth, fragmented = [], []
+    for seed in range(8):
+        fields = _land_cover(480, 480, np.random.default_rng(seed))
+        a, b = fields.copy(), fields.copy()
+        _flood(a, np.random.default_rng(100 + seed))
+        fragmented_flood(b, np.random.default_rng(100 + seed))
+        smooth.append(pools_and_shore(fields, a))
+        fragmented.append(pools_and_shore(fields, b))
+    assert sum(p for p, _ in fragmented) > 100 > 10 * sum(p for p, _ in smooth)
+    assert np.mean([s for _, s in fragmented]) > 1.5 * np.mean([s for _, s in smooth])
+
+
+def test_floods_landscape_is_the_mixed_landscape_under_a_flood():
+    from s2s2net_cli.synthetic.scenes import CLASS
+
+    pair = make_pair(48, seed=3, landscape="floods", nodata_margin=False)
+    mixed = make_pair(48, seed=3, nodata_margin=False)
+    flooded = pair.classes != mixed.classes
+    assert flooded.mean() > 0.05
+    assert np.isin(pair.classes[flooded], [CLASS["flood_water"], CLASS["flooded_vegetation"], CLASS["turbid_water"]]).all()
+    assert np.array_equal(pair.mask == 1, np.isin(pair.classes, WATER_CLASSES))
