@@ -3,9 +3,16 @@
 # GPU memory, what the water gate saves there (--precision auto with and without --full-head),
 # and how far the mask of --precision auto (what predict chooses: bf16 on GPUs that have it)
 # lies from the fp32 one. One prepared run for a lent GPU; the same script runs small on the
-# CPU (SIZE=512 DEVICE=cpu) to check it works.
+# CPU (SIZE=512 DEVICE=cpu) to check it works. The scene is made once (OUT_DIR/scene.tif) and
+# each run is then predict's own time: on an H200 about 2-3 minutes a run.
 #
 #   bash benchmarks/gpu_full_tile.sh [OUT_DIR]
+#
+# On the lent H200 machines (python 3.12 with torch, no rasterio): put /opt/torch/.venv/bin
+# first on PATH (a link to its python is not that environment) and carry wheels of rasterio
+# 1.3.11 (1.4's is 36 MB, too large beside the tree's 64 MiB), pyproj, shapely, affine, snuggs,
+# cligj, click-plugins, pystac-core, pystac-ext-raster and segmentation-models-pytorch, installed
+# with pip --target and put on PYTHONPATH beside the repository.
 set -euo pipefail
 OUT=${1:-work/gpu_full_tile}
 SIZE=${SIZE:-10980}
@@ -15,7 +22,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 python -c "import torch; print('torch', torch.__version__)"
 bench() {  # NAME, then predict_bench's options
     local name=$1; shift
-    python benchmarks/predict_bench.py --size "$SIZE" --device "$DEVICE" --skip-forward --json "$@" \
+    python benchmarks/predict_bench.py --size "$SIZE" --device "$DEVICE" --scene "$OUT/scene.tif" --skip-forward --json "$@" \
         | tail -1 | tee "$OUT/bench_$name.json"
 }
 bench auto --precision auto --keep "$OUT/mask_auto.tif"

@@ -59,6 +59,9 @@ def main() -> None:
                     help="the synthetic scene: every kind of water (a fifth of it water), or one or two rivers on land")
     ap.add_argument("--full-head", action="store_true", help="predict --full-head: no water gate")
     ap.add_argument("--keep", type=Path, default=None, help="copy the predicted mask here")
+    ap.add_argument("--scene", type=Path, default=None,
+                    help="the --size x --size scene to predict: made (and kept) here when absent, read when present, "
+                         "so that several runs make it once")
     ap.add_argument("--weights", type=Path, default=None)
     ap.add_argument("--flips", action="store_true", help="predict --flips (test-time augmentation)")
     ap.add_argument("--skip-forward", action="store_true",
@@ -72,8 +75,16 @@ def main() -> None:
         if weights is None:
             torch.manual_seed(0)
             weights = save_weights(tmp / "random.safetensors", S2S2Net().state_dict(), WeightsCard())
-        scene = tmp / "scene.tif"
-        _write_scene(make_pair(min(args.size, 512), seed=7, nodata_margin=False, landscape=args.landscape), args.size, scene)
+        scene = args.scene or tmp / "scene.tif"
+        if not scene.exists():
+            _write_scene(make_pair(min(args.size, 512), seed=7, nodata_margin=False, landscape=args.landscape), args.size,
+                         scene)
+        else:
+            import rasterio
+
+            with rasterio.open(scene) as src:
+                if (src.width, src.height) != (args.size, args.size):
+                    sys.exit(f"{scene}: {src.width} x {src.height} px, not --size {args.size}")
 
         cmd = [sys.executable, "-m", "s2s2net_cli", "-q", "predict", str(scene), "-o", str(tmp / "out.tif"),
                "--weights", str(weights), "--tile-size", str(args.tile_size), "--overlap", str(args.overlap),
