@@ -61,6 +61,7 @@ SPECTRA = {
 }
 CLASSES = tuple(SPECTRA)
 CLASS = {name: i for i, name in enumerate(CLASSES)}
+FIELDS = [CLASS[c] for c in ("grass", "crop_green", "crop_dry", "bare_soil", "wet_soil", "marsh")]  # what floods cover
 WATER_CLASSES = (CLASS["clear_water"], CLASS["turbid_water"], CLASS["shallow_water"], CLASS["dark_water"],
                  CLASS["flood_water"], CLASS["flooded_vegetation"], CLASS["glint_water"])
 # Path radiance added by the atmosphere (reflectance units), for L1C-like scenes.
@@ -283,7 +284,7 @@ def _flood(classes: np.ndarray, rng: np.random.Generator, fields: np.ndarray | N
     H, W = classes.shape
     extent = smooth_noise(H, W, rng, scale=rng.uniform(60, 250)) > rng.uniform(-0.3, 0.9)
     if fields is None:
-        fields = np.isin(classes, [CLASS[c] for c in ("grass", "crop_green", "crop_dry", "bare_soil", "wet_soil", "marsh")])
+        fields = np.isin(classes, FIELDS)
     flooded = extent & fields
     plants = smooth_noise(H, W, rng, scale=rng.uniform(5, 30)) > rng.uniform(0.0, 1.2)
     classes[flooded & ~plants] = CLASS["flood_water"] if rng.random() < 0.7 else CLASS["turbid_water"]
@@ -299,7 +300,7 @@ def fragmented_flood(classes: np.ndarray, rng: np.random.Generator) -> None:
     town or forest is water where the depth is positive (plants standing in it: flooded
     vegetation); the water already drawn stays. ``_flood`` draws one smooth extent instead."""
     H, W = classes.shape
-    land = np.isin(classes, [CLASS[c] for c in ("grass", "crop_green", "crop_dry", "bare_soil", "wet_soil", "marsh")])
+    land = np.isin(classes, FIELDS)
     scale, roughness = rng.uniform(60, 250), rng.uniform(0.3, 0.8)
     depth = smooth_noise(H, W, rng, scale=scale) - rng.uniform(-0.6, 0.8)
     finer = scale / 2.5
@@ -307,17 +308,10 @@ def fragmented_flood(classes: np.ndarray, rng: np.random.Generator) -> None:
         depth += (finer / scale) ** roughness * smooth_noise(H, W, rng, scale=finer)
         finer /= 2.5
     if rng.random() < 0.3:  # farmland: parcels of 40-160 m on a turned grid, furrows 6-16 m apart in some
-        size_u, size_v = rng.uniform(20, 80, size=2)
-        angle = rng.uniform(0, np.pi / 2)
-        yy, xx = np.mgrid[0:H, 0:W].astype(np.float32)
-        u = xx * np.cos(angle) + yy * np.sin(angle)
-        v = yy * np.cos(angle) - xx * np.sin(angle)
-        cu, cv = np.floor(u / size_u).astype(np.int64), np.floor(v / size_v).astype(np.int64)
-        cu -= cu.min()
-        cv -= cv.min()
-        depth += rng.normal(0, rng.uniform(0.1, 0.5), size=(cu.max() + 1, cv.max() + 1))[cu, cv]
-        furrowed = rng.random((cu.max() + 1, cv.max() + 1)) < rng.uniform(0, 0.5)
-        depth += np.where(furrowed[cu, cv], rng.uniform(0.1, 0.4) * np.sin(2 * np.pi * u / rng.uniform(3, 8)), 0)
+        u, v, along = _parcels(H, W, rng)
+        depth += rng.normal(0, rng.uniform(0.1, 0.5), size=(u.max() + 1, v.max() + 1))[u, v]
+        furrowed = rng.random((u.max() + 1, v.max() + 1)) < rng.uniform(0, 0.5)
+        depth += np.where(furrowed[u, v], rng.uniform(0.1, 0.4) * np.sin(2 * np.pi * along / rng.uniform(3, 8)), 0)
     flooded = (depth > 0) & land
     plants = smooth_noise(H, W, rng, scale=rng.uniform(5, 30)) > rng.uniform(0.3, 1.5)
     classes[flooded & ~plants] = CLASS["flood_water"] if rng.random() < 0.7 else CLASS["turbid_water"]
@@ -347,15 +341,20 @@ def _harbour(H: int, W: int, rng: np.random.Generator, near=None) -> list:
     return shapes
 
 
-def _land_cover(H: int, W: int, rng: np.random.Generator) -> np.ndarray:
-    # rectangular parcels of 40 to 160 m on a grid turned by a random angle
+def _parcels(H: int, W: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rectangular parcels of 40 to 160 m on a grid turned by a random angle: each 2 m pixel's
+    parcel as (u, v) indices from 0, and its distance along the grid's u axis (2 m pixels)."""
     size_u, size_v = rng.uniform(20, 80, size=2)
     angle = rng.uniform(0, np.pi / 2)
     yy, xx = np.mgrid[0:H, 0:W].astype(np.float32)
-    u = np.floor((xx * np.cos(angle) + yy * np.sin(angle)) / size_u).astype(np.int64)
+    along = xx * np.cos(angle) + yy * np.sin(angle)
+    u = np.floor(along / size_u).astype(np.int64)
     v = np.floor((yy * np.cos(angle) - xx * np.sin(angle)) / size_v).astype(np.int64)
-    u -= u.min()
-    v -= v.min()
+    return u - u.min(), v - v.min(), along
+
+
+def _land_cover(H: int, W: int, rng: np.random.Generator) -> np.ndarray:
+    u, v, _ = _parcels(H, W, rng)
     farm_kinds = np.array([CLASS[c] for c in ("grass", "crop_green", "crop_dry", "bare_soil", "wet_soil", "grass")])
     parcels = farm_kinds[rng.integers(0, len(farm_kinds), size=(u.max() + 1, v.max() + 1))]
     classes = parcels[u, v].astype(np.uint8)
