@@ -1,0 +1,87 @@
+"""A lighter head learnt from a trained one (a probe of #47; the tool does not train this way).
+
+    python scripts/distill_head.py OUT.safetensors CHIPS_DIR [CHIPS_DIR ...] [--teacher default]
+        [--channels 64,32,32,16] [--steps 1500] [--lr 2e-3] [--batch-size 8]
+
+The student is the teacher's encoder and decoder, frozen, with a new head of ``--channels``
+(from random weights), trained to give the teacher head's logits on the chips' images (their
+masks are not read): soft BCE against the teacher's probabilities plus 0.05 x the squared
+difference of the logits clipped to +-10. OUT keeps the teacher's threshold and NDWI prior; it has
+no water gate and no int8 ranges (fit them with `s2s2net weights gate`). docs/performance.md, "A
+lighter head, probed", has what (64, 32, 32, 16) gave after 1500 steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+from s2s2net_cli.checkpoint import WeightsCard, load_model, save_weights
+from s2s2net_cli.model import ModelConfig, S2S2Net
+from s2s2net_cli.training.data import Augment, ChipDataset, source_splits
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("chips", nargs="+", help="chips folders (s2s2net chip): their training chips' images")
+    ap.add_argument("--teacher", default="default")
+    ap.add_argument("--channels", default="64,32,32,16")
+    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--batch-size", type=int, default=8)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    teacher, card = load_model(args.teacher, "cpu")
+    teacher.eval()
+    config = ModelConfig(in_channels=card.model.in_channels, encoder=card.model.encoder,
+                         decoder_channels=card.model.decoder_channels,
+                         head_channels=tuple(int(c) for c in args.channels.split(",")))
+    student = S2S2Net(config=config, spec=card.bands, ndwi_prior=card.ndwi_prior)
+    shared = {k: v for k, v in teacher.state_dict().items() if not k.startswith(("head.", "gate."))}
+    missing, unexpected = student.load_state_dict(shared, strict=False)
+    if unexpected or not all(k.startswith("head.") for k in missing):
+        raise SystemExit(f"{args.teacher}: not a network this student can share (missing {missing}, unexpected {unexpected})")
+    student.requires_grad_(False)
+    student.head.requires_grad_(True)
+    train, _ = source_splits(args.chips)
+    loader = DataLoader(ChipDataset(train, card.bands, Augment()), batch_size=args.batch_size, shuffle=True,
+                        num_workers=1, drop_last=True, persistent_workers=True)
+    optimizer = torch.optim.AdamW(student.head.parameters(), lr=args.lr, weight_decay=1e-4)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * s / args.steps)))
+    step, start = 0, time.time()
+    student.head.train()
+    while step < args.steps:
+        for x, _, _ in loader:
+            with torch.no_grad():
+                features = teacher.features(x)
+                target = teacher.head(features)
+            logits = student.head(features)
+            loss = (F.binary_cross_entropy_with_logits(logits, torch.sigmoid(target))
+                    + 0.05 * F.mse_loss(logits.clamp(-10, 10), target.clamp(-10, 10)))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            step += 1
+            if step % 50 == 0:
+                agree = float(((logits > 0) == (target > 0)).float().mean())
+                print(f"step {step}: loss {loss.item():.4f}, sign as the teacher's {agree:.4f}, {time.time() - start:.0f} s",
+                      flush=True)
+            if step >= args.steps:
+                break
+    student.eval()
+    save_weights(args.out, student.state_dict(), WeightsCard(
+        model=config, bands=card.bands, threshold=card.threshold, ndwi_prior=card.ndwi_prior,
+        training={"distilled_from": str(args.teacher), "steps": args.steps, "frozen": "encoder, decoder"}))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
