@@ -1,12 +1,14 @@
 """A lighter head learnt from a trained one (a probe of #47; the tool does not train this way).
 
     python scripts/distill_head.py OUT.safetensors CHIPS_DIR [CHIPS_DIR ...] [--teacher default]
-        [--channels 64,32,32,16] [--steps 1500] [--lr 2e-3] [--batch-size 8]
+        [--channels 64,32,32,16] [--steps 1500] [--lr 2e-3] [--batch-size 8] [--init STUDENT] [--edge-weight 0]
 
 The student is the teacher's encoder and decoder, frozen, with a new head of ``--channels``
 (from random weights), trained to give the teacher head's logits on the chips' images (their
 masks are not read): soft BCE against the teacher's probabilities plus 0.05 x the squared
-difference of the logits clipped to +-10. OUT keeps the teacher's threshold and NDWI prior; it has
+difference of the logits clipped to +-10; with ``--edge-weight W`` each 2 m pixel's terms
+weigh 1 + W where the teacher's probability lies between 0.1 and 0.9 (its shores), 1 elsewhere.
+``--init`` starts from a student made before (its head's channels). OUT keeps the teacher's threshold and NDWI prior; it has
 no water gate and no int8 ranges (fit them with `s2s2net weights gate`). docs/performance.md, "A
 lighter head, probed", has what (64, 32, 32, 16) gave after 1500 steps.
 """
@@ -35,6 +37,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--init", default=None, help="a student to go on from")
+    ap.add_argument("--edge-weight", type=float, default=0.0)
     args = ap.parse_args()
     torch.manual_seed(0)
     teacher, card = load_model(args.teacher, "cpu")
@@ -47,6 +51,11 @@ def main() -> None:
     missing, unexpected = student.load_state_dict(shared, strict=False)
     if unexpected or not all(k.startswith("head.") for k in missing):
         raise SystemExit(f"{args.teacher}: not a network this student can share (missing {missing}, unexpected {unexpected})")
+    if args.init:
+        start_from, _ = load_model(args.init, "cpu")
+        if start_from.config.head_channels != config.head_channels:
+            raise SystemExit(f"{args.init}: head channels {start_from.config.head_channels}, not {config.head_channels}")
+        student.head.load_state_dict(start_from.head.state_dict())
     student.requires_grad_(False)
     student.head.requires_grad_(True)
     train, _ = source_splits(args.chips)
@@ -63,8 +72,10 @@ def main() -> None:
                 features = teacher.features(x)
                 target = teacher.head(features)
             logits = student.head(features)
-            loss = (F.binary_cross_entropy_with_logits(logits, torch.sigmoid(target))
-                    + 0.05 * F.mse_loss(logits.clamp(-10, 10), target.clamp(-10, 10)))
+            soft = torch.sigmoid(target)
+            weight = 1 + args.edge_weight * ((soft > 0.1) & (soft < 0.9)).float()
+            loss = ((F.binary_cross_entropy_with_logits(logits, soft, reduction="none")
+                     + 0.05 * (logits.clamp(-10, 10) - target.clamp(-10, 10)) ** 2) * weight).mean() / weight.mean()
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -79,7 +90,8 @@ def main() -> None:
     student.eval()
     save_weights(args.out, student.state_dict(), WeightsCard(
         model=config, bands=card.bands, threshold=card.threshold, ndwi_prior=card.ndwi_prior,
-        training={"distilled_from": str(args.teacher), "steps": args.steps, "frozen": "encoder, decoder"}))
+        training={"distilled_from": str(args.teacher), "steps": args.steps, "frozen": "encoder, decoder",
+                  "edge_weight": args.edge_weight, "init": str(args.init)}))
     print(f"wrote {args.out}")
 
 
