@@ -1,16 +1,20 @@
-"""A lighter head learnt from a trained one (a probe of #47; the tool does not train this way).
+"""A lighter head learnt from a trained one: stage 3 of scripts/train_default.sh (v6.1's head).
 
     python scripts/distill_head.py OUT.safetensors CHIPS_DIR [CHIPS_DIR ...] [--teacher default]
         [--channels 64,32,32,16] [--steps 1500] [--lr 2e-3] [--batch-size 8] [--init STUDENT] [--edge-weight 0]
+        [--truth-weight 0]
 
 The student is the teacher's encoder and decoder, frozen, with a new head of ``--channels``
 (from random weights), trained to give the teacher head's logits on the chips' images (their
 masks are not read): soft BCE against the teacher's probabilities plus 0.05 x the squared
 difference of the logits clipped to +-10; with ``--edge-weight W`` each 2 m pixel's terms
 weigh 1 + W where the teacher's probability lies between 0.1 and 0.9 (its shores), 1 elsewhere.
+With ``--truth-weight T`` the chips' masks are read too and T x the training loss (soft BCE 0.1 +
+Dice, coarse labels on their own cells, as ``s2s2net train`` scores them) is added: the shores
+taught by the truth as well as by the teacher.
 ``--init`` starts from a student made before (its head's channels). OUT keeps the teacher's threshold and NDWI prior; it has
-no water gate and no int8 ranges (fit them with `s2s2net weights gate`). docs/performance.md, "A
-lighter head, probed", has what (64, 32, 32, 16) gave after 1500 steps.
+no water gate and no int8 ranges (fit them with `s2s2net weights gate`). docs/model-history.md,
+"v6.1", has what (64, 32, 32, 16) gave after each round of the recipe.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from torch.utils.data import DataLoader
 from s2s2net_cli.checkpoint import WeightsCard, load_model, save_weights
 from s2s2net_cli.model import ModelConfig, S2S2Net
 from s2s2net_cli.training.data import Augment, ChipDataset, source_splits
+from s2s2net_cli.training.losses import WaterLoss
 
 
 def main() -> None:
@@ -39,6 +44,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--init", default=None, help="a student to go on from")
     ap.add_argument("--edge-weight", type=float, default=0.0)
+    ap.add_argument("--truth-weight", type=float, default=0.0)
     args = ap.parse_args()
     torch.manual_seed(0)
     teacher, card = load_model(args.teacher, "cpu")
@@ -64,10 +70,11 @@ def main() -> None:
     optimizer = torch.optim.AdamW(student.head.parameters(), lr=args.lr, weight_decay=1e-4)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * s / args.steps)))
+    truth_loss = WaterLoss()
     step, start = 0, time.time()
     student.head.train()
     while step < args.steps:
-        for x, _, _ in loader:
+        for x, y, label_scale in loader:
             with torch.no_grad():
                 features = teacher.features(x)
                 target = teacher.head(features)
@@ -76,6 +83,8 @@ def main() -> None:
             weight = 1 + args.edge_weight * ((soft > 0.1) & (soft < 0.9)).float()
             loss = ((F.binary_cross_entropy_with_logits(logits, soft, reduction="none")
                      + 0.05 * (logits.clamp(-10, 10) - target.clamp(-10, 10)) ** 2) * weight).mean() / weight.mean()
+            if args.truth_weight:
+                loss = loss + args.truth_weight * truth_loss(logits, y, label_scale)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -91,7 +100,7 @@ def main() -> None:
     save_weights(args.out, student.state_dict(), WeightsCard(
         model=config, bands=card.bands, threshold=card.threshold, ndwi_prior=card.ndwi_prior,
         training={"distilled_from": str(args.teacher), "steps": args.steps, "frozen": "encoder, decoder",
-                  "edge_weight": args.edge_weight, "init": str(args.init)}))
+                  "edge_weight": args.edge_weight, "truth_weight": args.truth_weight, "init": str(args.init)}))
     print(f"wrote {args.out}")
 
 
