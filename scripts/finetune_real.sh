@@ -18,8 +18,8 @@
 # drawn as a synthetic chip), LR (2e-4), AUGMENT (full: train's --augment) and SEED (1: train's
 # --seed, which draws the chips, their order and augmentation) set the fine-tune, GAINS
 # (0,4,8,16,32) the NDWI prior gains the calibration tries (0 alone: none); the defaults are the
-# bundled model's (v6). WATER_INDICES=1 gives the network NDWI and MNDWI as inputs (train's
-# --water-indices; INIT_WEIGHTS without them are widened). LABEL_EDGES (whole) is train's
+# recipe's (v6, stage 2 of the bundled v6.1). WATER_INDICES=1 gives the network NDWI and MNDWI
+# as inputs (train's --water-indices; INIT_WEIGHTS without them are widened). LABEL_EDGES (whole) is train's
 # --label-edges: what the 10 m labels ask of their shore cells. DEGRADE=5 adds the real chips a
 # second way, by Wald's protocol (`chip --degrade 5`: the scenes degraded 5x, their 10 m labels
 # exact truth on the 5x grid, 64 px chips every 16 px), as the source bolivia_wald drawn
