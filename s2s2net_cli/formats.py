@@ -25,12 +25,28 @@ GEOTIFF_SUFFIXES = (".tif", ".tiff", "")  # names rasters are written under (GDA
 VALUES_TAG = {False: "0 land, 1 water, 255 nodata", True: "probability percent 0-100, 255 nodata"}
 
 
-def probability_cut(tags: dict) -> float | None:
-    """Where a raster of ``predict --probability`` (its ``values`` tag says so) is water: its
-    ``threshold`` tag in percent (0.5 when untagged); None for any other raster (a 0/1 mask)."""
+def percent_cut(threshold: float) -> int:
+    """The least whole percent at or above ``threshold`` (a probability, 0-1): where a percent
+    raster cut at ``threshold`` is water (0.55 gives 55: the product is rounded to 6 places first,
+    as 0.55 x 100 is 55.00000000000001 in floats)."""
+    return math.ceil(round(float(threshold) * 100, 6))
+
+
+def probability_cut(tags: dict) -> int | None:
+    """Where a raster of ``predict --probability`` (its ``values`` tag says so) is water: pixels at
+    or above its ``threshold`` tag as a whole percent (0.5 when untagged); None for any other raster
+    (a 0/1 mask)."""
     if "probability" not in tags.get("values", ""):
         return None
-    return float(tags.get("threshold", 0.5)) * 100
+    return percent_cut(float(tags.get("threshold", 0.5)))
+
+
+def water_percent(prob: np.ndarray, water: np.ndarray, cut: int) -> np.ndarray:
+    """Probabilities as whole percent (uint8): rounded, except that the pixels ``water`` holds read
+    at least ``cut`` and the others less, so that the raster cut there is exactly the mask
+    (rounding alone puts the half percent below a threshold on the water's side)."""
+    percent = np.clip(np.rint(prob * 100), 0, 100)
+    return np.where(water, np.maximum(percent, cut), np.minimum(percent, cut - 1)).astype(np.uint8)
 
 
 def reflectance_to_dn(reflectance: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:

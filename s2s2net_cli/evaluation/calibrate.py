@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 import rasterio
 
-from ..formats import NODATA
+from ..formats import NODATA, percent_cut
 from ..grid import SCALE_FACTOR
 from ..manifest import Pair
 from ..rulebook import refuse
@@ -47,7 +47,7 @@ def counts_at(prob_pct: np.ndarray, truth: np.ndarray, valid: np.ndarray, factor
     ``factor`` 5 the 2 m mask is averaged onto the 10 m truth first (water from half)."""
     out = np.zeros((len(THRESHOLDS), 3), dtype=np.int64)
     for k, t in enumerate(THRESHOLDS):
-        water = (prob_pct >= t * 100).astype(np.float32)
+        water = (prob_pct >= percent_cut(t)).astype(np.float32)
         if factor > 1:
             h, w = truth.shape
             water = water.reshape(h, factor, w, factor).mean(axis=(1, 3)) >= 0.5

@@ -16,7 +16,7 @@ from rasterio.windows import Window
 
 from .. import __version__
 from ..errors import first_line
-from ..formats import NODATA, VALUES_TAG, source_name
+from ..formats import NODATA, VALUES_TAG, percent_cut, source_name, water_percent
 from ..grid import SCALE_FACTOR, fine_transform, row_pixel_areas
 from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, is_write_error, temporary_sibling
 from ..rulebook import refuse
@@ -138,7 +138,7 @@ class MaskWriter:
             valid = np.repeat(valid_10m[rows_10m], f, axis=1)[:, : piece.shape[1]]
             water = (piece >= self.threshold) & valid
             if self.probability:
-                out = np.clip(np.rint(piece * 100), 0, 100).astype(np.uint8)
+                out = water_percent(piece, water, percent_cut(self.threshold))
             else:
                 out = water.astype(np.uint8)
             per_row = water.sum(axis=1)

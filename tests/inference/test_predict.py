@@ -70,6 +70,36 @@ def test_tiling_blending_and_streaming_reassemble_the_scene_exactly(tmp_path, ti
     assert np.abs(got.astype(int) - expected.astype(int)).max() <= 1  # rounding of blended floats
 
 
+@pytest.mark.parametrize("threshold", [0.55, 0.7, 0.555])
+def test_a_probability_raster_cut_at_its_tagged_threshold_is_the_mask(tmp_path, threshold):
+    """Rounding alone would put the half percent below the threshold on the water's side (and
+    0.55 x 100 is 55.00000000000001 in floats): the percent raster read back as rivers, occurrence
+    and --vector read it must give the mask's water, pixel for pixel."""
+    from s2s2net_cli.formats import probability_cut
+
+    class Threshold(PointwiseModel):
+        pass
+
+    Threshold.threshold = threshold
+    rng = np.random.default_rng(5)
+    data = rng.integers(100, 5000, size=(6, 60, 70)).astype("uint16")
+    data[:, 20:25, 5:40] = 0
+    scene = write_raster(tmp_path / "s.tif", data, nodata=0)
+    outputs = {}
+    for probability in (False, True):
+        out = tmp_path / f"p{int(probability)}.tif"
+        Predictor(Threshold(), PredictOptions(tile_size=32, overlap=8, probability=probability)).predict_scene(scene, out)
+        with rasterio.open(out) as src:
+            outputs[probability] = (src.read(1), src.tags())
+    mask, (percent, tags) = outputs[False][0], outputs[True]
+    cut = probability_cut(tags)
+    assert cut == {0.55: 55, 0.7: 70, 0.555: 56}[threshold]
+    near = np.abs(percent.astype(int) - cut) <= 1
+    assert near.sum() > 100  # pixels on both sides of the cut, where rounding would decide
+    assert np.array_equal((percent >= cut) & (percent != 255), mask == 1)
+    assert np.array_equal(percent == 255, mask == 255)
+
+
 def test_blend_weights_sum_to_one_everywhere():
     for size, T, O in [(100, 32, 8), (33, 32, 16), (500, 64, 64), (7, 32, 0)]:
         weights = blend_weights(size, T, O)
