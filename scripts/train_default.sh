@@ -62,9 +62,9 @@ s2s2net weights annotate "$WORK/head4.safetensors" "$WORK/annotated.safetensors"
     --set default_model=v6.1 \
     --set "calibration=threshold and NDWI prior v6's (s2s2net weights calibrate: synthetic validation scenes, Shanghai, the 15 Bolivia chips)" \
     --set recipe=scripts/train_default.sh --set "data=stage 1: 300 synthetic scenes (seeds 1000-1299, 192 px) and 140 with water painted into real unlabelled scenes (seeds 3000-3139), 64 px chips; stage 2: the same with the 15 Sen1Floods11 Bolivia chips (Bonafilia et al. 2020), 10 m labels scored on their 10 m cells; stage 3 (the head of 64, 32, 32, 16 channels, encoder and decoder frozen): the 300 mixed synthetic scenes' chips and the Bolivia chips, distilled from stage 2's head and taught by their masks" \
-    --set "stages_2_3_seconds=$((end - start))" --set "machine=$(nproc) CPU cores"
+    --set "training_seconds=$((end - start))" --set "machine=$(nproc) CPU cores"
 # the water gate (predict skips the head where it rules water out): 40 synthetic scenes and the 15 Bolivia chips
 scenes=()
 for f in "$REAL"/sen1floods11_bolivia/*_s2_6band_10m.tif; do scenes+=(--scene "$f"); done
 s2s2net weights gate "$WORK/annotated.safetensors" s2s2net_cli/weights/default.safetensors "${scenes[@]}" --overwrite
-echo "bundled s2s2net_cli/weights/default.safetensors (stages 2 and 3 in $((end - start)) s)"
+echo "bundled s2s2net_cli/weights/default.safetensors (trained in $((end - start)) s)"
