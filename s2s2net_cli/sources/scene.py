@@ -246,15 +246,43 @@ class SceneReader:
 
 
 def read_sample(scene: Scene, size: int = 256) -> np.ndarray:
-    """A decimated view of the scene's bands (at most size x size), read across the whole
-    grid, so a truncated or damaged file is caught before any output is started."""
+    """A decimated view of the scene's bands (at most size x size, the pixels GDAL's nearest
+    decimation picks), read across the whole grid, so a truncated or damaged file is caught
+    before any output is started."""
     shape = (len(scene.indexes), min(size, scene.height), min(size, scene.width))
     window = Window(scene.origin[1], scene.origin[0], scene.width, scene.height)
     try:
         with rasterio.open(scene.dataset) as src:
-            return src.read(list(scene.indexes), out_shape=shape, window=window)
+            if src.overviews(scene.indexes[0]) or shape[1:] == (scene.height, scene.width):
+                return src.read(list(scene.indexes), out_shape=shape, window=window)
+            return _sample_by_blocks(src, scene, shape)
     except RasterioIOError as exc:
         raise refuse("S2N-SCENE-DAMAGED", scene.path, error=first_line(exc)) from exc
+
+
+SAMPLE_READ_PX = 256  # rows and columns (at least; whole blocks) of a window read for a sample
+
+
+def _sample_by_blocks(src, scene: Scene, shape: tuple[int, int, int]) -> np.ndarray:
+    """``read_sample`` of a dataset without overviews: its windows of whole blocks read one after
+    the other, the sampled pixels kept. GDAL's own decimated read of such a file decodes every
+    block too, about four times slower (24 s against 6 s on a full tile's 1.2 GB GeoTIFF)."""
+    (top, left), (height, width) = scene.origin, (scene.height, scene.width)
+    rows = top + np.floor((np.arange(shape[1]) + 0.5) * height / shape[1]).astype(int)
+    cols = left + np.floor((np.arange(shape[2]) + 0.5) * width / shape[2]).astype(int)
+    block_rows, block_cols = src.block_shapes[scene.indexes[0] - 1]
+    step_r = block_rows * -(-SAMPLE_READ_PX // block_rows)
+    step_c = block_cols * -(-SAMPLE_READ_PX // block_cols) * 16
+    out = np.empty(shape, dtype=src.dtypes[scene.indexes[0] - 1])
+    for r0 in range(top - top % block_rows, top + height, step_r):
+        r, r1 = max(r0, top), min(r0 + step_r, top + height)
+        i0, i1 = np.searchsorted(rows, [r, r1])  # the sampled rows in [r, r1): rows are sorted
+        for c0 in range(left - left % block_cols, left + width, step_c):
+            c, c1 = max(c0, left), min(c0 + step_c, left + width)
+            j0, j1 = np.searchsorted(cols, [c, c1])
+            data = src.read(list(scene.indexes), window=Window(c, r, c1 - c, r1 - r))
+            out[:, i0:i1, j0:j1] = data[:, rows[i0:i1] - r][:, :, cols[j0:j1] - c]
+    return out
 
 
 def check_has_valid_pixels(scene: Scene) -> np.ndarray:
