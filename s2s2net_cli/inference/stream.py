@@ -146,7 +146,7 @@ class _RowBlender:
         acc[:, : right.shape[1]] += right
         acc[: len(self.above), right.shape[1]:] += self.above[:, c0 + right.shape[1]: c1]  # the rest added before
         done_right = grid.final_right(j)  # columns [c0, done_right) are done after this tile
-        block = np.ascontiguousarray(acc[: final - r0, : done_right - c0])
+        block = acc[: final - r0, : done_right - c0]  # a view: the writer reads it in pieces, nothing writes it again
         self.below[:, c0: done_right] = acc[final - r0:, : done_right - c0]
         self.right = acc[:, done_right - c0:].copy()
         window = grid.read_window(i, j)

@@ -136,14 +136,14 @@ class MaskWriter:
             piece = prob[a - row0: a - row0 + step]
             rows_10m = np.arange(a, a + piece.shape[0]) // f - row0 // f
             valid = np.repeat(valid_10m[rows_10m], f, axis=1)[:, : piece.shape[1]]
-            water = (piece >= self.threshold) & valid
-            if self.probability:
-                out = water_percent(piece, water, percent_cut(self.threshold))
-            else:
-                out = water.astype(np.uint8)
+            water = piece >= self.threshold
+            water &= valid
             per_row = water.sum(axis=1)
             stats.water += int(per_row.sum())
             stats.water_m2 += float(per_row @ row_pixel_areas(dst.crs, dst.transform, a + shift, len(per_row)))
-            out[~valid] = NODATA
-            stats.nodata += int((~valid).sum())
+            # a mask is the water pixels' bytes themselves (bool is 0 or 1 in a byte)
+            out = water_percent(piece, water, percent_cut(self.threshold)) if self.probability else water.view(np.uint8)
+            invalid = ~valid
+            out[invalid] = NODATA
+            stats.nodata += int(invalid.sum())
             dst.write(out, 1, window=Window(col0, a + shift, out.shape[1], out.shape[0]))
