@@ -253,9 +253,9 @@ def read_sample(scene: Scene, size: int = 256) -> np.ndarray:
     window = Window(scene.origin[1], scene.origin[0], scene.width, scene.height)
     try:
         with rasterio.open(scene.dataset) as src:
-            if src.overviews(scene.indexes[0]) or shape[1:] == (scene.height, scene.width):
-                return src.read(list(scene.indexes), out_shape=shape, window=window)
-            return _sample_by_blocks(src, scene, shape)
+            if src.driver == "GTiff" and not src.overviews(scene.indexes[0]) and shape[1:] != (scene.height, scene.width):
+                return _sample_by_blocks(src, scene, shape)
+            return src.read(list(scene.indexes), out_shape=shape, window=window)
     except RasterioIOError as exc:
         raise refuse("S2N-SCENE-DAMAGED", scene.path, error=first_line(exc)) from exc
 
@@ -264,9 +264,11 @@ SAMPLE_READ_PX = 256  # rows and columns (at least; whole blocks) of a window re
 
 
 def _sample_by_blocks(src, scene: Scene, shape: tuple[int, int, int]) -> np.ndarray:
-    """``read_sample`` of a dataset without overviews: its windows of whole blocks read one after
+    """``read_sample`` of a GeoTIFF without overviews: its windows of whole blocks read one after
     the other, the sampled pixels kept. GDAL's own decimated read of such a file decodes every
-    block too, about four times slower (24 s against 6 s on a full tile's 1.2 GB GeoTIFF)."""
+    block too, about four times slower (24 s against 6 s on a full tile's 1.2 GB GeoTIFF).
+    Elsewhere GDAL's read is left to do it: from a COG's overviews, from a JPEG 2000's coarser
+    resolution levels (a product's bands, through their VRT), without decoding every block."""
     (top, left), (height, width) = scene.origin, (scene.height, scene.width)
     rows = top + np.floor((np.arange(shape[1]) + 0.5) * height / shape[1]).astype(int)
     cols = left + np.floor((np.arange(shape[2]) + 0.5) * width / shape[2]).astype(int)
