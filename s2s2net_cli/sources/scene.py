@@ -260,7 +260,7 @@ def read_sample(scene: Scene, size: int = 256) -> np.ndarray:
         raise refuse("S2N-SCENE-DAMAGED", scene.path, error=first_line(exc)) from exc
 
 
-SAMPLE_READ_PX = 256  # rows and columns (at least; whole blocks) of a window read for a sample
+SAMPLE_WINDOW = (256, 4096)  # rows and columns (at least: whole blocks) of a window read for a sample
 
 
 def _sample_by_blocks(src, scene: Scene, shape: tuple[int, int, int]) -> np.ndarray:
@@ -273,8 +273,8 @@ def _sample_by_blocks(src, scene: Scene, shape: tuple[int, int, int]) -> np.ndar
     rows = top + np.floor((np.arange(shape[1]) + 0.5) * height / shape[1]).astype(int)
     cols = left + np.floor((np.arange(shape[2]) + 0.5) * width / shape[2]).astype(int)
     block_rows, block_cols = src.block_shapes[scene.indexes[0] - 1]
-    step_r = block_rows * -(-SAMPLE_READ_PX // block_rows)
-    step_c = block_cols * -(-SAMPLE_READ_PX // block_cols) * 16
+    step_r = block_rows * -(-SAMPLE_WINDOW[0] // block_rows)
+    step_c = block_cols * -(-SAMPLE_WINDOW[1] // block_cols)
     out = np.empty(shape, dtype=src.dtypes[scene.indexes[0] - 1])
     for r0 in range(top - top % block_rows, top + height, step_r):
         r, r1 = max(r0, top), min(r0 + step_r, top + height)
