@@ -104,6 +104,8 @@ class ModelRuntime(Forward):
         if self.int8:
             self.model.head.quantize(self.card.int8_ranges)
         self.amp = None if self.int8 else autocast_dtype(precision, self.device)
+        if self.amp is not None:  # the head's weights in the type it runs in, once: its convolutions
+            self.model.head.to(self.amp)  # cast them to their input's on every call (~1900 casts a tile)
         self.spec = self.card.bands
         self.flips = flips
         self.threshold = self.card.threshold if threshold is None else threshold

@@ -356,3 +356,15 @@ def test_inference_network_keeps_every_number_on_the_networks_device():
     fail at its first tile. The meta device stands in for a GPU here."""
     fast = inference_network(S2S2Net().eval().to("meta"))
     assert {t.device.type for t in (*fast.parameters(), *fast.buffers())} == {"meta"}
+
+
+def test_a_bf16_runtime_holds_the_heads_weights_in_bf16_with_the_same_numbers(random_weights):
+    """Its convolutions cast their weights to their input's type on every call; held in bf16
+    once, the answer is the same to the bit."""
+    fast = runtime.ModelRuntime(random_weights, "cpu", "bf16", full_head=True)
+    assert {p.dtype for p in fast.model.head.parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in fast.model.encoder.parameters()} == {torch.float32}
+    batch = np.random.default_rng(4).normal(0, 1, (1, 6, 48, 48)).astype("float32")
+    got = fast(batch, (8, 8, 32, 32))
+    fast.model.head.to(torch.float32)  # bf16 values held in fp32: what each call's cast would give
+    assert np.array_equal(got, fast(batch, (8, 8, 32, 32)))
