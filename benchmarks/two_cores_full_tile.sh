@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # A full Sentinel-2 tile (10980 x 10980 px at 10 m) on two cores of the CPU that runs this, in
 # the paths #47's two goals name: `--precision auto` (bf16 where the CPU multiplies it natively:
-# AVX512_BF16 or AMX) and, with RUNS="auto avx2", the same CPU held to AVX2 kernels in int8 (what
-# auto runs on a CPU without bf16: the head in 8-bit integers). One prepared run for a machine of another CPU kind
-# (a lent GPU's host: an Intel Xeon with AMX), so that the figure per CPU kind is measured, not
-# scaled; the same script runs small here (SIZE=1024) to check it works. The scene is made once
-# (OUT_DIR/scene.tif, on all cores: about 3 minutes for a tile); each run is predict's own time.
+# AVX512_BF16 or AMX) and, with RUNS="auto avx2", the same CPU held to AVX2 kernels (where auto
+# runs the head in 8-bit integers, as on a CPU without bf16). One prepared run for a machine of
+# another CPU kind (a lent GPU's host: an Intel Xeon with AMX), so that the figure per CPU kind
+# is measured, not scaled; the same script runs small here (SIZE=1024) to check it works. The
+# scene is made once (OUT_DIR/scene.tif, on all cores: about 3 minutes for a tile); each run is
+# predict's own time.
 #
 #   [RUNS="auto avx2"] [CORES=0,1] bash benchmarks/two_cores_full_tile.sh [OUT_DIR]
 #
@@ -31,11 +32,10 @@ if not path.exists():
 PY
 for run in $RUNS; do
     case $run in
-        auto) isa=(); precision=auto ;;
-        # held to AVX2, torch still reads bf16 from the CPU's flags: name what auto takes without it
-        avx2) isa=(ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2); precision=int8 ;;
+        auto) isa=() ;;
+        avx2) isa=(ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2) ;;
         *) echo "RUNS: auto or avx2, not $run" >&2; exit 2 ;;
     esac
     env "${isa[@]}" OMP_NUM_THREADS=2 taskset -c "$CORES" python benchmarks/predict_bench.py --size "$SIZE" \
-        --device cpu --precision "$precision" --scene "$OUT/scene.tif" --skip-forward --json | tail -1 | tee "$OUT/bench_$run.json"
+        --device cpu --precision auto --scene "$OUT/scene.tif" --skip-forward --json | tail -1 | tee "$OUT/bench_$run.json"
 done

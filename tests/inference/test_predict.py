@@ -367,9 +367,13 @@ def test_precision_auto_takes_bf16_on_cpus_that_do_it_natively(tmp_path, random_
     from s2s2net_cli.inference import runtime
 
     cpu = torch.device("cpu")
-    for capabilities, expected in (({"avx512_bf16": True}, torch.bfloat16), ({"amx_bf16": True}, torch.bfloat16),
-                                   ({"avx512_bf16": False, "avx2": True}, None)):
+    for capabilities, kernels, expected in (({"avx512_bf16": True}, "AVX512", torch.bfloat16),
+                                            ({"amx_bf16": True}, "AVX512", torch.bfloat16),
+                                            ({"avx512_bf16": False, "avx2": True}, "AVX2", None),
+                                            # torch held to AVX2 kernels (ATEN_CPU_CAPABILITY=avx2) emulates bf16
+                                            ({"avx512_bf16": True}, "AVX2", None)):
         monkeypatch.setattr(torch.cpu, "get_capabilities", lambda c=capabilities: c)
+        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda k=kernels: k)
         assert runtime.autocast_dtype("auto", cpu) == expected
         assert runtime.autocast_dtype("32", cpu) is None and runtime.autocast_dtype("bf16", cpu) == torch.bfloat16
         # int8 where bf16 is not native, on x86, for weights that carry int8 ranges; else as above
