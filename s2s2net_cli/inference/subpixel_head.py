@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+from bisect import bisect_left
 from fractions import Fraction
 from typing import Callable
 
@@ -374,14 +375,27 @@ def _width(spans: list[tuple[int, int]]) -> int:
 
 
 def _blocks(used: torch.Tensor, cell: int, cols: int) -> list[tuple[int, int]]:
-    """Columns [c0, c1) of GATE_BLOCK_CELLS cells each (fewer at the map's right edge) that
-    cover the ``used`` cells: each starts at the first used cell that the last one left out."""
+    """Columns [c0, c1) of GATE_BLOCK_CELLS cells each that cover the ``used`` cells: each
+    starts at the first used cell that the last one left out. A block that would reach into
+    the GATE_HALO pixels at the map's right edge ends before them, moved left as far as it
+    must, where its used cells allow: so it keeps its halo and runs in a batch, not alone
+    (the head's window ends two cells after the tile's last cell: blocks starting in the
+    last two would run alone, a third of the blocks' time on a mixed scene). Where they do
+    not, it is cut at the edge (fewer cells) and runs alone."""
+    where = torch.nonzero(used).flatten().tolist()
     blocks: list[tuple[int, int]] = []
+    width, edge = GATE_BLOCK_CELLS * cell, cols - GATE_HALO
     end = 0
-    for k in torch.nonzero(used).flatten().tolist():
-        if k >= end:
-            end = k + GATE_BLOCK_CELLS
-            blocks.append((k * cell, min(end * cell, cols)))
+    for k in where:
+        if k < end:
+            continue
+        end = k + GATE_BLOCK_CELLS
+        c0, c1 = k * cell, min(end * cell, cols)
+        if c1 > edge:
+            last_used = where[bisect_left(where, end) - 1]  # the last used cell this block covers
+            if (last_used + 1) * cell <= edge and edge - width >= GATE_HALO:
+                c0, c1 = edge - width, edge
+        blocks.append((c0, c1))
     return blocks
 
 

@@ -199,6 +199,7 @@ def test_gated_head_runs_wide_bands_edge_blocks_and_batched_blocks_exactly(monke
     active[16:20, :30] = True  # wide: 10 m rows 64-80, in the band of rows 64-96
     active[0, 0] = active[-1, -1] = active[10, 35] = True  # at the map's edges
     active[30, 10] = active[30, 12] = active[34, 20] = True  # inside: two blocks
+    active[26, 33] = True  # its block would reach the right edge: moved left, batched with them
     seen = {"alone": [], "batched": 0}
     band, steps = SubpixelHead._band, fast.steps[-1].forward
 
@@ -218,7 +219,7 @@ def test_gated_head_runs_wide_bands_edge_blocks_and_batched_blocks_exactly(monke
         got = fast(x, 32, active=active)
     on = active.repeat_interleave(20, 0).repeat_interleave(20, 1).expand_as(got)
     assert (got[on] - expected[on]).abs().max() < 1e-4 * expected.abs().max()
-    assert seen["batched"] == 2  # the two blocks inside the map, in one batch
+    assert seen["batched"] == 3  # the blocks inside the map and the one moved off its edge, in one batch
     assert len(seen["alone"]) == 1 + 3  # the wide band's one span, and the three blocks at the edges
     assert (64, 96, 0, 122) in seen["alone"]  # the wide band: cells 0-29 and GATE_HALO pixels
 
