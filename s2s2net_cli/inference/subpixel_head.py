@@ -49,7 +49,7 @@ SPAN_GAP = 8
 GATE_BAND_ROWS = 8  # rows of the x2 step's input (10 m) in a block of a sparse band: two cells
 GATE_BLOCK_CELLS = 4  # cells across a block (measured against 2 and 8 on scenes of rivers)
 GATE_BATCH = 64  # blocks in one batch (their maps are small: about 40 MB in fp32 for 64)
-GATE_DENSE = 0.5  # a band whose active runs span this much of its width runs over them, as the full head's bands do
+GATE_DENSE = 0.8  # a band whose active runs span this much of its width runs over them, as the full head's bands do
 
 
 def phase_taps(factor: float) -> tuple[int, int, int, torch.Tensor]:
