@@ -49,7 +49,9 @@ SPAN_GAP = 8
 GATE_BAND_ROWS = 8  # rows of the x2 step's input (10 m) in a block of a sparse band: two cells
 GATE_BLOCK_CELLS = 4  # cells across a block (measured against 2 and 8 on scenes of rivers)
 GATE_BATCH = 64  # blocks in one batch (their maps are small: about 40 MB in fp32 for 64)
-GATE_DENSE = 0.8  # a band whose active runs span this much of its width runs over them, as the full head's bands do
+# A band whose active runs span this much of its width runs over them, as the full head's bands
+# do; a sparser one in blocks. 0.8 measured against 0.5 and 1.01 (docs/performance.md).
+GATE_DENSE = 0.8
 
 
 def phase_taps(factor: float) -> tuple[int, int, int, torch.Tensor]:
@@ -375,13 +377,11 @@ def _width(spans: list[tuple[int, int]]) -> int:
 
 
 def _blocks(used: torch.Tensor, cell: int, cols: int) -> list[tuple[int, int]]:
-    """Columns [c0, c1) of GATE_BLOCK_CELLS cells each that cover the ``used`` cells: each
-    starts at the first used cell that the last one left out. A block that would reach into
-    the GATE_HALO pixels at the map's right edge ends before them, moved left as far as it
-    must, where its used cells allow: so it keeps its halo and runs in a batch, not alone
-    (the head's window ends two cells after the tile's last cell: blocks starting in the
-    last two would run alone, a third of the blocks' time on a mixed scene). Where they do
-    not, it is cut at the edge (fewer cells) and runs alone."""
+    """Columns [c0, c1) of GATE_BLOCK_CELLS cells each that cover the ``used`` cells, each
+    starting at the first used cell the last one left out. A block reaching into the GATE_HALO
+    pixels at the map's right edge moves left, where its used cells allow, so that it keeps its
+    halo and runs batched (alone, such blocks took a third of the blocks' time on a mixed
+    scene); where they do not, it is cut at the edge and runs alone."""
     where = torch.nonzero(used).flatten().tolist()
     blocks: list[tuple[int, int]] = []
     width, edge = GATE_BLOCK_CELLS * cell, cols - GATE_HALO
