@@ -1,8 +1,8 @@
 """A lighter head learnt from a trained one: stage 3 of scripts/train_default.sh (v6.1's head).
 
     python scripts/distill_head.py OUT.safetensors CHIPS_DIR [CHIPS_DIR ...] [--teacher default]
-        [--channels 64,32,32,16] [--steps 1500] [--lr 2e-3] [--batch-size 8] [--init STUDENT] [--edge-weight 0]
-        [--truth-weight 0]
+        [--channels 64,32,32,16] [--steps 1500] [--lr 2e-3] [--batch-size 8] [--init STUDENT | --init-from-teacher]
+        [--edge-weight 0] [--truth-weight 0]
 
 The student is the teacher's encoder and decoder, frozen, with a new head of ``--channels``
 (from random weights), trained to give the teacher head's logits on the chips' images (their
@@ -12,7 +12,8 @@ weigh 1 + W where the teacher's probability lies between 0.1 and 0.9 (its shores
 With ``--truth-weight T`` the chips' masks are read too and T x the training loss (soft BCE 0.1 +
 Dice, coarse labels on their own cells, as ``s2s2net train`` scores them) is added: the shores
 taught by the truth as well as by the teacher.
-``--init`` starts from a student made before (its head's channels). OUT keeps the teacher's threshold and NDWI prior; it has
+``--init`` starts from a student made before (its head's channels); ``--init-from-teacher`` starts
+each step whose shape is the teacher's from the teacher's weights (the rest from random ones). OUT keeps the teacher's threshold and NDWI prior; it has
 no water gate and no int8 ranges (fit them with `s2s2net weights gate`). docs/model-history.md,
 "v6.1", has what (64, 32, 32, 16) gave after each round of the recipe.
 """
@@ -43,6 +44,8 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--init", default=None, help="a student to go on from")
+    ap.add_argument("--init-from-teacher", action="store_true",
+                    help="start each head step whose shape is the teacher's from the teacher's weights")
     ap.add_argument("--edge-weight", type=float, default=0.0)
     ap.add_argument("--truth-weight", type=float, default=0.0)
     args = ap.parse_args()
@@ -62,6 +65,11 @@ def main() -> None:
         if start_from.config.head_channels != config.head_channels:
             raise SystemExit(f"{args.init}: head channels {start_from.config.head_channels}, not {config.head_channels}")
         student.head.load_state_dict(start_from.head.state_dict())
+    if args.init_from_teacher and not args.init:
+        own = student.head.state_dict()
+        taken = {k: v for k, v in teacher.head.state_dict().items() if k in own and own[k].shape == v.shape}
+        student.head.load_state_dict(taken, strict=False)
+        print(f"from the teacher's head: {', '.join(sorted(taken))}")
     student.requires_grad_(False)
     student.head.requires_grad_(True)
     train, _ = source_splits(args.chips)
