@@ -13,9 +13,10 @@ With ``--truth-weight T`` the chips' masks are read too and T x the training los
 Dice, coarse labels on their own cells, as ``s2s2net train`` scores them) is added: the shores
 taught by the truth as well as by the teacher.
 ``--init`` starts from a student made before (its head's channels); ``--init-from-teacher`` starts
-each step whose shape is the teacher's from the teacher's weights (the rest from random ones). OUT keeps the teacher's threshold and NDWI prior; it has
-no water gate and no int8 ranges (fit them with `s2s2net weights gate`). docs/model-history.md,
-"v6.1", has what (64, 32, 32, 16) gave after each round of the recipe.
+each step whose shapes are the teacher's from the teacher's weights (the rest from random ones).
+OUT keeps the teacher's threshold and NDWI prior; it has no water gate and no int8 ranges (fit
+them with `s2s2net weights gate`). docs/model-history.md, "v6.1", has what (64, 32, 32, 16) gave
+after each round of the recipe; "A lighter last step still", (64, 32, 16, 8) from v6.1's.
 """
 
 from __future__ import annotations
@@ -60,14 +61,20 @@ def main() -> None:
     missing, unexpected = student.load_state_dict(shared, strict=False)
     if unexpected or not all(k.startswith("head.") for k in missing):
         raise SystemExit(f"{args.teacher}: not a network this student can share (missing {missing}, unexpected {unexpected})")
+    if args.init and args.init_from_teacher:
+        raise SystemExit("--init and --init-from-teacher: give one")
     if args.init:
         start_from, _ = load_model(args.init, "cpu")
         if start_from.config.head_channels != config.head_channels:
             raise SystemExit(f"{args.init}: head channels {start_from.config.head_channels}, not {config.head_channels}")
         student.head.load_state_dict(start_from.head.state_dict())
-    if args.init_from_teacher and not args.init:
-        own = student.head.state_dict()
-        taken = {k: v for k, v in teacher.head.state_dict().items() if k in own and own[k].shape == v.shape}
+    if args.init_from_teacher:  # whole modules (a convolution's weight and bias), where every shape matches
+        own, theirs = student.head.state_dict(), teacher.head.state_dict()
+
+        def module_matches(module: str) -> bool:
+            return all(k in theirs and theirs[k].shape == v.shape for k, v in own.items() if k.rsplit(".", 1)[0] == module)
+
+        taken = {k: theirs[k] for k in own if module_matches(k.rsplit(".", 1)[0])}
         student.head.load_state_dict(taken, strict=False)
         print(f"from the teacher's head: {', '.join(sorted(taken))}")
     student.requires_grad_(False)
