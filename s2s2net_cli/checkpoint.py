@@ -114,31 +114,36 @@ def load_weights(path) -> tuple[dict[str, torch.Tensor], WeightsCard]:
 
 
 GATE_PREFIX = "gate."  # the tensors of a fitted water gate (model.WaterGate; s2s2net weights gate)
+FINE_GATE_PREFIX = "fine_gate."  # those of the fine gate fitted beside it (on the head's 10 m features)
 
 
 def has_gate(state: dict) -> bool:
     return any(name.startswith(GATE_PREFIX) for name in state)
 
 
-def gate_bounds(state: dict) -> int:
-    """The bounds of ``state``'s water gate (model.WaterGate): 0 without one, 1 with a land
-    bound only (gates fitted before this version), 2 with a water bound too (a gate of more is
-    read as 2, so that its tensors' shapes are refused as any other mismatch is)."""
-    score = state.get(GATE_PREFIX + "score.weight")
-    return min(int(score.shape[0]), 2) if score is not None and score.dim() else int(has_gate(state))
+def gate_bounds(state: dict, prefix: str = GATE_PREFIX) -> int:
+    """The bounds of ``state``'s water gate (model.WaterGate; its fine gate with ``prefix``
+    FINE_GATE_PREFIX): 0 without one, 1 with a land bound only (gates fitted before this
+    version), 2 with a water bound too (a gate of more is read as 2, so that its tensors'
+    shapes are refused as any other mismatch is)."""
+    score = state.get(prefix + "score.weight")
+    if score is not None and score.dim():
+        return min(int(score.shape[0]), 2)
+    return int(any(name.startswith(prefix) for name in state))
 
 
 def without_gate(state: dict) -> dict:
     """``state`` without its water gate's tensors: what training starts from (a gate is fitted
     to a trained head, and a fine-tuned head needs its own)."""
-    return {name: tensor for name, tensor in state.items() if not name.startswith(GATE_PREFIX)}
+    return {name: tensor for name, tensor in state.items() if not name.startswith((GATE_PREFIX, FINE_GATE_PREFIX))}
 
 
 def load_model(path, device: str | torch.device = "cpu") -> tuple[S2S2Net, WeightsCard]:
     """Rebuild the network from a weights file (with its water gate, where it has one), in eval
     mode on ``device``."""
     state, card = load_weights(path)
-    model = S2S2Net(config=card.model, spec=card.bands, ndwi_prior=card.ndwi_prior, gate=gate_bounds(state))
+    model = S2S2Net(config=card.model, spec=card.bands, ndwi_prior=card.ndwi_prior, gate=gate_bounds(state),
+                    fine_gate=gate_bounds(state, FINE_GATE_PREFIX))
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))

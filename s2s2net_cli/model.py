@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -40,6 +41,7 @@ WATER_INDEX_GAIN = 2.0
 # The largest gain of an NDWI prior (NdwiPrior): at 100 no logit of the network outvotes it.
 MAX_NDWI_PRIOR = 100.0
 GATE_HIDDEN = 16  # the water gate's hidden channels (WaterGate)
+FINE_GATE_POOLS = 3  # the fine gate's summaries of each 10 m channel over a cell (fine_gate_inputs)
 # The logit of a 2 m pixel whose head the water gate skipped (WaterGate): land, whatever prior is added.
 LAND_LOGIT = -1000.0
 # The logit of a 2 m pixel in a cell the water gate found water throughout (its water bound): water.
@@ -267,10 +269,12 @@ class S2S2Net(nn.Module):
     is given an NDWI prior (``ndwi_prior``, its gain: added to the logits, see NdwiPrior; a
     setting of the trained network, like its threshold, not a part that trains). ``gate``, the
     bounds (1 or 2; 0 or False: none) of a WaterGate fitted to the trained head, lets
-    ``forward_window`` skip the head far from water (and, with 2, inside it)."""
+    ``forward_window`` skip the head far from water (and, with 2, inside it); ``fine_gate``, the
+    bounds of a second one that reads the head's own 10 m features (``fine_gate_inputs``), skips
+    its last two steps on more of the cells the first leaves."""
 
     def __init__(self, in_channels: int = 6, config: ModelConfig | None = None, spec: BandSpec | None = None,
-                 ndwi_prior: float = 0.0, gate: int = 0):
+                 ndwi_prior: float = 0.0, gate: int = 0, fine_gate: int = 0):
         super().__init__()
         self.config = config or ModelConfig(in_channels=in_channels)
         cfg = self.config
@@ -283,6 +287,7 @@ class S2S2Net(nn.Module):
         self.head = ProgressiveUpsamplingHead(cfg.decoder_channels, cfg.head_channels)
         self.prior = NdwiPrior(spec or BandSpec(), ndwi_prior) if ndwi_prior else None
         self.gate = WaterGate(cfg.decoder_channels, bounds=int(gate)) if gate else None
+        self.fine_gate = WaterGate(FINE_GATE_POOLS * cfg.head_channels[-3], bounds=int(fine_gate)) if fine_gate else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h, w = x.shape[-2:]
@@ -306,16 +311,21 @@ class S2S2Net(nn.Module):
         With ``skip_below`` (a logit: the threshold's) and a water gate, the head runs only on
         the cells whose answer the gate cannot tell (``head_cells``): LAND_LOGIT fills those it
         rules water out of, WATER_LOGIT those it finds water throughout; the logits of the
-        cells it runs on are unchanged. ``features`` (``self.features(x)``) and ``cells`` (the
-        cells to run and those to fill as water, in place of ``head_cells``'), where a caller has them."""
+        cells it runs on are unchanged. With a fine gate too, the head's last two steps run only
+        on those of them that the fine gate cannot tell either (``fine_cells``). ``features``
+        (``self.features(x)``) and ``cells`` (the cells to run and those to fill as water, in
+        place of ``head_cells``': run as given), where a caller has them."""
         h, w = x.shape[-2:]
         if top < 0 or left < 0 or height < 1 or width < 1 or top + height > h or left + width > w:
             raise ValueError(f"window ({top}, {left}, {height}, {width}) does not lie inside {h} x {w}")
         features = self.features(x) if features is None else features
+        refine = None
         if cells is None:
             cells = self.head_cells(x, features, skip_below) if skip_below is not None and self.gate else (None, None)
+            if cells[0] is not None and self.fine_gate is not None:  # cells a caller gives run as given
+                refine = partial(self.fine_cells, x, skip_below=skip_below, shape=features.shape[-2:])
         active, water = cells
-        logits = self._head_window(features, top, left, height, width, last_step_rows, active)
+        logits = self._head_window(features, top, left, height, width, last_step_rows, active, refine)
         if water is not None and bool(water.any()):
             logits = _fill_cells(logits, water, top, left, WATER_LOGIT)
         if self.prior is None:
@@ -327,13 +337,18 @@ class S2S2Net(nn.Module):
         return logits + prior[..., y: y + SCALE_FACTOR * height, x0: x0 + SCALE_FACTOR * width].to(logits.dtype)
 
     def _head_window(self, features: torch.Tensor, top: int, left: int, height: int, width: int,
-                     last_step_rows: int | None, active: torch.Tensor | None) -> torch.Tensor:
+                     last_step_rows: int | None, active: torch.Tensor | None,
+                     refine: Callable | None = None) -> torch.Tensor:
         """The head's logits inside the window, on the decoder cells it covers (those of
-        ``active`` only, when given: LAND_LOGIT elsewhere)."""
+        ``active`` only, when given: LAND_LOGIT elsewhere). ``refine`` (``fine_cells`` with its
+        input bound), given the head's 10 m features, narrows the active cells further and names
+        those to fill as water (WATER_LOGIT)."""
         fh, fw = features.shape[-2:]
         s, up = DECODER_STRIDE, DECODER_STRIDE * SCALE_FACTOR  # 10 m and 2 m pixels per decoder cell
         o0, o1, p0, p1 = top // s, -(-(top + height) // s), left // s, -(-(left + width) // s)  # the window's cells
-        if active is not None and bool(active[o0:o1, p0:p1].all()):
+        gated = getattr(self.head, "takes_active", False)  # the sub-pixel head skips rows and columns itself
+        refine = refine if gated else None
+        if active is not None and refine is None and bool(active[o0:o1, p0:p1].all()):
             active = None  # every cell of the window runs: the full head's path, without a filled copy
         if active is not None:
             own = torch.zeros_like(active)
@@ -351,9 +366,16 @@ class S2S2Net(nn.Module):
             y, x0 = SCALE_FACTOR * top - up * r0, SCALE_FACTOR * left - up * c0
             return logits[..., y: y + SCALE_FACTOR * height, x0: x0 + SCALE_FACTOR * width]
         cells = own[r0:r1, c0:c1]
-        gated = getattr(self.head, "takes_active", False)  # the sub-pixel head skips rows and columns itself
-        logits = self.head(window, last_step_rows, active=cells) if gated else self.head(window, last_step_rows)
+        water = None
+        if refine is not None:
+            coarse = self.head.coarse(window)
+            cells, water = refine(coarse, cells, r0, c0)
+            logits = self.head.fine(coarse, last_step_rows, active=cells)
+        else:
+            logits = self.head(window, last_step_rows, active=cells) if gated else self.head(window, last_step_rows)
         logits = logits.masked_fill(~_cells_to_pixels(cells, up), LAND_LOGIT)
+        if water is not None and bool(water.any()):
+            logits = logits.masked_fill(_cells_to_pixels(water, up), WATER_LOGIT)
         # onto the window: the head's output covers 2 m pixels [up r0, up r1) x [up c0, up c1) of the map
         out = logits.new_full((logits.shape[0], 1, SCALE_FACTOR * height, SCALE_FACTOR * width), LAND_LOGIT)
         y0, x0 = SCALE_FACTOR * top, SCALE_FACTOR * left
@@ -377,6 +399,31 @@ class S2S2Net(nn.Module):
         floor = bounds[:, 1] + (self.prior.cell_min(x, *shape) if self.prior is not None else 0)
         water = maybe & (floor >= skip_below).all(0)
         return maybe & ~water, water
+
+    def fine_cells(self, x: torch.Tensor, coarse: torch.Tensor, cells: torch.Tensor, r0: int, c0: int,
+                   skip_below: float, shape: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Of ``cells`` (those ``head_cells`` left to run: a window of them from cell ``r0``,
+        ``c0`` of the map's ``shape``), those the fine gate cannot tell either from ``coarse``
+        (the head's 10 m features over the window: ``head.coarse``), and those it finds water
+        throughout; by ``head_cells``' rule."""
+        rows, cols = cells.shape
+        bounds = self.fine_gate(fine_gate_inputs(coarse))[..., :rows, :cols]
+        window = (slice(None), slice(r0, r0 + rows), slice(c0, c0 + cols))
+        top = bounds[:, 0] + (self.prior.cell_max(x, *shape)[window] if self.prior is not None else 0)
+        maybe = cells & (top >= skip_below).any(0)
+        if bounds.shape[1] < 2:
+            return maybe, torch.zeros_like(maybe)
+        floor = bounds[:, 1] + (self.prior.cell_min(x, *shape)[window] if self.prior is not None else 0)
+        water = maybe & (floor >= skip_below).all(0)
+        return maybe & ~water, water
+
+
+def fine_gate_inputs(coarse: torch.Tensor) -> torch.Tensor:
+    """What a fine gate reads: the head's 10 m features (n, c, 4 rows, 4 cols) summed up per
+    decoder cell, the largest, mean and smallest of each channel over its 4 x 4 pixels (n, 3 c,
+    rows, cols), float32."""
+    coarse, cell = coarse.float(), DECODER_STRIDE
+    return torch.cat([F.max_pool2d(coarse, cell), F.avg_pool2d(coarse, cell), -F.max_pool2d(-coarse, cell)], 1)
 
 
 def _fill_cells(logits: torch.Tensor, cells: torch.Tensor, top: int, left: int, value: float) -> torch.Tensor:

@@ -274,9 +274,18 @@ class SubpixelHead(nn.Module):
 
     def forward(self, x: torch.Tensor, last_step_rows: int | None = None,
                 active: torch.Tensor | None = None) -> torch.Tensor:
-        *whole, banded = self.steps
-        for step in whole:
+        return self.fine(self.coarse(x), last_step_rows, active)
+
+    def coarse(self, x: torch.Tensor) -> torch.Tensor:
+        """The steps that run over the whole window: the head's 10 m features (what a fine gate reads)."""
+        for step in self.steps[:-1]:
             x = step(x)
+        return x
+
+    def fine(self, x: torch.Tensor, last_step_rows: int | None = None,
+             active: torch.Tensor | None = None) -> torch.Tensor:
+        """The last two steps on ``coarse``'s output ``x``, around the ``active`` cells where given."""
+        banded = self.steps[-1]
         rows, cols = x.shape[-2:]
         if active is None and (not last_step_rows or 2 * rows <= last_step_rows):
             return self.last(banded(x))

@@ -13,6 +13,11 @@ are at most MISSED_PIXELS, and SAFETY_MARGIN more. The scenes: synthetic ones th
 (generator seeds from FIRST_SEED, apart from the training seeds 1000-1299 and the hold-out's
 9000 on) and any of the user's (unlabelled is enough), read in windows of at most WINDOW pixels.
 
+A fine gate is fitted the same way beside it, on the head's own 10 m features (the output of
+its first two steps, which run over the whole window: model.fine_gate_inputs) in place of the
+decoder's: predict runs the last two steps, most of the head's work, only on the cells that
+neither gate can tell.
+
 The same runs measure the range of each head step's input (StepInputRanges): what
 `--precision int8` rounds to 256 levels, so that weights with a gate can also run in int8.
 """
@@ -20,7 +25,7 @@ The same runs measure the range of each head step's input (StepInputRanges): wha
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -30,7 +35,7 @@ import torch.nn.functional as F
 from rasterio.windows import Window
 
 from ..grid import SCALE_FACTOR
-from ..model import DECODER_STRIDE, LAST_STEP_ROWS, WaterGate
+from ..model import DECODER_STRIDE, LAST_STEP_ROWS, WaterGate, fine_gate_inputs
 
 GATE_QUANTILE = 0.95  # of the cell's largest logit, given its features (its smallest: 1 - this)
 SEEDS = (0, 1, 2)  # each bound fitted from each, the one that skips the most cells kept
@@ -49,7 +54,7 @@ CELL_PIXELS = (DECODER_STRIDE * SCALE_FACTOR) ** 2  # 2 m pixels in a decoder ce
 class Cells:
     """One fitting input, per decoder cell: the decoder's features (channels, rows, cols), the
     head's largest and smallest logits, the NDWI prior's largest and smallest values, and its
-    water and land pixels at the threshold."""
+    water and land pixels at the threshold; and what a fine gate reads there (fine_gate_inputs)."""
 
     features: torch.Tensor
     head_max: torch.Tensor
@@ -58,6 +63,7 @@ class Cells:
     head_min: torch.Tensor
     prior_min: torch.Tensor
     land: torch.Tensor
+    fine_features: torch.Tensor | None = None
 
 
 @dataclass
@@ -74,13 +80,17 @@ class GateFit:
     water_margin: float = 0.0  # taken off the water bound
     filled_fraction: float = 0.0  # of the cells: filled as water, the head skipped
     wrong_water_fraction: float = 0.0  # of all pixels: land the gate fills as water
+    fine: "GateFit | None" = None  # the fine gate's fit on the same cells, alone
+    both_active_fraction: float | None = None  # of the cells: where neither gate skips the last steps
 
     def to_dict(self) -> dict:
         return {"margin": self.margin, "active_fraction": round(self.active_fraction, 4),
                 "missed_fraction": self.missed_fraction, "water_fraction": round(self.water_fraction, 4),
                 "water_margin": self.water_margin, "filled_fraction": round(self.filled_fraction, 4),
                 "wrong_water_fraction": self.wrong_water_fraction,
-                "cells": self.cells, "inputs": self.inputs, "int8_ranges": self.int8_ranges}
+                "cells": self.cells, "inputs": self.inputs, "int8_ranges": self.int8_ranges,
+                **({"fine": self.fine.to_dict(), "both_active_fraction": round(self.both_active_fraction, 4)}
+                   if self.fine is not None else {})}
 
 
 class StepInputRanges:
@@ -108,7 +118,9 @@ def cells_of(model, x: torch.Tensor, threshold_logit: float) -> Cells:
     """The fitting targets of one normalised input ``x`` (1, bands, h, w), from ``model`` (an
     inference network, fp32) run whole, its head everywhere."""
     h, w = x.shape[-2:]
-    features = model.features(x).float()
+    features = model.features(x)
+    fine = fine_gate_inputs(model.head.coarse(features))[0] if hasattr(model.head, "coarse") else None
+    features = features.float()
     rows, cols = -(-h // DECODER_STRIDE), -(-w // DECODER_STRIDE)
     head = model._head_window(features, 0, 0, h, w, LAST_STEP_ROWS, None)[0, 0].float()
     prior = model.prior(x)[0, 0].float() if model.prior is not None else torch.zeros_like(head)
@@ -124,7 +136,7 @@ def cells_of(model, x: torch.Tensor, threshold_logit: float) -> Cells:
     # the 2 m pixels beyond the input (a cell cut by its edge) are neither: they are never written
     return Cells(features[0, :, :rows, :cols].clone(), per_cell(head, -1e4).amax((1, 3)), prior_max,
                  per_cell(water, 0.0).sum((1, 3)), per_cell(head, 1e4).amin((1, 3)), prior_min,
-                 per_cell(1 - water, 0.0).sum((1, 3)))
+                 per_cell(1 - water, 0.0).sum((1, 3)), fine[:, :rows, :cols].clone() if fine is not None else None)
 
 
 def fit_gate(cells: list[Cells], threshold_logit: float, seeds: tuple[int, ...] = SEEDS) -> tuple[WaterGate, GateFit]:
@@ -249,9 +261,9 @@ def scene_inputs(path, spec=None, windows: int = WINDOWS_PER_SCENE) -> Iterable[
 
 
 def fit_model_gate(model, threshold: float, inputs: Iterable[np.ndarray],
-                   on_progress: Callable[[int], None] | None = None) -> tuple[WaterGate, GateFit]:
-    """The water gate of ``model`` (an inference network on the CPU, fp32) fitted on ``inputs``
-    (normalised arrays (bands, h, w)) at ``threshold`` (a probability)."""
+                   on_progress: Callable[[int], None] | None = None) -> tuple[WaterGate, WaterGate, GateFit]:
+    """The water gate and the fine gate of ``model`` (an inference network on the CPU, fp32)
+    fitted on ``inputs`` (normalised arrays (bands, h, w)) at ``threshold`` (a probability)."""
     from ..inference.runtime import threshold_logit
 
     logit = threshold_logit(min(max(threshold, 1e-6), 1 - 1e-6))
@@ -265,8 +277,24 @@ def fit_model_gate(model, threshold: float, inputs: Iterable[np.ndarray],
     finally:
         int8_ranges = ranges.close()
     gate, fit = fit_gate(cells, logit)
+    fine_gate, fit.fine = fit_gate([replace(c, features=c.fine_features) for c in cells], logit)
+    fit.both_active_fraction = _both_active(gate, fine_gate, cells, logit)
     fit.int8_ranges = [(math.floor(low * 1e4) / 1e4, math.ceil(high * 1e4) / 1e4) for low, high in int8_ranges]
-    return gate, fit
+    return gate, fine_gate, fit
+
+
+@torch.no_grad()
+def _both_active(gate: WaterGate, fine_gate: WaterGate, cells: list[Cells], threshold_logit: float) -> float:
+    """The fraction of ``cells`` where the last steps run: neither gate skips or fills them."""
+    active = []
+    for c in cells:
+        runs = []
+        for g, features in ((gate, c.features), (fine_gate, c.fine_features)):
+            bounds = g(features[None])[0]
+            maybe = bounds[0] + c.prior_max >= threshold_logit
+            runs.append(maybe & ~(bounds[1] + c.prior_min >= threshold_logit))
+        active.append((runs[0] & runs[1]).flatten())
+    return float(torch.cat(active).float().mean())
 
 
 def gate_weights(src, dst, scenes: tuple = (), synthetic_scenes: int | None = None, overwrite: bool = False,
@@ -277,7 +305,7 @@ def gate_weights(src, dst, scenes: tuple = (), synthetic_scenes: int | None = No
     ``int8_ranges``). What the fit found is noted in the card's training record."""
     from itertools import chain
 
-    from ..checkpoint import GATE_PREFIX, load_model, load_weights, save_weights, without_gate
+    from ..checkpoint import FINE_GATE_PREFIX, GATE_PREFIX, load_model, load_weights, save_weights, without_gate
     from ..inference.runtime import inference_network
     from ..io import check_output
     from ..rulebook import refuse
@@ -290,9 +318,10 @@ def gate_weights(src, dst, scenes: tuple = (), synthetic_scenes: int | None = No
     model = inference_network(model)
     inputs = chain(synthetic_inputs(synthetic_scenes, spec=card.bands),
                    *(scene_inputs(scene, card.bands) for scene in scenes))
-    gate, fit = fit_model_gate(model, card.threshold, inputs, on_progress)
+    gate, fine_gate, fit = fit_model_gate(model, card.threshold, inputs, on_progress)
     state, card = load_weights(src)
-    state = {**without_gate(state), **{GATE_PREFIX + name: t for name, t in gate.state_dict().items()}}
+    state = {**without_gate(state), **{GATE_PREFIX + name: t for name, t in gate.state_dict().items()},
+             **{FINE_GATE_PREFIX + name: t for name, t in fine_gate.state_dict().items()}}
     fitted_on = f"{synthetic_scenes} synthetic scenes" + (f" and {len(scenes)} given with --scene" if scenes else "")
     card.int8_ranges = fit.int8_ranges
     card.training = {**card.training, "gate": (
@@ -300,7 +329,9 @@ def gate_weights(src, dst, scenes: tuple = (), synthetic_scenes: int | None = No
         f"margin {fit.margin:g}, the head runs on {fit.active_fraction:.1%} of the cells and skips "
         f"{fit.missed_fraction:.1e} of the pixels as land that the full head calls water; water bound margin "
         f"{fit.water_margin:g}, {fit.filled_fraction:.1%} of the cells filled as water, {fit.wrong_water_fraction:.1e} "
-        f"of the pixels land that it fills as water; the head steps' input ranges for --precision int8 from the "
+        f"of the pixels land that it fills as water; a fine gate on the head's 10 m features beside it (margins "
+        f"{fit.fine.margin:g} and {fit.fine.water_margin:g}): the head's last two steps run on "
+        f"{fit.both_active_fraction:.1%} of the cells; the head steps' input ranges for --precision int8 from the "
         f"same scenes")}
     save_weights(dst, state, card)
     return fit

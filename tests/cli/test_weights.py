@@ -195,8 +195,13 @@ def test_a_fitted_water_gate_skips_the_head_and_keeps_the_mask(tmp_path, random_
     assert fit["inputs"] == 3 and fit["margin"] >= 0.5 and 0 <= fit["missed_fraction"] <= 1e-6
     assert fit["water_margin"] >= 0.5 and 0 <= fit["wrong_water_fraction"] <= 1e-6
     assert 0 <= fit["filled_fraction"] and fit["active_fraction"] + fit["filled_fraction"] <= 1
+    fine = fit["fine"]  # the fine gate, fitted alike on the head's 10 m features
+    assert fine["margin"] >= 0.5 and 0 <= fine["missed_fraction"] <= 1e-6 and 0 <= fine["wrong_water_fraction"] <= 1e-6
+    assert 0 <= fit["both_active_fraction"] <= min(fit["active_fraction"], fine["active_fraction"])
     model, card = load_model(gated)
     assert model.gate.bounds == 2 and load_model(random_weights)[0].gate is None
+    assert model.fine_gate.bounds == 2 and load_model(random_weights)[0].fine_gate is None
+    assert "a fine gate on the head's 10 m features" in card.training["gate"]
     assert "water gate by s2s2net weights gate (2 synthetic scenes and 1 given with --scene" in card.training["gate"]
     masks = {}
     for name, extra in (("gated", []), ("full", ["--full-head"]), ("prob", ["--probability"])):
@@ -218,9 +223,10 @@ def test_a_fitted_water_gate_skips_the_head_and_keeps_the_mask(tmp_path, random_
 
 
 def test_weights_with_a_land_bound_only_still_load_and_skip_the_head(tmp_path, random_weights, scene_factory):
-    """A gate fitted before the water bound (its tensors those of one bound) loads as a one-bound
-    gate: predict skips the head where it rules water out and fills no cell as water."""
-    from s2s2net_cli.checkpoint import GATE_PREFIX, load_model, load_weights, save_weights
+    """A gate fitted before the water bound (its tensors those of one bound, and no fine gate)
+    loads as a one-bound gate: predict skips the head where it rules water out and fills no cell
+    as water."""
+    from s2s2net_cli.checkpoint import FINE_GATE_PREFIX, GATE_PREFIX, load_model, load_weights, save_weights
     from s2s2net_cli.model import GATE_HIDDEN
 
     scene = scene_factory(48, 40, seed=5)
@@ -231,9 +237,10 @@ def test_weights_with_a_land_bound_only_still_load_and_skip_the_head(tmp_path, r
         state[GATE_PREFIX + name] = state[GATE_PREFIX + name][:GATE_HIDDEN].clone()
     for name in ("score.weight", "score.bias"):
         state[GATE_PREFIX + name] = state[GATE_PREFIX + name][:1].clone()
+    state = {name: t for name, t in state.items() if not name.startswith(FINE_GATE_PREFIX)}
     older = tmp_path / "older.safetensors"
     save_weights(older, state, card)
-    assert load_model(older)[0].gate.bounds == 1
+    assert load_model(older)[0].gate.bounds == 1 and load_model(older)[0].fine_gate is None
     masks = {}
     for name, weights in (("older", older), ("gated", gated)):
         out = tmp_path / f"{name}.tif"

@@ -279,6 +279,54 @@ def test_gated_window_is_water_where_the_gate_finds_water_throughout(monkeypatch
     assert (got[pixels(water)] == WATER_LOGIT).all() and (got[~pixels(water)] == LAND_LOGIT).all()
 
 
+def test_a_fine_gate_narrows_the_cells_the_last_steps_run_on(monkeypatch):
+    """With a fine gate, of the cells the water gate leaves, the head's last two steps run only
+    on those the fine gate keeps (the full head's logits there), it fills those it finds water
+    throughout with WATER_LOGIT, LAND_LOGIT the rest; it reads the head's 10 m features over the
+    window, and cells a caller gives run as given, without it."""
+    from s2s2net_cli.model import LAND_LOGIT, WATER_LOGIT
+
+    model = inference_network(trained_like())
+    x = torch.randn(1, 6, 96, 80)
+    run = torch.zeros(24, 20, dtype=torch.bool)
+    run[4:12, 2:9] = run[20, 17] = True
+    kept, water = torch.zeros_like(run), torch.zeros_like(run)
+    kept[5:8, 3:6] = True  # of the run: a block kept, a strip filled as water, the rest ruled out
+    water[10, 2:9] = True
+    model.gate, model.fine_gate = object(), object()
+    seen = {}
+
+    own = torch.zeros_like(run)  # the run cells of the window's own cells (10 m rows 8-88, columns 12-76)
+    own[2:22, 3:19] = run[2:22, 3:19]
+
+    def fine_cells(y, coarse, cells, r0, c0, skip_below, shape):
+        seen.update(coarse=tuple(coarse.shape), window=(r0, c0, *cells.shape), shape=tuple(shape))
+        assert torch.equal(cells, own[r0: r0 + cells.shape[0], c0: c0 + cells.shape[1]])
+        return (kept[r0: r0 + cells.shape[0], c0: c0 + cells.shape[1]],
+                water[r0: r0 + cells.shape[0], c0: c0 + cells.shape[1]])
+
+    monkeypatch.setattr(model, "head_cells", lambda x, features, skip_below: (run, torch.zeros_like(run)))
+    monkeypatch.setattr(model, "fine_cells", fine_cells)
+    with torch.inference_mode():
+        expected = model.forward_window(x, 8, 12, 80, 64, last_step_rows=8)
+        got = model.forward_window(x, 8, 12, 80, 64, last_step_rows=8, skip_below=0.0)
+    r0, c0, rows, cols = seen["window"]
+    assert seen["coarse"][1] == model.head.steps[1].weight.shape[0] // 4  # the second step's channels
+    assert seen["coarse"][-2:] == (4 * rows, 4 * cols)  # the 10 m features of the window's cells
+
+    def pixels(cells):
+        return cells.repeat_interleave(20, 0).repeat_interleave(20, 1)[40:440, 60:380].expand_as(got)
+
+    assert pixels(kept).any() and (got[pixels(kept)] - expected[pixels(kept)]).abs().max() < 1e-4 * expected.abs().max()
+    assert (got[pixels(water)] == WATER_LOGIT).all() and pixels(water).sum() == (got == WATER_LOGIT).sum()
+    assert (got[~pixels(kept) & ~pixels(water)] == LAND_LOGIT).all()
+    seen.clear()
+    with torch.inference_mode():  # cells given by the caller (as --flips gives them) run as given
+        given = model.forward_window(x, 8, 12, 80, 64, last_step_rows=8, skip_below=0.0,
+                                     cells=(run, torch.zeros_like(run)))
+    assert not seen and (given[pixels(run)] - expected[pixels(run)]).abs().max() < 1e-4 * expected.abs().max()
+
+
 def test_gated_flips_keep_the_full_heads_mask_where_each_flips_gate_differs(monkeypatch):
     """With flips, each flip's gate rules on its own cells (here an exact one: the cells whose
     full-head logits all lie below the threshold, or all at or above it). Averaging each flip's
