@@ -238,7 +238,8 @@ class NdwiPrior(nn.Module):
 
 
 class WaterGate(nn.Module):
-    """Where the head's work can be skipped: from the decoder's features, for each decoder cell
+    """Where the head's work can be skipped: from the decoder's features (a fine gate: from the
+    head's own 10 m features summed up per cell, ``fine_gate_inputs``), for each decoder cell
     (4 x 4 pixels at 10 m, 20 x 20 at 2 m), an upper estimate of the largest logit the head
     gives inside it (its land bound, channel 0: below the threshold the cell is land) and, with
     ``bounds`` 2, a lower estimate of the smallest (its water bound, channel 1: above the
