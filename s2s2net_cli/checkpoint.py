@@ -133,7 +133,7 @@ def gate_bounds(state: dict, prefix: str = GATE_PREFIX) -> int:
 
 
 def without_gate(state: dict) -> dict:
-    """``state`` without its water gate's tensors: what training starts from (a gate is fitted
+    """``state`` without its water gates' tensors: what training starts from (a gate is fitted
     to a trained head, and a fine-tuned head needs its own)."""
     return {name: tensor for name, tensor in state.items() if not name.startswith((GATE_PREFIX, FINE_GATE_PREFIX))}
 

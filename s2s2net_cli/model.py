@@ -387,36 +387,41 @@ class S2S2Net(nn.Module):
 
     def head_cells(self, x: torch.Tensor, features: torch.Tensor, skip_below: float) -> tuple[torch.Tensor, torch.Tensor]:
         """The decoder cells (fh, fw) whose head the water gate cannot skip, and those it finds
-        water throughout. A cell may hold water where the gate's land bound (the head's largest
-        logit), plus the most the NDWI prior adds there, reaches ``skip_below`` in any image of
-        the batch; of those, it is water throughout where the water bound (the smallest), plus
-        the least the prior adds, reaches it in every image (none without a water bound)."""
-        bounds = self.gate(features)
-        shape = features.shape[-2:]
-        top = bounds[:, 0] + (self.prior.cell_max(x, *shape) if self.prior is not None else 0)
-        maybe = (top >= skip_below).any(0)
-        if bounds.shape[1] < 2:
-            return maybe, torch.zeros_like(maybe)
-        floor = bounds[:, 1] + (self.prior.cell_min(x, *shape) if self.prior is not None else 0)
-        water = maybe & (floor >= skip_below).all(0)
-        return maybe & ~water, water
+        water throughout (``gate_cells``' rule)."""
+        return gate_cells(self.gate(features), *self._prior_cells(x, features.shape[-2:]), skip_below)
 
     def fine_cells(self, x: torch.Tensor, coarse: torch.Tensor, cells: torch.Tensor, r0: int, c0: int,
                    skip_below: float, shape: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Of ``cells`` (those ``head_cells`` left to run: a window of them from cell ``r0``,
         ``c0`` of the map's ``shape``), those the fine gate cannot tell either from ``coarse``
         (the head's 10 m features over the window: ``head.coarse``), and those it finds water
-        throughout; by ``head_cells``' rule."""
+        throughout (``gate_cells``' rule)."""
         rows, cols = cells.shape
         bounds = self.fine_gate(fine_gate_inputs(coarse))[..., :rows, :cols]
-        window = (slice(None), slice(r0, r0 + rows), slice(c0, c0 + cols))
-        top = bounds[:, 0] + (self.prior.cell_max(x, *shape)[window] if self.prior is not None else 0)
-        maybe = cells & (top >= skip_below).any(0)
-        if bounds.shape[1] < 2:
-            return maybe, torch.zeros_like(maybe)
-        floor = bounds[:, 1] + (self.prior.cell_min(x, *shape)[window] if self.prior is not None else 0)
-        water = maybe & (floor >= skip_below).all(0)
-        return maybe & ~water, water
+        prior = [p[..., r0: r0 + rows, c0: c0 + cols] if torch.is_tensor(p) else p for p in self._prior_cells(x, shape)]
+        run, water = gate_cells(bounds, *prior, skip_below)
+        return cells & run, cells & water
+
+    def _prior_cells(self, x: torch.Tensor, shape: tuple[int, int]) -> tuple[torch.Tensor | float, torch.Tensor | float]:
+        """The most and the least the NDWI prior adds in each decoder cell (a map of ``shape``); 0 without one."""
+        if self.prior is None:
+            return 0.0, 0.0
+        return self.prior.cell_max(x, *shape), self.prior.cell_min(x, *shape)
+
+
+def gate_cells(bounds: torch.Tensor, prior_max: torch.Tensor | float, prior_min: torch.Tensor | float,
+               skip_below: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """A gate's rule, from its ``bounds`` (n, 1 or 2, rows, cols) and the NDWI prior's most and
+    least in each cell: the cells to run, and those water throughout. A cell may hold water where
+    the land bound (the head's largest logit), plus the most the prior adds there, reaches
+    ``skip_below`` in any image of the batch; of those, it is water throughout where the water
+    bound (the smallest), plus the least the prior adds, reaches it in every image (none without
+    a water bound)."""
+    maybe = (bounds[:, 0] + prior_max >= skip_below).any(0)
+    if bounds.shape[1] < 2:
+        return maybe, torch.zeros_like(maybe)
+    water = maybe & (bounds[:, 1] + prior_min >= skip_below).all(0)
+    return maybe & ~water, water
 
 
 def fine_gate_inputs(coarse: torch.Tensor) -> torch.Tensor:

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from rasterio.windows import Window
 
 from ..grid import SCALE_FACTOR
-from ..model import DECODER_STRIDE, LAST_STEP_ROWS, WaterGate, fine_gate_inputs
+from ..model import DECODER_STRIDE, LAST_STEP_ROWS, WaterGate, fine_gate_inputs, gate_cells
 
 GATE_QUANTILE = 0.95  # of the cell's largest logit, given its features (its smallest: 1 - this)
 SEEDS = (0, 1, 2)  # each bound fitted from each, the one that skips the most cells kept
@@ -288,11 +288,8 @@ def _both_active(gate: WaterGate, fine_gate: WaterGate, cells: list[Cells], thre
     """The fraction of ``cells`` where the last steps run: neither gate skips or fills them."""
     active = []
     for c in cells:
-        runs = []
-        for g, features in ((gate, c.features), (fine_gate, c.fine_features)):
-            bounds = g(features[None])[0]
-            maybe = bounds[0] + c.prior_max >= threshold_logit
-            runs.append(maybe & ~(bounds[1] + c.prior_min >= threshold_logit))
+        runs = [gate_cells(g(features[None]), c.prior_max, c.prior_min, threshold_logit)[0]
+                for g, features in ((gate, c.features), (fine_gate, c.fine_features))]
         active.append((runs[0] & runs[1]).flatten())
     return float(torch.cat(active).float().mean())
 
