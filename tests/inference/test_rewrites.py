@@ -188,6 +188,27 @@ def test_gated_subpixel_head_equals_the_head_on_its_active_cells(shape, rows, se
     assert (got[~on] != expected[~on]).any()  # work was skipped
 
 
+@pytest.mark.parametrize("int8", [False, True])
+def test_a_step_inside_its_input_is_the_padded_steps_middle(int8):
+    """``inside`` computes only the blocks whose every tap lies in its input: the padded step's
+    output there, for the x2 step and the x2.5 step with its logit (in 8-bit integers too)."""
+    if int8 and not runtime.cpu_runs_int8():
+        pytest.skip("oneDNN's 8-bit convolutions need an x86 CPU")
+    head = SubpixelHead(trained_like().head).eval()
+    for step, channels in ((head.steps[-1], 64), (head.last, 32)):
+        if int8:
+            step.quantize(-3.0, 3.0)
+        x = torch.randn(3, channels, 14, 18)
+        first = 1  # the padded step's first block that lies inside: its taps from row Q - pad on
+        crop = step.Q * first - step.pad
+        with torch.inference_mode():
+            padded, inside = step(x), step.inside(x[..., crop:, crop:])
+        rows, cols = ((n - crop - step.weight.shape[-1]) // step.Q + 1 for n in x.shape[-2:])
+        assert inside.shape == (3, padded.shape[1], step.P * rows, step.P * cols)
+        middle = padded[..., step.P * first: step.P * (first + rows), step.P * first: step.P * (first + cols)]
+        assert (inside - middle).abs().max() < 1e-5 * middle.abs().max()
+
+
 def test_gated_head_runs_wide_bands_edge_blocks_and_batched_blocks_exactly(monkeypatch):
     """The three ways the gated head runs, in one pattern: a band whose active cells are wide
     (over its spans), lone cells at the map's edges (each block alone, its edge made exact) and
@@ -201,21 +222,21 @@ def test_gated_head_runs_wide_bands_edge_blocks_and_batched_blocks_exactly(monke
     active[30, 10] = active[30, 12] = active[34, 20] = True  # inside: two blocks
     active[26, 33] = True  # its block would reach the right edge: moved left, batched with them
     seen = {"alone": [], "batched": 0}
-    band, steps = SubpixelHead._band, fast.steps[-1].forward
+    band, inside = SubpixelHead._band, fast.steps[-1].inside
 
     def spy_band(self, x, lo, hi, a, b, rows, c0, c1, last_step_rows):
         seen["alone"].append((a, b, c0, c1))
         return band(self, x, lo, hi, a, b, rows, c0, c1, last_step_rows)
 
-    def spy_steps(y, **edges):
-        seen["batched"] += y.shape[0] // x.shape[0] if edges == dict.fromkeys(("top", "bottom", "left", "right"), False) else 0
-        return steps(y, **edges)
+    def spy_inside(y):
+        seen["batched"] += y.shape[0] // x.shape[0]
+        return inside(y)
 
     monkeypatch.setattr(SubpixelHead, "_band", spy_band)
     with torch.inference_mode():
         expected = fast(x, 32)
         seen["alone"].clear()
-        monkeypatch.setattr(fast.steps[-1], "forward", spy_steps)
+        monkeypatch.setattr(fast.steps[-1], "inside", spy_inside)
         got = fast(x, 32, active=active)
     on = active.repeat_interleave(20, 0).repeat_interleave(20, 1).expand_as(got)
     assert (got[on] - expected[on]).abs().max() < 1e-4 * expected.abs().max()
