@@ -427,9 +427,10 @@ def gate_cells(bounds: torch.Tensor, prior_max: torch.Tensor | float, prior_min:
 def fine_gate_inputs(coarse: torch.Tensor) -> torch.Tensor:
     """What a fine gate reads: the head's 10 m features (n, c, 4 rows, 4 cols) summed up per
     decoder cell, the largest, mean and smallest of each channel over its 4 x 4 pixels (n, 3 c,
-    rows, cols), float32."""
-    coarse, cell = coarse.float(), DECODER_STRIDE
-    return torch.cat([F.max_pool2d(coarse, cell), F.avg_pool2d(coarse, cell), -F.max_pool2d(-coarse, cell)], 1)
+    rows, cols), float32: summed up in the features' own type (bf16 in bf16 runs: the mean
+    rounded to it, 5x faster than the map made fp32 first)."""
+    cell = DECODER_STRIDE
+    return torch.cat([F.max_pool2d(coarse, cell), F.avg_pool2d(coarse, cell), -F.max_pool2d(-coarse, cell)], 1).float()
 
 
 def _fill_cells(logits: torch.Tensor, cells: torch.Tensor, top: int, left: int, value: float) -> torch.Tensor:
