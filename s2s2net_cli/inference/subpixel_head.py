@@ -47,7 +47,7 @@ GATE_HALO = 2
 # Active cells of a band further apart than this many cells run as separate pieces; closer, as one.
 SPAN_GAP = 8
 GATE_BAND_ROWS = 8  # rows of the x2 step's input (10 m) in a block of a sparse band: two cells
-GATE_BLOCK_CELLS = 4  # cells across a block (measured against 2 and 8 on scenes of rivers)
+GATE_BLOCK_CELLS = 2  # cells across a block: 2 since the blocks run inside their halo (docs/performance.md)
 GATE_BATCH = 64  # blocks in one batch (their maps are small: about 40 MB in fp32 for 64)
 # A band whose active runs span this much of its width runs over them, as the full head's bands
 # do; a sparser one in blocks. 0.8 measured against 0.5 and 1.01 (docs/performance.md).

@@ -213,7 +213,8 @@ def test_gated_head_runs_wide_bands_edge_blocks_and_batched_blocks_exactly(monke
     """The three ways the gated head runs, in one pattern: a band whose active cells are wide
     (over its spans), lone cells at the map's edges (each block alone, its edge made exact) and
     lone cells inside it (blocks batched, their halos cut away): every active cell's logits are
-    the full head's."""
+    the full head's. Blocks of four cells, for which the pattern is drawn."""
+    monkeypatch.setattr(subpixel_head, "GATE_BLOCK_CELLS", 4)
     fast = SubpixelHead(trained_like().head).eval()
     x = torch.randn(2, 256, 40, 36)
     active = torch.zeros(40, 36, dtype=torch.bool)
