@@ -211,7 +211,10 @@ class NdwiPrior(nn.Module):
         self.spec, self.gain = spec, float(gain)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fine_ndwi(x).clamp_min(0) * self.gain
+        # the gain before the bilinear step (10 m, 25 times fewer pixels) and the clamp in place:
+        # one pass over the 2 m map in place of three; the same numbers for a gain that is a power of two
+        ndwi = normalised_difference(x, self.spec, *WATER_INDEX_INPUTS["ndwi"]) * self.gain
+        return F.interpolate(ndwi, scale_factor=SCALE_FACTOR, mode="bilinear", align_corners=False).clamp_min_(0)
 
     def cell_max(self, x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
         """The largest prior inside each decoder cell (rows x cols of them from the input's top
@@ -230,11 +233,6 @@ class NdwiPrior(nn.Module):
         # cells beyond the input read zeros: never above the largest prior, never above the smallest
         prior = F.pad(prior, (0, max(s * cols - prior.shape[-1], 0), 0, max(s * rows - prior.shape[-2], 0)))
         return sign * F.max_pool2d(prior, s + 2, stride=s, padding=1)[:, 0, :rows, :cols]
-
-    def fine_ndwi(self, x: torch.Tensor) -> torch.Tensor:
-        """NDWI of normalised bands ``x`` (n, c, h, w), brought to the 2 m grid bilinearly, float32."""
-        ndwi = normalised_difference(x, self.spec, *WATER_INDEX_INPUTS["ndwi"])
-        return F.interpolate(ndwi, scale_factor=SCALE_FACTOR, mode="bilinear", align_corners=False)
 
 
 class WaterGate(nn.Module):
