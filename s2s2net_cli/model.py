@@ -216,23 +216,18 @@ class NdwiPrior(nn.Module):
         ndwi = normalised_difference(x, self.spec, *WATER_INDEX_INPUTS["ndwi"]) * self.gain
         return F.interpolate(ndwi, scale_factor=SCALE_FACTOR, mode="bilinear", align_corners=False).clamp_min_(0)
 
-    def cell_max(self, x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-        """The largest prior inside each decoder cell (rows x cols of them from the input's top
-        left), float32: the most of the cell's own 10 m pixels and the ring around them, which
-        is all its 2 m pixels' bilinear values read."""
-        return self._cell_extreme(x, rows, cols, 1.0)
-
-    def cell_min(self, x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-        """The smallest prior inside each decoder cell, as ``cell_max`` the largest (a bilinear
-        value lies between the least and the most of the pixels it reads)."""
-        return self._cell_extreme(x, rows, cols, -1.0)
-
-    def _cell_extreme(self, x: torch.Tensor, rows: int, cols: int, sign: float) -> torch.Tensor:
-        prior = normalised_difference(x, self.spec, *WATER_INDEX_INPUTS["ndwi"]).clamp_min(0) * (sign * self.gain)
+    def cell_bounds(self, x: torch.Tensor, rows: int, cols: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The largest and the smallest prior inside each decoder cell (rows x cols of them from
+        the input's top left), float32: the most and the least of the cell's own 10 m pixels and
+        the ring around them, which is all its 2 m pixels' bilinear values read (a bilinear value
+        lies between the least and the most of the pixels it reads)."""
+        prior = normalised_difference(x, self.spec, *WATER_INDEX_INPUTS["ndwi"]).clamp_min(0) * self.gain
         s = DECODER_STRIDE
+        pad = (0, max(s * cols - prior.shape[-1], 0), 0, max(s * rows - prior.shape[-2], 0))
         # cells beyond the input read zeros: never above the largest prior, never above the smallest
-        prior = F.pad(prior, (0, max(s * cols - prior.shape[-1], 0), 0, max(s * rows - prior.shape[-2], 0)))
-        return sign * F.max_pool2d(prior, s + 2, stride=s, padding=1)[:, 0, :rows, :cols]
+        high = F.max_pool2d(F.pad(prior, pad), s + 2, stride=s, padding=1)[:, 0, :rows, :cols]
+        low = -F.max_pool2d(F.pad(-prior, pad), s + 2, stride=s, padding=1)[:, 0, :rows, :cols]
+        return high, low
 
 
 class WaterGate(nn.Module):
@@ -319,10 +314,13 @@ class S2S2Net(nn.Module):
             raise ValueError(f"window ({top}, {left}, {height}, {width}) does not lie inside {h} x {w}")
         features = self.features(x) if features is None else features
         refine = None
-        if cells is None:
-            cells = self.head_cells(x, features, skip_below) if skip_below is not None and self.gate else (None, None)
-            if cells[0] is not None and self.fine_gate is not None:  # cells a caller gives run as given
-                refine = partial(self.fine_cells, x, skip_below=skip_below, shape=features.shape[-2:])
+        if cells is None and skip_below is not None and self.gate:
+            prior_cells = self.prior_cells(x, features.shape[-2:])  # for both gates: made once
+            cells = self.head_cells(x, features, skip_below, prior_cells=prior_cells)
+            if self.fine_gate is not None:  # cells a caller gives run as given
+                refine = partial(self.fine_cells, x, skip_below=skip_below, shape=features.shape[-2:],
+                                 prior_cells=prior_cells)
+        cells = (None, None) if cells is None else cells
         active, water = cells
         logits = self._head_window(features, top, left, height, width, last_step_rows, active, refine)
         if water is not None and bool(water.any()):
@@ -383,28 +381,33 @@ class S2S2Net(nn.Module):
         out[..., a - y0: b - y0, c - x0: d - x0] = logits[..., a - up * r0: b - up * r0, c - up * c0: d - up * c0]
         return out
 
-    def head_cells(self, x: torch.Tensor, features: torch.Tensor, skip_below: float) -> tuple[torch.Tensor, torch.Tensor]:
+    def head_cells(self, x: torch.Tensor, features: torch.Tensor, skip_below: float,
+                   prior_cells: tuple | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The decoder cells (fh, fw) whose head the water gate cannot skip, and those it finds
-        water throughout (``gate_cells``' rule)."""
-        return gate_cells(self.gate(features), *self._prior_cells(x, features.shape[-2:]), skip_below)
+        water throughout (``gate_cells``' rule). ``prior_cells``: ``prior_cells(x, shape)``,
+        where the caller has it."""
+        prior = self.prior_cells(x, features.shape[-2:]) if prior_cells is None else prior_cells
+        return gate_cells(self.gate(features), *prior, skip_below)
 
     def fine_cells(self, x: torch.Tensor, coarse: torch.Tensor, cells: torch.Tensor, r0: int, c0: int,
-                   skip_below: float, shape: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+                   skip_below: float, shape: tuple[int, int], prior_cells: tuple | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
         """Of ``cells`` (those ``head_cells`` left to run: a window of them from cell ``r0``,
         ``c0`` of the map's ``shape``), those the fine gate cannot tell either from ``coarse``
         (the head's 10 m features over the window: ``head.coarse``), and those it finds water
         throughout (``gate_cells``' rule)."""
         rows, cols = cells.shape
         bounds = self.fine_gate(fine_gate_inputs(coarse))[..., :rows, :cols]
-        prior = [p[..., r0: r0 + rows, c0: c0 + cols] if torch.is_tensor(p) else p for p in self._prior_cells(x, shape)]
+        prior_cells = self.prior_cells(x, shape) if prior_cells is None else prior_cells
+        prior = [p[..., r0: r0 + rows, c0: c0 + cols] if torch.is_tensor(p) else p for p in prior_cells]
         run, water = gate_cells(bounds, *prior, skip_below)
         return cells & run, cells & water
 
-    def _prior_cells(self, x: torch.Tensor, shape: tuple[int, int]) -> tuple[torch.Tensor | float, torch.Tensor | float]:
+    def prior_cells(self, x: torch.Tensor, shape: tuple[int, int]) -> tuple[torch.Tensor | float, torch.Tensor | float]:
         """The most and the least the NDWI prior adds in each decoder cell (a map of ``shape``); 0 without one."""
         if self.prior is None:
             return 0.0, 0.0
-        return self.prior.cell_max(x, *shape), self.prior.cell_min(x, *shape)
+        return self.prior.cell_bounds(x, *shape)
 
 
 def gate_cells(bounds: torch.Tensor, prior_max: torch.Tensor | float, prior_min: torch.Tensor | float,

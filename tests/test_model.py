@@ -228,7 +228,7 @@ def test_a_two_bound_water_gate_is_two_one_bound_gates_side_by_side():
 
 
 def test_an_ndwi_priors_cell_bounds_hold_every_2m_value_of_the_cell():
-    """cell_min and cell_max bound the prior's bilinear 2 m values inside each decoder cell
+    """cell_bounds bound the prior's bilinear 2 m values inside each decoder cell
     (what the gate adds to its bounds), the partly outside cells at the edges included."""
     import numpy as np
 
@@ -242,7 +242,7 @@ def test_an_ndwi_priors_cell_bounds_hold_every_2m_value_of_the_cell():
     x = torch.from_numpy(normalise(reflectance, np.ones((22, 30), bool), BandSpec()))[None]
     fine = model.prior(x)[0, 0]
     rows, cols = 6, 8  # cells of 4 x 4 pixels, the last row and column cut by the edge
-    low, high = model.prior.cell_min(x, rows, cols)[0], model.prior.cell_max(x, rows, cols)[0]
+    high, low = (bound[0] for bound in model.prior.cell_bounds(x, rows, cols))
     for r in range(rows):
         for c in range(cols):
             cell = fine[20 * r: 20 * (r + 1), 20 * c: 20 * (c + 1)]

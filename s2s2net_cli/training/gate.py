@@ -130,7 +130,7 @@ def cells_of(model, x: torch.Tensor, threshold_logit: float) -> Cells:
         a = F.pad(a, (0, cols * up - a.shape[1], 0, rows * up - a.shape[0]), value=fill)
         return a.reshape(rows, up, cols, up)
 
-    prior_max, prior_min = ((model.prior.cell_max(x, rows, cols)[0], model.prior.cell_min(x, rows, cols)[0])
+    prior_max, prior_min = ([bound[0] for bound in model.prior.cell_bounds(x, rows, cols)]
                             if model.prior is not None else (torch.zeros(rows, cols), torch.zeros(rows, cols)))
     water = ((head + prior) >= threshold_logit).float()
     # the 2 m pixels beyond the input (a cell cut by its edge) are neither: they are never written

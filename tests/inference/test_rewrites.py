@@ -256,7 +256,7 @@ def test_gated_window_is_land_where_the_gate_rules_water_out(monkeypatch):
     pattern = torch.zeros(24, 20, dtype=torch.bool)
     pattern[5:9, 3:6] = pattern[20, 17] = pattern[0, 0] = True
     model.gate = object()  # any gate: which cells it keeps is the pattern
-    monkeypatch.setattr(model, "head_cells", lambda x, features, skip_below: (pattern, torch.zeros_like(pattern)))
+    monkeypatch.setattr(model, "head_cells", lambda x, features, skip_below, prior_cells=None: (pattern, torch.zeros_like(pattern)))
     with torch.inference_mode():
         expected = model.forward_window(x, 8, 12, 80, 64, last_step_rows=8)
         got = model.forward_window(x, 8, 12, 80, 64, last_step_rows=8, skip_below=0.0)
@@ -264,10 +264,10 @@ def test_gated_window_is_land_where_the_gate_rules_water_out(monkeypatch):
     assert on.any() and (~on).any()
     assert (got[on] - expected[on]).abs().max() < 1e-4 * expected.abs().max()
     assert (got[~on] == LAND_LOGIT).all()
-    monkeypatch.setattr(model, "head_cells", lambda x, features, skip_below: (torch.zeros_like(pattern),) * 2)
+    monkeypatch.setattr(model, "head_cells", lambda x, features, skip_below, prior_cells=None: (torch.zeros_like(pattern),) * 2)
     with torch.inference_mode():
         assert (model.forward_window(x, 8, 12, 80, 64, skip_below=0.0) == LAND_LOGIT).all()
-    monkeypatch.setattr(model, "head_cells", lambda x, features, skip_below: (torch.ones_like(pattern), torch.zeros_like(pattern)))
+    monkeypatch.setattr(model, "head_cells", lambda x, features, skip_below, prior_cells=None: (torch.ones_like(pattern), torch.zeros_like(pattern)))
     with torch.inference_mode():  # every cell active: the full head's own path
         assert torch.equal(model.forward_window(x, 8, 12, 80, 64, last_step_rows=8, skip_below=0.0), expected)
 
@@ -284,7 +284,7 @@ def test_gated_window_is_water_where_the_gate_finds_water_throughout(monkeypatch
     run[5:9, 3:6] = True
     water[9:14, 2:7] = water[0, 0] = water[23, 19] = True  # beside the run, and at both corners
     model.gate = object()
-    monkeypatch.setattr(model, "head_cells", lambda x, features, skip_below: (run, water))
+    monkeypatch.setattr(model, "head_cells", lambda x, features, skip_below, prior_cells=None: (run, water))
     with torch.inference_mode():
         expected = model.forward_window(x, 2, 3, 93, 75, last_step_rows=8)
         got = model.forward_window(x, 2, 3, 93, 75, last_step_rows=8, skip_below=0.0)
@@ -295,7 +295,7 @@ def test_gated_window_is_water_where_the_gate_finds_water_throughout(monkeypatch
     assert pixels(water).sum() == (got == WATER_LOGIT).sum() and (got[pixels(water)] == WATER_LOGIT).all()
     assert (got[pixels(run)] - expected[pixels(run)]).abs().max() < 1e-4 * expected.abs().max()
     assert (got[~pixels(run) & ~pixels(water)] == LAND_LOGIT).all()
-    monkeypatch.setattr(model, "head_cells", lambda x, features, skip_below: (torch.zeros_like(run), water))
+    monkeypatch.setattr(model, "head_cells", lambda x, features, skip_below, prior_cells=None: (torch.zeros_like(run), water))
     with torch.inference_mode():  # no cell to run: land and water filled, the head not run at all
         got = model.forward_window(x, 2, 3, 93, 75, skip_below=0.0)
     assert (got[pixels(water)] == WATER_LOGIT).all() and (got[~pixels(water)] == LAND_LOGIT).all()
@@ -321,13 +321,13 @@ def test_a_fine_gate_narrows_the_cells_the_last_steps_run_on(monkeypatch):
     own = torch.zeros_like(run)  # the run cells of the window's own cells (10 m rows 8-88, columns 12-76)
     own[2:22, 3:19] = run[2:22, 3:19]
 
-    def fine_cells(y, coarse, cells, r0, c0, skip_below, shape):
+    def fine_cells(y, coarse, cells, r0, c0, skip_below, shape, prior_cells=None):
         seen.update(coarse=tuple(coarse.shape), window=(r0, c0, *cells.shape), shape=tuple(shape))
         assert torch.equal(cells, own[r0: r0 + cells.shape[0], c0: c0 + cells.shape[1]])
         return (kept[r0: r0 + cells.shape[0], c0: c0 + cells.shape[1]],
                 water[r0: r0 + cells.shape[0], c0: c0 + cells.shape[1]])
 
-    monkeypatch.setattr(model, "head_cells", lambda x, features, skip_below: (run, torch.zeros_like(run)))
+    monkeypatch.setattr(model, "head_cells", lambda x, features, skip_below, prior_cells=None: (run, torch.zeros_like(run)))
     monkeypatch.setattr(model, "fine_cells", fine_cells)
     with torch.inference_mode():
         expected = model.forward_window(x, 8, 12, 80, 64, last_step_rows=8)
@@ -363,7 +363,7 @@ def test_gated_flips_keep_the_full_heads_mask_where_each_flips_gate_differs(monk
     with torch.inference_mode():
         skip = float(model.forward_window(x, *box).median())  # about half the pixels water
 
-        def exact_gate(y, features, skip_below):
+        def exact_gate(y, features, skip_below, prior_cells=None):
             logits = model.head(features)
             high = F.max_pool2d(logits, 20)[0, 0] >= skip_below
             low = -F.max_pool2d(-logits, 20)[0, 0] >= skip_below
