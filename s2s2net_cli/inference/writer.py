@@ -18,7 +18,15 @@ from .. import __version__
 from ..errors import first_line
 from ..formats import NODATA, VALUES_TAG, percent_cut, source_name, water_percent
 from ..grid import SCALE_FACTOR, fine_transform, row_pixel_areas
-from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, is_write_error, temporary_sibling
+from ..io import (
+    atomic_path,
+    check_output,
+    copy_to_cog,
+    gdal_threads,
+    geotiff_profile,
+    is_write_error,
+    temporary_sibling,
+)
 from ..rulebook import refuse
 
 WRITE_ROWS = 512  # 2 m rows converted and written at a time
@@ -102,7 +110,7 @@ class MaskWriter:
         with atomic_path(check_output(output_path, self.overwrite)) as tmp:
             gtiff = temporary_sibling(tmp) if self.cog else tmp
             try:
-                with rasterio.open(gtiff, "w", **profile) as dst:
+                with gdal_threads(), rasterio.open(gtiff, "w", **profile) as dst:  # blocks compressed in threads
                     try:
                         stats = fill(dst)
                     except RasterioIOError as exc:

@@ -8,7 +8,6 @@ windows of it with where they hold data (formats.valid_mask) and where that data
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -24,13 +23,10 @@ from ..bands import BAND_NAMES, DEFAULT_SCALE, BandSpec, band_name, normalise, r
 from ..errors import first_line
 from ..formats import gdal_empty, gdal_masked, source_name, valid_mask
 from ..grid import is_rotated
+from ..io import gdal_threads
 from ..rulebook import refuse
 
 _REFLECTANCE_DTYPES = {"uint16", "int16", "uint32", "int32", "float32", "float64"}
-# GDAL decodes the blocks of one read in as many threads (GDAL_NUM_THREADS where the user set it):
-# reads run between the network's batches on a CPU, whose cores are then free (a full tile's
-# reads 7.9 -> 4.1 s on two cores, deflate GeoTIFF; docs/performance.md)
-READ_THREADS = "ALL_CPUS"
 
 
 @dataclass(frozen=True)
@@ -251,9 +247,8 @@ class SceneReader:
 
 
 def open_for_reading(dataset):
-    """A scene's dataset opened to read its bands, GDAL decoding each read's blocks in parallel
-    (READ_THREADS; the GTiff driver takes the setting when the file is opened)."""
-    with rasterio.Env(GDAL_NUM_THREADS=os.environ.get("GDAL_NUM_THREADS", READ_THREADS)):
+    """A scene's dataset opened to read its bands, GDAL decoding each read's blocks in parallel."""
+    with gdal_threads():
         return rasterio.open(dataset)
 
 
