@@ -143,15 +143,20 @@ class MaskWriter:
         for a in range(row0, row0 + prob.shape[0], step):  # in pieces: a few bytes per pixel of temporaries
             piece = prob[a - row0: a - row0 + step]
             rows_10m = np.arange(a, a + piece.shape[0]) // f - row0 // f
-            valid = np.repeat(valid_10m[rows_10m], f, axis=1)[:, : piece.shape[1]]
+            cols_10m = -(-piece.shape[1] // f)
+            # the pieces whose 10 m pixels all count (most) need no 2 m map of them
+            all_valid = bool(valid_10m[rows_10m[0]: rows_10m[-1] + 1, :cols_10m].all())
+            valid = None if all_valid else np.repeat(valid_10m[rows_10m], f, axis=1)[:, : piece.shape[1]]
             water = piece >= self.threshold
-            water &= valid
-            per_row = water.sum(axis=1)
+            if valid is not None:
+                water &= valid
+            per_row = np.count_nonzero(water, axis=1)
             stats.water += int(per_row.sum())
             stats.water_m2 += float(per_row @ row_pixel_areas(dst.crs, dst.transform, a + shift, len(per_row)))
             # a mask is the water pixels' bytes themselves (bool is 0 or 1 in a byte)
             out = water_percent(piece, water, percent_cut(self.threshold)) if self.probability else water.view(np.uint8)
-            invalid = ~valid
-            out[invalid] = NODATA
-            stats.nodata += int(invalid.sum())
+            if valid is not None:
+                invalid = ~valid
+                out[invalid] = NODATA
+                stats.nodata += int(np.count_nonzero(invalid))
             dst.write(out, 1, window=Window(col0, a + shift, out.shape[1], out.shape[0]))
