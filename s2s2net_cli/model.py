@@ -395,7 +395,8 @@ class S2S2Net(nn.Module):
         """Of ``cells`` (those ``head_cells`` left to run: a window of them from cell ``r0``,
         ``c0`` of the map's ``shape``), those the fine gate cannot tell either from ``coarse``
         (the head's 10 m features over the window: ``head.coarse``), and those it finds water
-        throughout (``gate_cells``' rule)."""
+        throughout (``gate_cells``' rule). ``prior_cells``: ``prior_cells(x, shape)``, where the
+        caller has it."""
         rows, cols = cells.shape
         bounds = self.fine_gate(fine_gate_inputs(coarse))[..., :rows, :cols]
         prior_cells = self.prior_cells(x, shape) if prior_cells is None else prior_cells

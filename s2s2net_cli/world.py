@@ -46,10 +46,10 @@ class World:
         import torch.distributed as dist  # heavy: only commands that join a group load it
 
         # torch.distributed.nn takes group.WORLD as the default of its functions' ``group``: imported
-        # once the group is up (torch._dynamo imports it, so does the model's runtime), it holds the
-        # group past destroy_process_group, gloo's threads outlive it, and one that lets a finished
-        # collective go while Python shuts down aborts the process ("terminate called without an
-        # active exception"). Imported first, its defaults are None.
+        # once the group is up (torch._dynamo imports it, and the model's runtime imports
+        # torch._dynamo), it holds the group past destroy_process_group, gloo's threads outlive it,
+        # and one that lets a finished collective go while Python shuts down aborts the process
+        # ("terminate called without an active exception"). Imported first, its defaults are None.
         import torch.distributed.nn  # noqa: F401
 
         if dist.is_initialized():
