@@ -267,3 +267,25 @@ def test_cell_pixels_and_pixel_cells_map_a_window_between_cells_and_2m_pixels():
     inside[6 // 4: -(-30 // 4), 3 // 4: -(-25 // 4)] = True  # the cells the window overlaps
     assert torch.equal(pixel_cells(pixels, top, left, cells.shape), cells & inside)
     assert not pixel_cells(torch.zeros_like(pixels), top, left, cells.shape).any()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fill_cells_sets_the_pixels_of_the_cells_given_and_only_those(dtype):
+    """On a view inside a larger map (its rows not contiguous), as masked_fill would, and nothing
+    outside the view or outside the cells touched; no cell set: nothing changes."""
+    from s2s2net_cli.model import fill_cells_
+
+    torch.manual_seed(1)
+    canvas = torch.randn(2, 1, 200, 260, dtype=dtype)
+    view = canvas[..., 20:160, 40:220]  # 7 x 9 cells of 20 x 20 pixels
+    cells = torch.zeros(7, 9, dtype=torch.bool)
+    cells[1, 2] = cells[4, 3:7] = cells[6, 8] = True
+    expected = view.masked_fill(cells.repeat_interleave(20, 0).repeat_interleave(20, 1), -1000.0)
+    before = canvas.clone()
+    fill_cells_(view, cells, -1000.0)
+    assert torch.equal(view, expected) and (view == -1000.0).sum() == 2 * 6 * 400
+    outside = torch.ones(canvas.shape, dtype=torch.bool)
+    outside[..., 20:160, 40:220] = False
+    assert torch.equal(canvas[outside], before[outside])
+    fill_cells_(view, torch.zeros_like(cells), 1000.0)
+    assert torch.equal(view, expected)

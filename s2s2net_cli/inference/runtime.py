@@ -169,7 +169,7 @@ class ModelRuntime(Forward):
             with amp():
                 logits = self.model.forward_window(x.contiguous(memory_format=torch.channels_last), *box,
                                                    skip_below=self.skip_below)
-            return torch.sigmoid(logits.float())
+            return logits.float().sigmoid_()  # the logits are this call's own: in place
 
         if self.flips and self.skip_below is not None:
             prob = gated_mean_over_flips(self.model, x, box, self.skip_below, amp)
