@@ -80,6 +80,17 @@ class TileGrid:
         side = self.tile + 2 * self.blend
         return self.context - self.blend, self.context - self.blend, side, side
 
+    def box_of(self, i: int, cols: range) -> tuple[int, int, int, int]:
+        """The part of ``output_box`` (top, left, height, width) that tile row ``i``'s tiles ``cols``
+        need: cut to the scene, whose outside no tile's output reaches (the last row and column
+        of a 10980 px scene in 512 px tiles are 0.45 outside it), the widest of the tiles' parts."""
+        top, left, side, _ = self.output_box
+        row = i * self.tile - self.blend  # the scene row of the box's first
+        dy, bottom = max(-row, 0), min(side, self.height - row)
+        starts = [j * self.tile - self.blend for j in cols]
+        dx, right = min(max(-c, 0) for c in starts), max(min(side, self.width - c) for c in starts)
+        return top + dy, left + dx, bottom - dy, right - dx
+
     def core_rows(self, i: int) -> tuple[int, int]:
         """The scene rows [top, bottom) of tile row i's core."""
         return i * self.tile, min((i + 1) * self.tile, self.height)

@@ -71,6 +71,23 @@ def test_output_box_lies_in_the_read_window_around_the_core(grid):
         assert grid.output_rows(i)[1] - grid.output_rows(i)[0] == 5 * h == len(grid.row_weights[i])
 
 
+@settings(max_examples=80, deadline=None)
+@given(grids, st.integers(1, 4))
+def test_a_batchs_box_is_the_output_box_cut_to_what_its_tiles_reach_of_the_scene(grid, batch):
+    top, left, side, _ = grid.output_box
+    for i in range(grid.n_rows):
+        r0, r1 = grid.output_rows(i)
+        for j0 in range(0, grid.n_cols, batch):
+            cols = range(j0, min(j0 + batch, grid.n_cols))
+            t, l, h, w = grid.box_of(i, cols)
+            assert top <= t and t + h <= top + side and left <= l and l + w <= left + side
+            # 2 m rows from the tile row's first: exactly those inside the scene
+            assert (5 * (t - top), 5 * (t - top + h)) == (max(r0, 0) - r0, min(r1, 5 * grid.height) - r0)
+            # columns from each tile's first: the widest of what each tile holds of the scene
+            held = [(max(c0, 0) - c0, min(c1, 5 * grid.width) - c0) for c0, c1 in map(grid.output_cols, cols)]
+            assert (5 * (l - left), 5 * (l - left + w)) == (min(a for a, _ in held), max(b for _, b in held))
+
+
 def test_blend_is_held_within_context_and_half_a_tile():
     assert TileGrid.for_scene(100, 100, 64, 64, 8).blend == 8
     assert TileGrid.for_scene(100, 100, 64, 4, 8).blend == 4

@@ -97,9 +97,10 @@ def run_rows(grid: TileGrid, reader: SceneReader, forward: Forward, rows: tuple[
                 next_tiles = reads.submit(read, *batches[n + 1])
             if n % TRIM_EVERY == 0:
                 release_free_memory()
-            probs = forward(np.stack([x for x, _, _ in tiles]), grid.output_box)
+            box = grid.box_of(i, cols)
+            probs = forward(np.stack([x for x, _, _ in tiles]), box)
             for k, j in enumerate(cols):
-                block, keep, r0, c0 = blender.add(i, j, probs[k], tiles[k][1])
+                block, keep, r0, c0 = blender.add(i, j, probs[k], tiles[k][1], box)
                 while len(writing) >= 2:
                     writing.popleft().result()
                 if block.size:
@@ -134,16 +135,18 @@ class _RowBlender:
         assert i == self.first or len(self.above) == min(2 * f * grid.blend, grid.height * f - self.r0)
         self.right = np.zeros((self.r1 - self.r0, 0), dtype=np.float32)  # seam right of the previous tile
 
-    def add(self, i: int, j: int, prob: np.ndarray, keep_tile: np.ndarray):
-        """Blend tile (i, j)'s output ``prob`` in; the finished block, where it counts (10 m),
-        and its corner (row0, col0) on the 2 m grid."""
+    def add(self, i: int, j: int, prob: np.ndarray, keep_tile: np.ndarray, box: tuple[int, int, int, int]):
+        """Blend tile (i, j)'s output ``prob`` in (that of ``box``: part of the grid's output box,
+        ``TileGrid.box_of``); the finished block, where it counts (10 m), and its corner (row0,
+        col0) on the 2 m grid."""
         f, grid, right = SCALE_FACTOR, self.grid, self.right
         r0, r1, top, final = self.r0, self.r1, self.top, self.final
         left_edge, right_edge = grid.output_cols(j)
         c0, c1 = max(left_edge, 0), min(right_edge, grid.width * f)
-        acc = prob[r0 - top: r1 - top, c0 - left_edge: c1 - left_edge]
-        acc *= grid.row_weights[i][r0 - top: r1 - top, None]
-        acc *= grid.col_weights[j][None, c0 - left_edge: c1 - left_edge]
+        dy, dx = (f * (b - a) for a, b in zip(grid.output_box[:2], box[:2]))  # where prob starts in the box
+        acc = prob[r0 - top - dy: r1 - top - dy, c0 - left_edge - dx: c1 - left_edge - dx]
+        _weigh(acc, grid.row_weights[i][r0 - top: r1 - top], axis=0)
+        _weigh(acc, grid.col_weights[j][c0 - left_edge: c1 - left_edge], axis=1)
         acc[:, : right.shape[1]] += right
         acc[: len(self.above), right.shape[1]:] += self.above[:, c0 + right.shape[1]: c1]  # the rest added before
         done_right = grid.final_right(j)  # columns [c0, done_right) are done after this tile
@@ -154,6 +157,20 @@ class _RowBlender:
         wr, wc = window.row_off, window.col_off
         keep = keep_tile[r0 // f - wr: final // f - wr, c0 // f - wc: done_right // f - wc]
         return block, keep, r0, c0
+
+
+def _weigh(acc: np.ndarray, weights: np.ndarray, axis: int) -> None:
+    """``acc`` times ``weights`` along ``axis``, in place, over the runs of weights that are not 1
+    (the blend's ramps at a tile's edges: the rest of the tile is left as it is, not multiplied)."""
+    ramp = np.flatnonzero(weights != 1)
+    if not ramp.size:
+        return
+    breaks = np.flatnonzero(np.diff(ramp) > 1)
+    for a, b in zip(ramp[np.r_[0, breaks + 1]], ramp[np.r_[breaks, -1]] + 1):
+        if axis == 0:
+            acc[a:b] *= weights[a:b, None]
+        else:
+            acc[:, a:b] *= weights[None, a:b]
 
 
 def _masked_pixels(grid: TileGrid, i: int, j: int, left_out: np.ndarray) -> int:

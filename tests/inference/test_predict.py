@@ -274,6 +274,32 @@ def test_the_bundled_model_maps_the_sample_scene_without_weights(tmp_path):
     assert (model_water == mndwi_water).mean() > 0.9
 
 
+def test_tiles_at_the_scenes_edges_run_only_what_lies_inside_and_give_the_same_mask(tmp_path, monkeypatch):
+    # the bundled network (water gates, NDWI prior) on a crop whose last tiles lie mostly outside it
+    from rasterio.windows import Window
+
+    from s2s2net_cli.tiling import TileGrid
+
+    with rasterio.open("sample_data/virginia_shoreline_s2_6band_10m.tif") as src:
+        data, profile = src.read(window=Window(100, 150, 280, 300)), src.profile
+    profile.update(height=300, width=280, transform=src.window_transform(Window(100, 150, 280, 300)))
+    scene = tmp_path / "crop.tif"
+    with rasterio.open(scene, "w", **profile) as dst:
+        dst.write(data)
+    predictor = Predictor("default", PredictOptions(tile_size=128, overlap=32, precision="32"))
+    boxes, forward = [], predictor.forward.__class__.__call__
+    monkeypatch.setattr(predictor.forward.__class__, "__call__",
+                        lambda self, batch, box: boxes.append(box) or forward(self, batch, box))
+    predictor.predict_scene(scene, tmp_path / "cut.tif")
+    full = TileGrid.for_scene(300, 280, 128, 32, 8).output_box
+    assert boxes[0] == (32, 32, 136, 136) and boxes[-1] == (24, 24, 52, 32) and full == (24, 24, 144, 144)
+    monkeypatch.setattr(TileGrid, "box_of", lambda self, i, cols: self.output_box)
+    predictor.predict_scene(scene, tmp_path / "whole.tif")
+    cut, whole = read(tmp_path / "cut.tif")[0], read(tmp_path / "whole.tif")[0]
+    assert cut.shape == (1500, 1400) and 0.05 < (cut == 1).mean() < 0.95
+    assert (cut != whole).mean() < 1e-5  # float rounding of convolutions over other shapes at most
+
+
 def test_reads_and_writes_in_threads_give_the_same_mask(tmp_path, monkeypatch):
     # the GPU path reads and writes beside the network in threads; force it on the CPU
     from concurrent.futures import ThreadPoolExecutor
