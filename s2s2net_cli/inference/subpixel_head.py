@@ -52,6 +52,7 @@ GATE_BATCH = 64  # blocks in one batch (their maps are small: about 40 MB in fp3
 # A band whose active runs span this much of its width runs over them, as the full head's bands
 # do; a sparser one in blocks. 0.8 measured against 0.5 and 1.01 (docs/performance.md).
 GATE_DENSE = 0.8
+LOG2_E = 1.4426950408889634  # e^x = 2^(x LOG2_E)
 VALID = -1  # the key of a step's whole kernel without padding (SubpixelStep.inside), once quantized
 
 
@@ -450,8 +451,11 @@ def _mish_inplace(x: torch.Tensor) -> torch.Tensor:
 
 
 def _mish_one_exp(x: torch.Tensor) -> torch.Tensor:
-    """Mish with one exponential, in fp32: x tanh(log(1 + e^x)) = x n / (n + 2), n = e^x (e^x + 2)."""
-    e = torch.exp(x.float()).clamp(max=1e4)  # beyond e^9.2 the ratio is 1 in fp32
+    """Mish with one exponential, in fp32: x tanh(log(1 + e^x)) = x n / (n + 2), n = e^x (e^x + 2).
+    For bf16 and fp16 inputs e^x is 2^(x log2 e): compiled, the same bf16 answers as e^x on 8
+    million values, in 0.71 of the time (Zen 4); in fp32 it is not faster and rounds otherwise."""
+    wide = x.dtype in (torch.float32, torch.float64)
+    e = (torch.exp(x.float()) if wide else torch.exp2(x.float() * LOG2_E)).clamp(max=1e4)  # beyond e^9.2 the ratio is 1 in fp32
     n = e * (e + 2)
     return (x.float() * n / (n + 2)).to(x.dtype)
 
