@@ -289,9 +289,12 @@ class S2S2Net(nn.Module):
         logits = logits[..., : h * SCALE_FACTOR, : w * SCALE_FACTOR]
         return logits if self.prior is None else logits + self.prior(x).to(logits.dtype)
 
-    def features(self, x: torch.Tensor) -> torch.Tensor:
-        """The decoder's features (n, decoder_channels, fh, fw) of ``x``, padded to PAD_MULTIPLE: what the head and the gate read."""
-        return self.decoder(self.encoder(self.inputs(pad_to_multiple(x, PAD_MULTIPLE))))
+    def features(self, x: torch.Tensor, region: tuple[int, int, int, int] | None = None) -> torch.Tensor:
+        """The decoder's features (n, decoder_channels, fh, fw) of ``x``, padded to PAD_MULTIPLE: what
+        the head and the gate read; with ``region`` = (a, b, c, d), only their rows [a, b) and
+        columns [c, d) (a decoder that ``takes_region``: the inference one)."""
+        encoded = self.encoder(self.inputs(pad_to_multiple(x, PAD_MULTIPLE)))
+        return self.decoder(encoded) if region is None else self.decoder(encoded, region)
 
     def forward_window(self, x: torch.Tensor, top: int, left: int, height: int, width: int,
                        last_step_rows: int | None = LAST_STEP_ROWS, skip_below: float | None = None,
@@ -312,6 +315,14 @@ class S2S2Net(nn.Module):
         h, w = x.shape[-2:]
         if top < 0 or left < 0 or height < 1 or width < 1 or top + height > h or left + width > w:
             raise ValueError(f"window ({top}, {left}, {height}, {width}) does not lie inside {h} x {w}")
+        if features is None and cells is None and getattr(self.decoder, "takes_region", False):
+            # the decoder only over the window's cells and HEAD_MARGIN around them, all the head and
+            # the gates read of it; the rest as if the input began at the region's first cell
+            s, (fh, fw) = DECODER_STRIDE, (padded_size(n) // DECODER_STRIDE for n in (h, w))
+            a, c = max(top // s - HEAD_MARGIN, 0), max(left // s - HEAD_MARGIN, 0)
+            b, d = min(-(-(top + height) // s) + HEAD_MARGIN, fh), min(-(-(left + width) // s) + HEAD_MARGIN, fw)
+            return self.forward_window(x[..., s * a: s * b, s * c: s * d], top - s * a, left - s * c, height, width,
+                                       last_step_rows, skip_below, self.features(x, (a, b, c, d)), cells)
         features = self.features(x) if features is None else features
         refine = None
         if cells is None and skip_below is not None and self.gate:

@@ -31,6 +31,13 @@ def trained_like(seed=0):
     return model.eval()
 
 
+def whole_map(model):
+    """``model`` decoding the whole map, not only the window's region: a stubbed gate's cells,
+    drawn on the whole map, then line up with the features it is given."""
+    model.decoder.takes_region = False
+    return model
+
+
 @pytest.mark.parametrize("factor,phases,stride,length", [(2.0, 2, 1, 3), (2.5, 5, 2, 4)])
 def test_phase_taps_are_bilinear_weights(factor, phases, stride, length):
     P, Q, low, coef = phase_taps(factor)
@@ -251,7 +258,7 @@ def test_gated_window_is_land_where_the_gate_rules_water_out(monkeypatch):
     hold water are the full head's; elsewhere LAND_LOGIT (a probability of 0)."""
     from s2s2net_cli.model import LAND_LOGIT
 
-    model = inference_network(trained_like())
+    model = whole_map(inference_network(trained_like()))
     x = torch.randn(1, 6, 96, 80)
     pattern = torch.zeros(24, 20, dtype=torch.bool)
     pattern[5:9, 3:6] = pattern[20, 17] = pattern[0, 0] = True
@@ -277,7 +284,7 @@ def test_gated_window_is_water_where_the_gate_finds_water_throughout(monkeypatch
     probability of 1), those it rules water out of LAND_LOGIT, and the rest the full head's."""
     from s2s2net_cli.model import LAND_LOGIT, WATER_LOGIT
 
-    model = inference_network(trained_like())
+    model = whole_map(inference_network(trained_like()))
     x = torch.randn(1, 6, 96, 80)
     run = torch.zeros(24, 20, dtype=torch.bool)
     water = torch.zeros_like(run)
@@ -308,7 +315,7 @@ def test_a_fine_gate_narrows_the_cells_the_last_steps_run_on(monkeypatch):
     window, and cells a caller gives run as given, without it."""
     from s2s2net_cli.model import LAND_LOGIT, WATER_LOGIT
 
-    model = inference_network(trained_like())
+    model = whole_map(inference_network(trained_like()))
     x = torch.randn(1, 6, 96, 80)
     run = torch.zeros(24, 20, dtype=torch.bool)
     run[4:12, 2:9] = run[20, 17] = True
@@ -380,6 +387,43 @@ def test_gated_flips_keep_the_full_heads_mask_where_each_flips_gate_differs(monk
     assert (each - full).abs().max() > 1e-3  # one pass of gated flips is not the full head's mean
     assert (got[~filled] - full[~filled]).abs().max() < 1e-5
     assert torch.equal(got >= threshold, full >= threshold)
+
+
+@pytest.mark.parametrize("region", [(0, 40, 0, 36), (3, 17, 5, 36), (0, 9, 28, 36), (37, 40, 0, 1), (11, 12, 13, 14)])
+def test_the_folded_decoder_over_a_region_is_that_region_of_its_map(region):
+    """Each stage convolved and upsampled over only the rows and columns its upsampling reads
+    for the region: the whole map's numbers there, at its edges and inside it."""
+    decoder = FoldedDecoder(trained_like().decoder.eval())
+    encoder = trained_like().encoder.eval()
+    with torch.inference_mode():
+        features = encoder(torch.randn(1, 6, 160, 144))
+        whole = decoder(features)
+        a, b, c, d = region
+        torch.testing.assert_close(decoder(features, region), whole[..., a:b, c:d], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("window", [(8, 12, 80, 64), (0, 0, 40, 52), (50, 30, 45, 41), (17, 3, 21, 77)])
+def test_a_window_decoded_over_its_region_only_is_the_same(window):
+    """forward_window decodes only the window's cells and HEAD_MARGIN around them (the gates,
+    the fine gate and the NDWI prior read as if the input began there): the logits of decoding
+    the whole map, gated or not, windows at the input's edges and off the cells' grid included."""
+    torch.manual_seed(5)
+    model = inference_network(S2S2Net(ndwi_prior=4.0, gate=2, fine_gate=2).eval())
+    x = torch.randn(1, 6, 95, 80)
+    regions = []
+    decode = model.decoder.forward
+    model.decoder.forward = lambda features, region=None: regions.append(region) or decode(features, region)
+    with torch.inference_mode():
+        full = model.forward_window(x, *window)
+        skip = float(full.median())  # about half the pixels water: the gates rule on some cells, not all
+        got = [model.forward_window(x, *window), model.forward_window(x, *window, skip_below=skip)]
+        assert regions and all(r is not None for r in regions)
+        whole_map(model)
+        expected = [model.forward_window(x, *window), model.forward_window(x, *window, skip_below=skip)]
+    filled = (got[1] == -1000.0) | (got[1] == 1000.0)
+    assert filled.any() and (~filled).any()
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
 
 def test_int8_head_is_the_head_within_rounding_and_gating_it_changes_nothing():
