@@ -176,7 +176,10 @@ class SubpixelStep(nn.Module):
                 group.weight = nn.Parameter(weight.to(self.weight.dtype), requires_grad=False)
                 group.bias = nn.Parameter(torch.cat([bias[py * self.P + px] for py, px in phases]), requires_grad=False)
                 n = len(phases)
-                group.logit_weight = nn.Parameter(logit.weight.detach().repeat(n, 1, 1, 1), requires_grad=False)
+                # the 1x1 logit of each phase on its own channels, as one dense convolution whose weights
+                # are zero off each phase's (a grouped one of n groups ran 1.5x its time on the CPU)
+                group.logit_weight = nn.Parameter(torch.block_diag(*[logit.weight.detach()[:, :, 0, 0]] * n)[..., None, None],
+                                                  requires_grad=False)
                 group.logit_bias = nn.Parameter(logit.bias.detach().repeat(n), requires_grad=False)
                 groups.append(group)
         return groups
@@ -224,8 +227,7 @@ class SubpixelStep(nn.Module):
         for k, group in enumerate(self.groups):
             sy, sx = group.start
             y = self.mish(self._conv(padded[..., sy:, sx:], k + 1, group.weight, group.bias, 0)[..., :h, :w])
-            out[:, group.index] = F.conv2d(y, group.logit_weight.to(y.dtype), group.logit_bias.to(y.dtype),
-                                           groups=len(group.index))
+            out[:, group.index] = F.conv2d(y, group.logit_weight.to(y.dtype), group.logit_bias.to(y.dtype))
         return out
 
     def original(self, x: torch.Tensor) -> torch.Tensor:
