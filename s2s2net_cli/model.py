@@ -381,7 +381,9 @@ class S2S2Net(nn.Module):
                 waters.append(_onto(fine_water[a0 - r0: a1 - r0, b0 - c0: b1 - c0], (o1 - o0, p1 - p0), a0 - o0, b0 - p0))
             else:
                 logits = self.head(window, last_step_rows, active=cells) if gated else self.head(window, last_step_rows)
-            canvas = logits.new_full((logits.shape[0], 1, up * (o1 - o0), up * (p1 - p0)), LAND_LOGIT)
+            # in float32 where the prior is added to it (its bf16 logits then convert once, as they are copied)
+            canvas = logits.new_full((logits.shape[0], 1, up * (o1 - o0), up * (p1 - p0)), LAND_LOGIT,
+                                     dtype=torch.float32 if self.prior is not None else logits.dtype)
             # the head's cells [a0, a1) x [b0, b1) (the window's active ones lie there), those it ran on kept
             mine = canvas[..., up * (a0 - o0): up * (a1 - o0), up * (b0 - p0): up * (b1 - p0)]
             mine.copy_(logits[..., up * (a0 - r0): up * (a1 - r0), up * (b0 - c0): up * (b1 - c0)])
