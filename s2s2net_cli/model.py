@@ -382,11 +382,15 @@ class S2S2Net(nn.Module):
             else:
                 logits = self.head(window, last_step_rows, active=cells) if gated else self.head(window, last_step_rows)
             # in float32 where the prior is added to it (its bf16 logits then convert once, as they are copied)
-            canvas = logits.new_full((logits.shape[0], 1, up * (o1 - o0), up * (p1 - p0)), LAND_LOGIT,
-                                     dtype=torch.float32 if self.prior is not None else logits.dtype)
-            # the head's cells [a0, a1) x [b0, b1) (the window's active ones lie there), those it ran on kept
-            mine = canvas[..., up * (a0 - o0): up * (a1 - o0), up * (b0 - p0): up * (b1 - p0)]
+            canvas = logits.new_empty((logits.shape[0], 1, up * (o1 - o0), up * (p1 - p0)),
+                                      dtype=torch.float32 if self.prior is not None else logits.dtype)
+            # the head's cells [a0, a1) x [b0, b1) (the window's active ones lie there), those it ran on
+            # kept; LAND_LOGIT around them (written once: the head's cells are most of a window)
+            ya, yb, xa, xb = up * (a0 - o0), up * (a1 - o0), up * (b0 - p0), up * (b1 - p0)
+            mine = canvas[..., ya:yb, xa:xb]
             mine.copy_(logits[..., up * (a0 - r0): up * (a1 - r0), up * (b0 - c0): up * (b1 - c0)])
+            for around in (canvas[..., :ya, :], canvas[..., yb:, :], canvas[..., ya:yb, :xa], canvas[..., ya:yb, xb:]):
+                around.fill_(LAND_LOGIT)
             fill_cells_(mine, ~cells[a0 - r0: a1 - r0, b0 - c0: b1 - c0], LAND_LOGIT)
         if canvas is None:
             canvas = features.new_full((features.shape[0], 1, up * (o1 - o0), up * (p1 - p0)), LAND_LOGIT)
