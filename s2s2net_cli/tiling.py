@@ -82,8 +82,8 @@ class TileGrid:
 
     def box_of(self, i: int, cols: range) -> tuple[int, int, int, int]:
         """The part of ``output_box`` (top, left, height, width) that tile row ``i``'s tiles ``cols``
-        need: cut to the scene, whose outside no tile's output reaches (the last row and column
-        of a 10980 px scene in 512 px tiles are 0.45 outside it), the widest of the tiles' parts."""
+        need: cut at the scene's edges, past which the blend reads no output (the last row and
+        column of a 10980 px scene in 512 px tiles lie 0.55 outside it), the widest of the tiles' parts."""
         top, left, side, _ = self.output_box
         row = i * self.tile - self.blend  # the scene row of the box's first
         dy, bottom = max(-row, 0), min(side, self.height - row)
