@@ -292,3 +292,41 @@ def test_bolivia_folds_pools_counts_and_boundary_edges_over_the_folds(tmp_path):
     assert row["f1"] == round(2 * 10 / (20 + 2 + 8), 4) and row["pixels"] == 40
     # edges pooled: precision 4/8, recall 4/8 -> 0.5; the chips' mean leaves out the undefined one
     assert row["boundary_f1"] == 0.5 and row["mean_boundary_f1"] == 0.75
+
+
+def test_wald_ceiling_allocates_each_blocks_count_to_its_highest_keys():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import numpy as np
+    from wald_ceiling import FACTOR, allocate
+
+    rng = np.random.default_rng(3)
+    key = rng.random((2 * FACTOR, 3 * FACTOR))
+    counts = np.array([[0, 7, 25], [1, 12, 24]])
+    mask = allocate(key, counts)
+    for i in range(2):
+        for j in range(3):
+            block, chosen = key[i * FACTOR:(i + 1) * FACTOR, j * FACTOR:(j + 1) * FACTOR], \
+                mask[i * FACTOR:(i + 1) * FACTOR, j * FACTOR:(j + 1) * FACTOR]
+            assert chosen.sum() == counts[i, j]
+            if 0 < counts[i, j] < FACTOR * FACTOR:
+                assert block[chosen].min() > block[~chosen].max()
+
+
+def test_wald_ceiling_draws_perfect_fractions_back_to_a_blocky_label_exactly():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import numpy as np
+    from wald_ceiling import FACTOR, by_fraction
+
+    fraction = np.array([[0.0, 1.0, 1.0], [0.0, 0.0, 1.0]])  # whole cells: every rule gives them back
+    rows = by_fraction(fraction, np.ones_like(fraction, bool), "perfect")
+    truth = np.kron(fraction, np.ones((FACTOR, FACTOR))).astype(bool)
+    assert (rows["perfect, nearest >= 0.5"] == truth).all() and (rows["perfect, count"] == truth).all()
+    half = by_fraction(np.array([[0.4, 0.0]]), np.ones((1, 2), bool), "half")
+    assert half["half, count"][:, :FACTOR].sum() == 10 and not half["half, nearest >= 0.5"].any()
+
+
+def test_wald_ceiling_says_so_and_exits_0_without_the_bolivia_chips(tmp_path):
+    r = subprocess.run([sys.executable, "scripts/wald_ceiling.py", str(tmp_path / "none"), str(tmp_path / "work")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "nothing to measure" in r.stdout and not (tmp_path / "work").exists()

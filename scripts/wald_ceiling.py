@@ -1,0 +1,221 @@
+"""What Wald's protocol asks of a 50 m reader on the Bolivia chips, measured without the network.
+
+    python scripts/wald_ceiling.py REALDATA WORK                 # the ceiling and the unmixer
+    python scripts/wald_ceiling.py REALDATA WORK --weights FOLD0 FOLD1 FOLD2   # + the folds' models
+    python scripts/wald_ceiling.py REALDATA WORK --weights default default default  # + the bundled one
+
+Each chip is degraded 5x as the protocol degrades it (`s2s2net_cli.sources.degraded`, written to
+WORK) and scored against its 10 m label on the label's grid, on the pixels `compare --degrade 5`
+scores (label valid, coarse cell valid), with the project's F1 and boundary F1 (pooled, and the
+chips' mean). A 50 m cell holds 5 x 5 label pixels; three ways of drawing them from a water
+fraction per cell are scored:
+
+- nearest: the whole cell water where its fraction is >= t;
+- bilinear: the fractions interpolated bilinearly to the 10 m pixel centres, water where >= t;
+- count: in each cell, exactly round(25 x fraction) pixels water, those where the bilinear
+  fractions are highest (sub-pixel mapping with the cell's area kept).
+
+Rows:
+
+- **perfect fractions**: each cell's water fraction read from the label itself: what a perfect
+  unmixer of 50 m pixels would draw, the ceiling of any reader of the degraded scene that places
+  water by its cells' fractions and their neighbours';
+- **fractions of NDWI > 0 at 10 m**: each cell's fraction of pixels that NDWI > 0 calls water on
+  the original 10 m scene: a reader of 50 m pixels that unmixes them as well as the best fixed
+  index reads the 10 m ones;
+- **unmixer**: the fraction regressed from each degraded cell's six reflectances, NDWI, MNDWI and
+  NDVI and their means and extremes over 3 x 3 and 5 x 5 cells (a small MLP, 2 x 64 hidden,
+  600 full-batch Adam steps on the fraction as a soft target), trained on each fold's ten chips
+  (`bolivia_folds.FOLDS`) and scored on its five: cross-validated;
+- `ndwi` and `ndwi-bilinear` as `compare` draws them (NDWI > 0 on the degraded scene);
+- with --weights (one weights file per fold, none trained on its fold's five chips): each fold's
+  model's water probability on its five degraded chips (`predict --probability --precision 32
+  --full-head`), cut at 0.5 and at the weights' threshold, and drawn by count from its own
+  probabilities (the label smoothing's floor taken off: (p - 0.05) / 0.9, the 5 x 5 block's sum
+  the count, the highest probabilities water).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import rasterio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bolivia_folds import FOLDER, FOLDS  # noqa: E402
+
+from s2s2net_cli.indices import bilinear_to_fine  # noqa: E402
+from s2s2net_cli.metrics import Counts, boundary_counts, boundary_f1, count  # noqa: E402
+from s2s2net_cli.sources.degraded import degrade_scene  # noqa: E402
+from s2s2net_cli.sources.open import open_scene  # noqa: E402
+
+FACTOR = 5
+SMOOTH = 0.1  # train's soft-label BCE: targets 0.05 / 0.95 (training.losses)
+
+
+def load(realdata: Path, work: Path, chip: str) -> dict:
+    folder = realdata / FOLDER
+    image = folder / f"Bolivia_{chip}_s2_6band_10m.tif"
+    degraded = work / f"{chip}_degraded.tif"
+    if not degraded.exists():
+        degrade_scene(open_scene(str(image)), FACTOR, degraded)
+    with rasterio.open(degraded) as src:
+        coarse = src.read().astype(np.float64)
+    with rasterio.open(folder / f"Bolivia_{chip}_water_10m.tif") as src:
+        label = src.read(1)
+    with rasterio.open(image) as src:
+        green, nir = (src.read(i).astype(np.float64) for i in (2, 4))
+    ch, cw = coarse.shape[1:]
+    h, w = ch * FACTOR, cw * FACTOR
+    label = label[:h, :w]
+    ok = np.isfinite(coarse[0])
+    labelled = label != 255
+    water = label == 1
+    blocks = (ch, FACTOR, cw, FACTOR)
+    per_block = np.maximum(labelled.reshape(blocks).sum((1, 3)), 1)
+    fraction = (water & labelled).reshape(blocks).sum((1, 3)) / per_block
+    ndwi_water = (green[:h, :w] - nir[:h, :w]) > 0  # NDWI > 0 on the 10 m scene
+    ndwi_fraction = (ndwi_water & labelled).reshape(blocks).sum((1, 3)) / per_block
+    return {"path": degraded, "ok": ok, "water": water, "valid": labelled & np.kron(ok, np.ones((FACTOR, FACTOR), bool)),
+            "fraction": fraction, "ndwi_fraction": ndwi_fraction, "whole": ok & (labelled.reshape(blocks).sum((1, 3)) == FACTOR * FACTOR),
+            "features": features(coarse)}
+
+
+def features(coarse: np.ndarray) -> np.ndarray:
+    """(cells, 27): what the unmixer reads of each degraded cell and its neighbours."""
+    from scipy import ndimage
+
+    b2, b3, b4, b8, b11, b12 = np.nan_to_num(coarse)
+    eps = 1e-6
+    ndwi, mndwi, ndvi = (b3 - b8) / (b3 + b8 + eps), (b3 - b11) / (b3 + b11 + eps), (b8 - b4) / (b8 + b4 + eps)
+    layers = [b2, b3, b4, b8, b11, b12, ndwi, mndwi, ndvi]
+    for size in (3, 5):
+        layers += [ndimage.uniform_filter(v, size, mode="nearest") for v in (ndwi, mndwi, b8, b11)]
+    for v in (ndwi, mndwi):
+        layers += [ndimage.maximum_filter(v, 3, mode="nearest"), ndimage.minimum_filter(v, 3, mode="nearest")]
+    return np.stack(layers, -1).reshape(-1, len(layers))
+
+
+def fit_unmixer(x: np.ndarray, y: np.ndarray, seed: int = 0):
+    """A small MLP from cell features to water fraction (soft BCE), full batch; returns predict()."""
+    import torch
+
+    torch.manual_seed(seed)
+    mean, std = x.mean(0), x.std(0) + 1e-9
+    xt = torch.tensor((x - mean) / std, dtype=torch.float32)
+    yt = torch.tensor(y, dtype=torch.float32)
+    net = torch.nn.Sequential(torch.nn.Linear(x.shape[1], 64), torch.nn.ReLU(), torch.nn.Linear(64, 64),
+                              torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+    for _ in range(600):
+        opt.zero_grad()
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(net(xt)[:, 0], yt)
+        loss.backward()
+        opt.step()
+
+    def predict(features: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            z = torch.tensor((features - mean) / std, dtype=torch.float32)
+            return torch.sigmoid(net(z)[:, 0]).numpy().astype(np.float64)
+
+    return predict
+
+
+def upsample(fraction: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    fine = bilinear_to_fine(fraction, ok, FACTOR)
+    return np.where(np.isfinite(fine), fine, 0.0)
+
+
+def allocate(key: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """In each 5 x 5 block, the counts[block] pixels of highest key water (ties: a fixed draw)."""
+    ch, cw = counts.shape
+    key = key + 1e-9 * np.random.default_rng(0).random(key.shape)
+    per_block = key.reshape(ch, FACTOR, cw, FACTOR).transpose(0, 2, 1, 3).reshape(ch, cw, FACTOR * FACTOR)
+    rank = np.argsort(np.argsort(-per_block, axis=-1), axis=-1)
+    return (rank < counts[..., None]).reshape(ch, cw, FACTOR, FACTOR).transpose(0, 2, 1, 3).reshape(key.shape)
+
+
+def by_fraction(fraction: np.ndarray, ok: np.ndarray, prefix: str, thresholds=(0.5,)) -> dict:
+    fine = upsample(fraction, ok)
+    rows = {f"{prefix}, nearest >= {t}": np.kron(fraction, np.ones((FACTOR, FACTOR))) >= t for t in thresholds}
+    rows |= {f"{prefix}, bilinear >= {t}": fine >= t for t in thresholds}
+    rows[f"{prefix}, count"] = allocate(fine, np.round(np.clip(fraction, 0, 1) * FACTOR * FACTOR))
+    return rows
+
+
+def probability_rows(chip: dict, weights: Path, work: Path) -> dict:
+    from s2s2net_cli.api import predict
+    from s2s2net_cli.weights_header import header_metadata, weights_digest, weights_file
+
+    weights = weights_file(weights)  # "default": the bundled model
+    out = work / f"{chip['path'].stem}_{weights_digest(weights)[:12]}_probability.tif"
+    if not out.exists():
+        with warnings.catch_warnings():  # the degraded scene's 50 m pixels: expected here
+            warnings.simplefilter("ignore")
+            predict(str(chip["path"]), out, probability=True, weights=str(weights), precision="32",
+                    full_head=True)
+    with rasterio.open(out) as src:
+        raw = src.read(1)
+    p = np.where(raw == 255, 0, raw).astype(np.float64) / 100
+    threshold = float(header_metadata(weights).get("threshold", 0.5))
+    unsmoothed = np.clip((p - SMOOTH / 2) / (1 - SMOOTH), 0, 1)
+    ch, cw = chip["ok"].shape
+    counts = np.round(unsmoothed.reshape(ch, FACTOR, cw, FACTOR).sum((1, 3)))
+    return {"model, >= 0.5": p >= 0.5, "model, >= its threshold": p >= threshold,
+            "model, count of its own probabilities": allocate(unsmoothed, counts)}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("realdata", type=Path)
+    parser.add_argument("work", type=Path)
+    parser.add_argument("--weights", nargs=3, metavar=("FOLD0", "FOLD1", "FOLD2"),
+                        help="each fold's weights (default: the bundled model, in-sample at 10 m)")
+    args = parser.parse_args(argv)
+    if not (args.realdata / FOLDER).is_dir():
+        print(f"{args.realdata / FOLDER}: not here; nothing to measure")
+        return
+    args.work.mkdir(parents=True, exist_ok=True)
+    chips = {c: load(args.realdata, args.work, c) for fold in FOLDS for c in fold}
+    pooled: dict[str, Counts] = {}
+    per_chip: dict[str, list] = {}
+    for k, held in enumerate(FOLDS):
+        train = [c for fold in FOLDS for c in fold if c not in held]
+        unmix = fit_unmixer(np.concatenate([chips[c]["features"][chips[c]["whole"].ravel()] for c in train]),
+                            np.concatenate([chips[c]["fraction"][chips[c]["whole"]] for c in train]))
+        for c in held:
+            chip = chips[c]
+            ok = chip["ok"]
+            ndwi_cells = chip["features"][:, 6].reshape(ok.shape)
+            rows = by_fraction(chip["fraction"], ok, "perfect fractions")
+            rows |= by_fraction(chip["ndwi_fraction"], ok, "fractions of NDWI > 0 at 10 m")
+            rows |= by_fraction(np.where(ok, unmix(chip["features"]).reshape(ok.shape), 0), ok, "unmixer",
+                                thresholds=(0.4, 0.5))
+            rows["ndwi"] = np.kron(ndwi_cells, np.ones((FACTOR, FACTOR))) > 0
+            rows["ndwi-bilinear"] = upsample(ndwi_cells, ok) > 0
+            if args.weights:
+                rows |= probability_rows(chip, args.weights[k], args.work)
+            water, valid = (np.pad(a, 1) for a in (chip["water"], chip["valid"]))  # land beyond the crop
+            for name, mask in rows.items():
+                mask = np.pad(mask, 1)
+                counted = count(mask, water, valid)
+                counted.edges = tuple(boundary_counts(mask, water, valid))
+                pooled.setdefault(name, Counts())
+                pooled[name] += counted
+                per_chip.setdefault(name, []).append(boundary_f1(np.array(counted.edges)))
+    print("| Bolivia, 15 chips by the protocol | F1 | boundary F1 (chips' mean) | precision | recall |")
+    print("|---|---|---|---|---|")
+    for name, counted in pooled.items():
+        s = counted.scores()
+        mean = np.mean([b for b in per_chip[name] if b is not None])
+        print(f"| {name} | {s['f1']:.4f} | {s['boundary_f1']:.4f} ({mean:.4f}) | {s['precision']:.3f} | {s['recall']:.3f} |")
+    print(f"pixels: {next(iter(pooled.values())).pixels}")
+
+
+if __name__ == "__main__":
+    main()
