@@ -3,6 +3,7 @@
     python scripts/wald_ceiling.py REALDATA WORK                 # the ceiling and the unmixer
     python scripts/wald_ceiling.py REALDATA WORK --weights FOLD0 FOLD1 FOLD2   # + the folds' models
     python scripts/wald_ceiling.py REALDATA WORK --weights default default default  # + the bundled one
+    python scripts/wald_ceiling.py REALDATA WORK --weights ... --zoom 5   # + the models at their own scale
 
 Each chip is degraded 5x as the protocol degrades it (`s2s2net_cli.sources.degraded`, written to
 WORK) and scored against its 10 m label on the label's grid, on the pixels `compare --degrade 5`
@@ -32,7 +33,10 @@ Rows:
   model's water probability on its five degraded chips (`predict --probability --precision 32
   --full-head`), cut at 0.5 and at the weights' threshold, and drawn by count from its own
   probabilities (the label smoothing's floor taken off: (p - 0.05) / 0.9, the 5 x 5 block's sum
-  the count, the highest probabilities water).
+  the count, the highest probabilities water);
+- with --zoom Z as well: the same models on the degraded scene interpolated bilinearly to Z x
+  finer pixels (5: 10 m, the pixels the network was trained on; Z^2 x the work), their
+  probabilities averaged over Z x Z back to the label's grid.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bolivia_folds import FOLDER, FOLDS  # noqa: E402
 
+from s2s2net_cli.bands import BAND_NAMES  # noqa: E402
 from s2s2net_cli.indices import bilinear_to_fine  # noqa: E402
 from s2s2net_cli.metrics import Counts, boundary_counts, boundary_f1, count  # noqa: E402
 from s2s2net_cli.sources.degraded import degrade_scene  # noqa: E402
@@ -148,26 +153,62 @@ def by_fraction(fraction: np.ndarray, ok: np.ndarray, prefix: str, thresholds=(0
     return rows
 
 
-def probability_rows(chip: dict, weights: Path, work: Path) -> dict:
+def probability(chip: dict, weights: Path, work: Path, zoom: int = 1) -> np.ndarray:
+    """The model's water probability on the chip's 10 m label grid: predicted on the degraded
+    scene, or on it zoomed ``zoom`` x bilinearly (50 / zoom m pixels) and averaged back."""
     from s2s2net_cli.api import predict
-    from s2s2net_cli.weights_header import header_metadata, weights_digest, weights_file
+    from s2s2net_cli.weights_header import weights_digest
 
-    weights = weights_file(weights)  # "default": the bundled model
-    out = work / f"{chip['path'].stem}_{weights_digest(weights)[:12]}_probability.tif"
+    source = chip["path"]
+    if zoom > 1:
+        source = work / f"{chip['path'].stem}_zoom{zoom}.tif"
+        zoomed(chip["path"], source, zoom)
+    out = work / f"{source.stem}_{weights_digest(weights)[:12]}_probability.tif"
     if not out.exists():
-        with warnings.catch_warnings():  # the degraded scene's 50 m pixels: expected here
+        with warnings.catch_warnings():  # pixels of 50 / zoom m: expected here
             warnings.simplefilter("ignore")
-            predict(str(chip["path"]), out, probability=True, weights=str(weights), precision="32",
-                    full_head=True)
+            predict(str(source), out, probability=True, weights=str(weights), precision="32", full_head=True)
     with rasterio.open(out) as src:
         raw = src.read(1)
     p = np.where(raw == 255, 0, raw).astype(np.float64) / 100
+    h, w = p.shape[0] // zoom, p.shape[1] // zoom
+    return p.reshape(h, zoom, w, zoom).mean((1, 3))
+
+
+def zoomed(path: Path, out: Path, zoom: int) -> None:
+    """The degraded scene interpolated bilinearly to ``zoom`` x finer pixels (cell centres kept;
+    invalid cells filled with the band's mean for the interpolation, then NaN again)."""
+    from affine import Affine
+    from scipy import ndimage
+
+    with rasterio.open(path) as src:
+        coarse, profile = src.read(), src.profile
+    ok = np.isfinite(coarse[0])
+    filled = np.where(ok, coarse, np.nanmean(coarse[:, ok], axis=1)[:, None, None])
+    fine = np.stack([ndimage.zoom(band, zoom, order=1, grid_mode=True, mode="nearest") for band in filled])
+    fine[:, ~np.kron(ok, np.ones((zoom, zoom), bool))] = np.nan
+    profile.update(width=fine.shape[2], height=fine.shape[1], transform=profile["transform"] * Affine.scale(1 / zoom))
+    with rasterio.open(out, "w", **profile) as dst:
+        dst.write(fine.astype("float32"))
+        dst.descriptions = BAND_NAMES
+
+
+def probability_rows(chip: dict, weights: Path, work: Path, zoom: int) -> dict:
+    from s2s2net_cli.weights_header import header_metadata, weights_file
+
+    weights = weights_file(weights)  # "default": the bundled model
     threshold = float(header_metadata(weights).get("threshold", 0.5))
+    p = probability(chip, weights, work)
     unsmoothed = np.clip((p - SMOOTH / 2) / (1 - SMOOTH), 0, 1)
     ch, cw = chip["ok"].shape
     counts = np.round(unsmoothed.reshape(ch, FACTOR, cw, FACTOR).sum((1, 3)))
-    return {"model, >= 0.5": p >= 0.5, "model, >= its threshold": p >= threshold,
+    rows = {"model, >= 0.5": p >= 0.5, "model, >= its threshold": p >= threshold,
             "model, count of its own probabilities": allocate(unsmoothed, counts)}
+    if zoom > 1:
+        p = probability(chip, weights, work, zoom)
+        rows |= {f"model on the scene zoomed {zoom} x, >= {t}": p >= t for t in (0.3, 0.5)}
+        rows[f"model on the scene zoomed {zoom} x, >= its threshold"] = p >= threshold
+    return rows
 
 
 def main(argv=None) -> None:
@@ -176,6 +217,8 @@ def main(argv=None) -> None:
     parser.add_argument("work", type=Path)
     parser.add_argument("--weights", nargs=3, metavar=("FOLD0", "FOLD1", "FOLD2"),
                         help="each fold's weights (default: the bundled model, in-sample at 10 m)")
+    parser.add_argument("--zoom", type=int, default=1,
+                        help="also run the models on the degraded scene zoomed this many times (5: 10 m pixels)")
     args = parser.parse_args(argv)
     if not (args.realdata / FOLDER).is_dir():
         print(f"{args.realdata / FOLDER}: not here; nothing to measure")
@@ -199,7 +242,7 @@ def main(argv=None) -> None:
             rows["ndwi"] = np.kron(ndwi_cells, np.ones((FACTOR, FACTOR))) > 0
             rows["ndwi-bilinear"] = upsample(ndwi_cells, ok) > 0
             if args.weights:
-                rows |= probability_rows(chip, args.weights[k], args.work)
+                rows |= probability_rows(chip, args.weights[k], args.work, args.zoom)
             water, valid = (np.pad(a, 1) for a in (chip["water"], chip["valid"]))  # land beyond the crop
             for name, mask in rows.items():
                 mask = np.pad(mask, 1)

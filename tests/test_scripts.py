@@ -330,3 +330,28 @@ def test_wald_ceiling_says_so_and_exits_0_without_the_bolivia_chips(tmp_path):
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "nothing to measure" in r.stdout and not (tmp_path / "work").exists()
+
+
+def test_wald_ceiling_zooms_a_degraded_scene_onto_a_finer_grid_keeping_its_gaps(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import numpy as np
+    import rasterio
+    from affine import Affine
+    from wald_ceiling import zoomed
+
+    from .conftest import write_raster
+
+    coarse = np.full((6, 4, 6), 0.2, "float32")
+    coarse[3] = np.arange(6, dtype="float32") / 10  # B08 rises eastwards
+    coarse[:, 1, 2] = np.nan
+    transform = Affine(50, 0, 500000, 0, -50, 4000000)
+    write_raster(tmp_path / "degraded.tif", coarse, transform=transform, nodata=float("nan"))
+    zoomed(tmp_path / "degraded.tif", tmp_path / "zoomed.tif", 5)
+    with rasterio.open(tmp_path / "zoomed.tif") as src:
+        fine = src.read()
+        assert src.transform == transform * Affine.scale(1 / 5) and src.shape == (20, 30)
+    assert np.isnan(fine[:, 5:10, 10:15]).all() and np.isfinite(fine).sum() == 6 * (600 - 25)
+    assert np.allclose(fine[0][np.isfinite(fine[0])], 0.2)
+    row = fine[3, 0]
+    assert np.allclose(row[2::5], np.arange(6) / 10)  # the cells' centres keep their values
+    assert (np.diff(row[2:-3]) > 0).all()  # and between them it is interpolated
