@@ -1,4 +1,4 @@
-"""What Wald's protocol asks of a 50 m reader on the Bolivia chips, measured without the network.
+"""What Wald's protocol asks of a 50 m reader (Bolivia chips, Shanghai), measured without the network.
 
     python scripts/wald_ceiling.py REALDATA WORK                 # the ceiling and the unmixer
     python scripts/wald_ceiling.py REALDATA WORK --weights FOLD0 FOLD1 FOLD2   # + the folds' models
@@ -37,6 +37,11 @@ Rows:
 - with --zoom Z as well: the same models on the degraded scene interpolated bilinearly to Z x
   finer pixels (5: 10 m, the pixels the network was trained on; Z^2 x the work), their
   probabilities averaged over Z x Z back to the label's grid.
+
+A second table scores Shanghai (when REALDATA holds it; validation only) by the same rows but the
+models', the unmixer trained on all 15 chips, and one more: the fractions of the bundled model's
+own mask of the original 10 m scene (a reader that unmixes 50 m cells as well as the model reads
+10 m pixels).
 """
 
 from __future__ import annotations
@@ -60,23 +65,27 @@ from s2s2net_cli.sources.degraded import degrade_scene  # noqa: E402
 from s2s2net_cli.sources.open import open_scene  # noqa: E402
 
 FACTOR = 5
+SHANGHAI = ("shanghai_esw_s2_l2a_6band_10m.tif", "shanghai_esw_water_10m.tif")  # validation only
 SMOOTH = 0.1  # train's soft-label BCE: targets 0.05 / 0.95 (training.losses)
 
 
-def load(realdata: Path, work: Path, chip: str) -> dict:
-    folder = realdata / FOLDER
-    image = folder / f"Bolivia_{chip}_s2_6band_10m.tif"
-    degraded = work / f"{chip}_degraded.tif"
+def load(image: Path, label_path: Path, work: Path, name: str) -> dict:
+    """A labelled 10 m scene degraded 5x (written to WORK once), its label cut to the degraded
+    grid, each cell's water fractions and the unmixer's inputs."""
+    degraded = work / f"{name}_degraded.tif"
     if not degraded.exists():
         degrade_scene(open_scene(str(image)), FACTOR, degraded)
     with rasterio.open(degraded) as src:
         coarse = src.read().astype(np.float64)
-    with rasterio.open(folder / f"Bolivia_{chip}_water_10m.tif") as src:
+    with rasterio.open(label_path) as src:
         label = src.read(1)
     with rasterio.open(image) as src:
         green, nir = (src.read(i).astype(np.float64) for i in (2, 4))
     ch, cw = coarse.shape[1:]
     h, w = ch * FACTOR, cw * FACTOR
+    # scored as compare scores it: the label's pixels beyond the cut (not predicted) count as
+    # land beside an edge; the image's own border does not
+    beyond = ((0, int(label.shape[0] > h)), (0, int(label.shape[1] > w)))
     label = label[:h, :w]
     ok = np.isfinite(coarse[0])
     labelled = label != 255
@@ -86,9 +95,10 @@ def load(realdata: Path, work: Path, chip: str) -> dict:
     fraction = (water & labelled).reshape(blocks).sum((1, 3)) / per_block
     ndwi_water = (green[:h, :w] - nir[:h, :w]) > 0  # NDWI > 0 on the 10 m scene
     ndwi_fraction = (ndwi_water & labelled).reshape(blocks).sum((1, 3)) / per_block
-    return {"path": degraded, "ok": ok, "water": water, "valid": labelled & np.kron(ok, np.ones((FACTOR, FACTOR), bool)),
-            "fraction": fraction, "ndwi_fraction": ndwi_fraction, "whole": ok & (labelled.reshape(blocks).sum((1, 3)) == FACTOR * FACTOR),
-            "features": features(coarse)}
+    return {"path": degraded, "ok": ok, "water": water, "beyond": beyond, "labelled": labelled,
+            "valid": labelled & np.kron(ok, np.ones((FACTOR, FACTOR), bool)),
+            "fraction": fraction, "ndwi_fraction": ndwi_fraction,
+            "whole": ok & (labelled.reshape(blocks).sum((1, 3)) == FACTOR * FACTOR), "features": features(coarse)}
 
 
 def features(coarse: np.ndarray) -> np.ndarray:
@@ -224,41 +234,88 @@ def main(argv=None) -> None:
         print(f"{args.realdata / FOLDER}: not here; nothing to measure")
         return
     args.work.mkdir(parents=True, exist_ok=True)
-    chips = {c: load(args.realdata, args.work, c) for fold in FOLDS for c in fold}
-    pooled: dict[str, Counts] = {}
-    per_chip: dict[str, list] = {}
+    folder = args.realdata / FOLDER
+    chips = {c: load(folder / f"Bolivia_{c}_s2_6band_10m.tif", folder / f"Bolivia_{c}_water_10m.tif", args.work, c)
+             for fold in FOLDS for c in fold}
+    table = Table()
     for k, held in enumerate(FOLDS):
-        train = [c for fold in FOLDS for c in fold if c not in held]
-        unmix = fit_unmixer(np.concatenate([chips[c]["features"][chips[c]["whole"].ravel()] for c in train]),
-                            np.concatenate([chips[c]["fraction"][chips[c]["whole"]] for c in train]))
+        unmix = fit_unmixer(*training_cells([chips[c] for fold in FOLDS for c in fold if c not in held]))
         for c in held:
-            chip = chips[c]
-            ok = chip["ok"]
-            ndwi_cells = chip["features"][:, 6].reshape(ok.shape)
-            rows = by_fraction(chip["fraction"], ok, "perfect fractions")
-            rows |= by_fraction(chip["ndwi_fraction"], ok, "fractions of NDWI > 0 at 10 m")
-            rows |= by_fraction(np.where(ok, unmix(chip["features"]).reshape(ok.shape), 0), ok, "unmixer",
-                                thresholds=(0.4, 0.5))
-            rows["ndwi"] = np.kron(ndwi_cells, np.ones((FACTOR, FACTOR))) > 0
-            rows["ndwi-bilinear"] = upsample(ndwi_cells, ok) > 0
+            rows = fraction_rows(chips[c], unmix)
             if args.weights:
-                rows |= probability_rows(chip, args.weights[k], args.work, args.zoom)
-            water, valid = (np.pad(a, 1) for a in (chip["water"], chip["valid"]))  # land beyond the crop
-            for name, mask in rows.items():
-                mask = np.pad(mask, 1)
-                counted = count(mask, water, valid)
-                counted.edges = tuple(boundary_counts(mask, water, valid))
-                pooled.setdefault(name, Counts())
-                pooled[name] += counted
-                per_chip.setdefault(name, []).append(boundary_f1(np.array(counted.edges)))
-    print("| Bolivia, 15 chips by the protocol | F1 | boundary F1 (chips' mean) | precision | recall |")
-    print("|---|---|---|---|---|")
-    for name, counted in pooled.items():
-        s = counted.scores()
-        mean = np.mean([b for b in per_chip[name] if b is not None])
-        print(f"| {name} | {s['f1']:.4f} | {s['boundary_f1']:.4f} ({mean:.4f}) | {s['precision']:.3f} | {s['recall']:.3f} |")
-    print(f"pixels: {next(iter(pooled.values())).pixels}")
+                rows |= probability_rows(chips[c], args.weights[k], args.work, args.zoom)
+            table.add(chips[c], rows)
+    table.print("Bolivia, 15 chips by the protocol")
+    image, label = args.realdata / SHANGHAI[0], args.realdata / SHANGHAI[1]
+    if image.exists() and label.exists():
+        scene = load(image, label, args.work, "shanghai")
+        rows = fraction_rows(scene, fit_unmixer(*training_cells(list(chips.values()))))
+        rows |= by_fraction(model_fraction(image, scene, args.work), scene["ok"], "fractions of v6.1's mask at 10 m")
+        table = Table()
+        table.add(scene, rows)
+        table.print("Shanghai by the protocol (the unmixer trained on the 15 Bolivia chips)")
 
+
+def training_cells(chips: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """The unmixer's inputs and targets: the cells of ``chips`` whose pixels are all labelled."""
+    return (np.concatenate([chip["features"][chip["whole"].ravel()] for chip in chips]),
+            np.concatenate([chip["fraction"][chip["whole"]] for chip in chips]))
+
+
+def fraction_rows(chip: dict, unmix) -> dict:
+    ok = chip["ok"]
+    ndwi_cells = chip["features"][:, 6].reshape(ok.shape)
+    rows = by_fraction(chip["fraction"], ok, "perfect fractions")
+    rows |= by_fraction(chip["ndwi_fraction"], ok, "fractions of NDWI > 0 at 10 m")
+    rows |= by_fraction(np.where(ok, unmix(chip["features"]).reshape(ok.shape), 0), ok, "unmixer",
+                        thresholds=(0.4, 0.5))
+    rows["ndwi"] = np.kron(ndwi_cells, np.ones((FACTOR, FACTOR))) > 0
+    rows["ndwi-bilinear"] = upsample(ndwi_cells, ok) > 0
+    return rows
+
+
+def model_fraction(image: Path, scene: dict, work: Path) -> np.ndarray:
+    """Each 50 m cell's fraction of the 10 m pixels the bundled model calls water on the original
+    10 m scene (its 2 m mask's water fraction >= 0.5 in a 10 m pixel, as compare scores it)."""
+    from s2s2net_cli.api import predict
+
+    out = work / f"{image.stem}_default_mask.tif"
+    if not out.exists():
+        predict(str(image), out, precision="32", full_head=True)
+    with rasterio.open(out) as src:
+        fine = src.read(1)
+    h, w = scene["water"].shape
+    water10 = (fine[:h * FACTOR, :w * FACTOR] == 1).reshape(h, FACTOR, w, FACTOR).mean((1, 3)) >= 0.5
+    labelled = scene["labelled"]
+    blocks = (h // FACTOR, FACTOR, w // FACTOR, FACTOR)
+    return (water10 & labelled).reshape(blocks).sum((1, 3)) / np.maximum(labelled.reshape(blocks).sum((1, 3)), 1)
+
+
+class Table:
+    """Counts pooled over scenes, row by row, and the chips' boundary F1 for their mean."""
+
+    def __init__(self):
+        self.pooled: dict[str, Counts] = {}
+        self.per_chip: dict[str, list] = {}
+
+    def add(self, chip: dict, rows: dict) -> None:
+        water, valid = (np.pad(a, chip["beyond"]) for a in (chip["water"], chip["valid"]))
+        for name, mask in rows.items():
+            mask = np.pad(mask, chip["beyond"])
+            counted = count(mask, water, valid)
+            counted.edges = tuple(boundary_counts(mask, water, valid))
+            self.pooled.setdefault(name, Counts())
+            self.pooled[name] += counted
+            self.per_chip.setdefault(name, []).append(boundary_f1(np.array(counted.edges)))
+
+    def print(self, title: str) -> None:
+        print(f"| {title} | F1 | boundary F1 (chips' mean) | precision | recall |")
+        print("|---|---|---|---|---|")
+        for name, counted in self.pooled.items():
+            s = counted.scores()
+            mean = np.mean([b for b in self.per_chip[name] if b is not None])
+            print(f"| {name} | {s['f1']:.4f} | {s['boundary_f1']:.4f} ({mean:.4f}) | {s['precision']:.3f} | {s['recall']:.3f} |")
+        print(f"pixels: {next(iter(self.pooled.values())).pixels}\n")
 
 if __name__ == "__main__":
     main()
