@@ -59,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bolivia_folds import FOLDER, FOLDS  # noqa: E402
 
 from s2s2net_cli.bands import BAND_NAMES  # noqa: E402
-from s2s2net_cli.indices import bilinear_to_fine  # noqa: E402
+from s2s2net_cli.indices import bilinear_to_fine, water_index  # noqa: E402
 from s2s2net_cli.metrics import Counts, boundary_counts, boundary_f1, count  # noqa: E402
 from s2s2net_cli.sources.degraded import degrade_scene  # noqa: E402
 from s2s2net_cli.sources.open import open_scene  # noqa: E402
@@ -105,10 +105,11 @@ def features(coarse: np.ndarray) -> np.ndarray:
     """(cells, 27): what the unmixer reads of each degraded cell and its neighbours."""
     from scipy import ndimage
 
-    b2, b3, b4, b8, b11, b12 = np.nan_to_num(coarse)
-    eps = 1e-6
-    ndwi, mndwi, ndvi = (b3 - b8) / (b3 + b8 + eps), (b3 - b11) / (b3 + b11 + eps), (b8 - b4) / (b8 + b4 + eps)
-    layers = [b2, b3, b4, b8, b11, b12, ndwi, mndwi, ndvi]
+    bands = np.nan_to_num(coarse)
+    ndwi, mndwi = (np.nan_to_num(water_index(bands, name)) for name in ("ndwi", "mndwi"))
+    b4, b8, b11 = bands[2], bands[3], bands[4]
+    ndvi = (b8 - b4) / np.maximum(b8 + b4, 1e-6)
+    layers = [*bands, ndwi, mndwi, ndvi]
     for size in (3, 5):
         layers += [ndimage.uniform_filter(v, size, mode="nearest") for v in (ndwi, mndwi, b8, b11)]
     for v in (ndwi, mndwi):
@@ -172,7 +173,8 @@ def probability(chip: dict, weights: Path, work: Path, zoom: int = 1) -> np.ndar
     source = chip["path"]
     if zoom > 1:
         source = work / f"{chip['path'].stem}_zoom{zoom}.tif"
-        zoomed(chip["path"], source, zoom)
+        if not source.exists():
+            zoomed(chip["path"], source, zoom)
     out = work / f"{source.stem}_{weights_digest(weights)[:12]}_probability.tif"
     if not out.exists():
         with warnings.catch_warnings():  # pixels of 50 / zoom m: expected here
@@ -250,7 +252,8 @@ def main(argv=None) -> None:
     if image.exists() and label.exists():
         scene = load(image, label, args.work, "shanghai")
         rows = fraction_rows(scene, fit_unmixer(*training_cells(list(chips.values()))))
-        rows |= by_fraction(model_fraction(image, scene, args.work), scene["ok"], "fractions of v6.1's mask at 10 m")
+        rows |= by_fraction(model_fraction(image, scene, args.work), scene["ok"],
+                            "fractions of the bundled model's 10 m mask")
         table = Table()
         table.add(scene, rows)
         table.print("Shanghai by the protocol (the unmixer trained on the 15 Bolivia chips)")
@@ -316,6 +319,7 @@ class Table:
             mean = np.mean([b for b in self.per_chip[name] if b is not None])
             print(f"| {name} | {s['f1']:.4f} | {s['boundary_f1']:.4f} ({mean:.4f}) | {s['precision']:.3f} | {s['recall']:.3f} |")
         print(f"pixels: {next(iter(self.pooled.values())).pixels}\n")
+
 
 if __name__ == "__main__":
     main()
