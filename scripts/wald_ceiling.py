@@ -38,10 +38,10 @@ Rows:
   finer pixels (5: 10 m, the pixels the network was trained on; Z^2 x the work), their
   probabilities averaged over Z x Z back to the label's grid.
 
-A second table scores Shanghai (when REALDATA holds it; validation only) by the same rows but the
-models', the unmixer trained on all 15 chips, and one more: the fractions of the bundled model's
-own mask of the original 10 m scene (a reader that unmixes 50 m cells as well as the model reads
-10 m pixels).
+A second table scores Shanghai (when REALDATA holds it; validation only) by the same rows, the
+unmixer trained on all 15 chips and each fold's model (none trained on Shanghai), and one more:
+the fractions of the bundled model's own mask of the original 10 m scene (a reader that unmixes
+50 m cells as well as the model reads 10 m pixels).
 """
 
 from __future__ import annotations
@@ -254,6 +254,10 @@ def main(argv=None) -> None:
         rows = fraction_rows(scene, fit_unmixer(*training_cells(list(chips.values()))))
         rows |= by_fraction(model_fraction(image, scene, args.work), scene["ok"],
                             "fractions of the bundled model's 10 m mask")
+        for k, weights in enumerate(dict.fromkeys(args.weights or ())):  # none trained on Shanghai
+            name = "bundled model" if weights == "default" else f"fold {k}'s model"
+            rows |= {f"{name}{key[len('model'):]}": mask
+                     for key, mask in probability_rows(scene, weights, args.work, args.zoom).items()}
         table = Table()
         table.add(scene, rows)
         table.print("Shanghai by the protocol (the unmixer trained on the 15 Bolivia chips)")
