@@ -355,3 +355,41 @@ def test_wald_ceiling_zooms_a_degraded_scene_onto_a_finer_grid_keeping_its_gaps(
     row = fine[3, 0]
     assert np.allclose(row[2::5], np.arange(6) / 10)  # the cells' centres keep their values
     assert (np.diff(row[2:-3]) > 0).all()  # and between them it is interpolated
+
+
+def test_wald_zoomed_pairs_writes_each_chip_zoomed_beside_its_label_and_the_folds(tmp_path):
+    import csv
+
+    import numpy as np
+    import rasterio
+
+    from .conftest import write_raster
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bolivia_folds import FOLDER, FOLDS
+
+    folder = tmp_path / "real" / FOLDER
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(5)
+    for fold in FOLDS:
+        for c in fold:  # 23 x 22 px: cut to 20 x 20, two whole 2N blocks each way
+            write_raster(folder / f"Bolivia_{c}_s2_6band_10m.tif",
+                         rng.integers(500, 4000, (6, 23, 22)).astype("uint16"), nodata=0)
+            write_raster(folder / f"Bolivia_{c}_water_10m.tif", rng.choice([0, 1, 255], (23, 22)).astype("uint8"),
+                         nodata=255)
+    r = subprocess.run([sys.executable, "scripts/wald_zoomed_pairs.py", str(tmp_path / "real"), str(tmp_path / "w")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    for k, held in enumerate(FOLDS):
+        with open(tmp_path / "w" / f"fold{k}_train.csv") as f:
+            rows = list(csv.DictReader(f))
+        assert len(rows) == 10 and not {row["id"] for row in rows} & {f"Bolivia_{c}" for c in held}
+    c = FOLDS[1][2]
+    with rasterio.open(folder / f"Bolivia_{c}_water_10m.tif") as src:
+        label, transform = src.read(1), src.transform
+    with rasterio.open(tmp_path / "w" / "zoomed" / f"{c}_zoom5.tif") as scene, \
+            rasterio.open(tmp_path / "w" / "zoomed" / f"{c}_label.tif") as mask:
+        assert scene.transform == mask.transform == transform and scene.shape == mask.shape == (20, 20)
+        assert (mask.read(1) == label[:20, :20]).all() and mask.nodata == 255
+        zoomed = scene.read()
+    assert np.isfinite(zoomed).all() and (zoomed > 0).all() and (zoomed < 0.5).all()  # reflectance, no gaps
