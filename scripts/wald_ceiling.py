@@ -254,9 +254,11 @@ def main(argv=None) -> None:
         rows = fraction_rows(scene, fit_unmixer(*training_cells(list(chips.values()))))
         rows |= by_fraction(model_fraction(image, scene, args.work), scene["ok"],
                             "fractions of the bundled model's 10 m mask")
-        for k, weights in enumerate(dict.fromkeys(args.weights or ())):  # none trained on Shanghai
+        for k, weights in enumerate(args.weights or ()):  # none trained on Shanghai
+            if weights in args.weights[:k]:
+                continue  # one file given for several folds is scored once
             name = "bundled model" if weights == "default" else f"fold {k}'s model"
-            rows |= {f"{name}{key[len('model'):]}": mask
+            rows |= {key.replace("model", name, 1): mask
                      for key, mask in probability_rows(scene, weights, args.work, args.zoom).items()}
         table = Table()
         table.add(scene, rows)
