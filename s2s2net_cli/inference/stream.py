@@ -4,10 +4,10 @@ Tiles go to the forward in batches, one row of tiles at a time (where they lie i
 ``tiling.TileGrid``'s arithmetic), each batch asking only for the part of its output box
 that lies inside the scene (``TileGrid.box_of``). Neighbouring outputs are blended over their
 ``2 * blend`` shared pixels with weights that sum to one, so a constant scene gives a constant
-mask across tile borders. Each block of the output goes to ``emit`` as soon as no later tile can touch it;
-only the seams between tiles are held back, so memory grows with neither the scene's area nor,
-beyond a seam's rows, its width. The stream knows no weights and no files: a ``Forward`` reads
-its tiles and maps them to probabilities, ``emit`` writes them.
+mask across tile borders. Each block of the output goes to ``emit`` as soon as no later tile
+can touch it; only the seams between tiles are held back, so memory grows with neither the
+scene's area nor, beyond a seam's rows, its width. The stream knows no weights and no files: a
+``Forward`` reads its tiles and maps them to probabilities, ``emit`` writes them.
 """
 
 from __future__ import annotations
