@@ -69,13 +69,19 @@ SHANGHAI = ("shanghai_esw_s2_l2a_6band_10m.tif", "shanghai_esw_water_10m.tif")  
 SMOOTH = 0.1  # train's soft-label BCE: targets 0.05 / 0.95 (training.losses)
 
 
+def degraded(image: Path, work: Path, name: str) -> Path:
+    """The 10 m scene degraded 5x as the protocol degrades it, written to WORK once."""
+    path = work / f"{name}_degraded.tif"
+    if not path.exists():
+        degrade_scene(open_scene(str(image)), FACTOR, path)
+    return path
+
+
 def load(image: Path, label_path: Path, work: Path, name: str) -> dict:
     """A labelled 10 m scene degraded 5x (written to WORK once), its label cut to the degraded
     grid, each cell's water fractions and the unmixer's inputs."""
-    degraded = work / f"{name}_degraded.tif"
-    if not degraded.exists():
-        degrade_scene(open_scene(str(image)), FACTOR, degraded)
-    with rasterio.open(degraded) as src:
+    path = degraded(image, work, name)
+    with rasterio.open(path) as src:
         coarse = src.read().astype(np.float64)
     with rasterio.open(label_path) as src:
         label = src.read(1)
@@ -95,7 +101,7 @@ def load(image: Path, label_path: Path, work: Path, name: str) -> dict:
     fraction = (water & labelled).reshape(blocks).sum((1, 3)) / per_block
     ndwi_water = (green[:h, :w] - nir[:h, :w]) > 0  # NDWI > 0 on the 10 m scene
     ndwi_fraction = (ndwi_water & labelled).reshape(blocks).sum((1, 3)) / per_block
-    return {"path": degraded, "ok": ok, "water": water, "beyond": beyond, "labelled": labelled,
+    return {"path": path, "ok": ok, "water": water, "beyond": beyond, "labelled": labelled,
             "valid": labelled & np.kron(ok, np.ones((FACTOR, FACTOR), bool)),
             "fraction": fraction, "ndwi_fraction": ndwi_fraction,
             "whole": ok & (labelled.reshape(blocks).sum((1, 3)) == FACTOR * FACTOR), "features": features(coarse)}

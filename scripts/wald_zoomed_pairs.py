@@ -2,7 +2,7 @@
 
     python scripts/wald_zoomed_pairs.py REALDATA WORK
 
-Each Bolivia chip degraded 5x as the protocol degrades it (`wald_ceiling.load`), interpolated
+Each Bolivia chip degraded 5x as the protocol degrades it (`wald_ceiling.degraded`), interpolated
 bilinearly back to 10 m pixels (`wald_ceiling.zoomed`: what `wald_ceiling.py --zoom 5` hands
 the models), written beside its 10 m label cut to the same grid (0 land, 1 water, 255 not
 labelled): WORK/zoomed/CHIP_zoom5.tif and CHIP_label.tif, and one manifest per fold,
@@ -21,15 +21,14 @@ import rasterio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bolivia_folds import FOLDER, FOLDS  # noqa: E402
-from wald_ceiling import FACTOR, load, zoomed  # noqa: E402
+from wald_ceiling import FACTOR, degraded, zoomed  # noqa: E402
 
 
 def write_pair(image: Path, label: Path, work: Path, name: str) -> tuple[Path, Path]:
     """The chip degraded and zoomed back, and its label on the same grid."""
-    chip = load(image, label, work, name)
     scene, mask = work / "zoomed" / f"{name}_zoom{FACTOR}.tif", work / "zoomed" / f"{name}_label.tif"
     scene.parent.mkdir(parents=True, exist_ok=True)
-    zoomed(chip["path"], scene, FACTOR)
+    zoomed(degraded(image, work, name), scene, FACTOR)
     with rasterio.open(scene) as src:
         profile = src.profile
     with rasterio.open(label) as src:
