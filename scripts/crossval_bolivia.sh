@@ -12,8 +12,8 @@
 #
 #   scripts/crossval_bolivia.sh STAGE1_WEIGHTS [WORK_DIR]
 #
-# STEPS, REAL_WEIGHT, LR, AUGMENT, SEED, WATER_INDICES and GAINS reach scripts/finetune_real.sh. PRECISION
-# (default 32) is compare's.
+# STEPS, REAL_WEIGHT, LR, AUGMENT, SEED, WATER_INDICES, GAINS, DEGRADE and SYNTH_DEGRADED reach
+# scripts/finetune_real.sh. PRECISION (default 32) is compare's.
 set -euo pipefail
 INIT=$1
 WORK=${2:-work/crossval}

@@ -24,6 +24,9 @@
 # second way, by Wald's protocol (`chip --degrade 5`: the scenes degraded 5x, their 10 m labels
 # exact truth on the 5x grid, 64 px chips every 16 px), as the source bolivia_wald drawn
 # DEGRADED_WEIGHT (8) times as often as a synthetic chip; DEGRADE=0 (the default, v6) leaves it out.
+# SYNTH_DEGRADED=W adds synthetic scenes the same way (45 mixed scenes of 640 px, seeds 7000-7044,
+# degraded 5x: 394 chips of exact truth, the source synthetic-degraded drawn W times as often as a
+# synthetic chip); 0 (the default) leaves them out. The research record measured W=3 beside DEGRADE=5.
 #
 # Needs WORK_DIR/../synthetic (made here when absent: the stage-1 synthetic and painted scenes).
 set -euo pipefail
@@ -64,6 +67,15 @@ if [ "$DEGRADE" != 0 ]; then
         --max-nodata 0.5 --val-fraction 0.1 --seed 1 --overwrite
     sources+=("$WORK/bolivia_wald")
     extra+=(--source-weight "bolivia_wald=$DEGRADED_WEIGHT")
+fi
+if [ "${SYNTH_DEGRADED:-0}" != 0 ]; then
+    if [ ! -f "$SYN-degraded/index.gpkg" ]; then
+        s2s2net -q synth "$SYN-scenes/mixed640" --count 45 --size 640 --seed 7000 --level mixed --overwrite
+        s2s2net -q chip --manifest "$SYN-scenes/mixed640/manifest.csv" -o "$SYN-degraded" --degrade 5 --size 64 \
+            --stride 32 --max-nodata 0.5 --val-fraction 0.1 --seed 1 --overwrite
+    fi
+    sources+=("$SYN-degraded")
+    extra+=(--source-weight "synthetic-degraded=$SYNTH_DEGRADED")
 fi
 if [ -f "$REAL/shanghai_esw_water_10m.tif" ]; then
     s2s2net -q chip --pair "$REAL/shanghai_esw_s2_l2a_6band_10m.tif" "$REAL/shanghai_esw_water_10m.tif" \
