@@ -9,6 +9,7 @@ import traceback
 
 import click
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -83,14 +84,26 @@ def _plain_lines(description: str, km2_per_step: float | None, interval: float):
 
 
 def summary_table(title: str, columns: list[str], rows: list[list[str]], highlight: dict | None = None) -> None:
-    """A rich table on stderr. ``highlight`` maps (row, column) to a style."""
+    """A rich table on stderr. ``highlight`` maps (row, column) to a style.
+
+    The first column's names are never cut: a terminal too narrow for the table folds them onto
+    more lines, and a log or a pipe (no width of its own: rich would take 80 columns and print
+    "default.safet…") gets the table at its natural width."""
     table = Table(title=title)
     for c in columns:
-        table.add_column(c, justify="left" if c == columns[0] else "right")
+        first = c == columns[0]
+        table.add_column(c, justify="left" if first else "right", overflow="fold" if first else "ellipsis")
     for i, row in enumerate(rows):
         cells = [f"[{highlight[(i, j)]}]{v}[/]" if highlight and (i, j) in highlight else v for j, v in enumerate(row)]
         table.add_row(*cells)
-    stderr.print(table)
+    if stderr.is_terminal:
+        stderr.print(table)
+        return
+    natural = Measurement.get(stderr, stderr.options.update_width(UNBOUNDED_WIDTH), table).maximum
+    Console(stderr=True, width=max(natural, stderr.width)).print(table)
+
+
+UNBOUNDED_WIDTH = 10_000  # columns a table may take where stderr is not a terminal
 
 
 def report_error(ctx: click.Context, exc: BaseException) -> None:

@@ -320,6 +320,22 @@ def test_compare_reports_each_models_boundary_f1_in_json_csv_and_table(tmp_path)
     assert overall == pytest.approx({name: row["boundary_f1"] for name, row in rows.items()})
 
 
+def test_compare_tables_in_a_log_keep_whole_names(tmp_path):
+    """Written to a log or a pipe (no terminal, so no width), the tables keep each model's and
+    each image's whole name: rich alone cut them to 80 columns ("shanghai_esw_…")."""
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+
+    name = "Bolivia_103757_s2_6band_10m_a_scene_with_a_long_name"
+    write_pair(make_pair(40, seed=12, nodata_margin=False), tmp_path / f"{name}.tif", tmp_path / "m.tif")
+    r = run_cli("compare", "--baseline", "mndwi-bilinear", "--baseline", "ndwi-bilinear", "--pair",
+                tmp_path / f"{name}.tif", tmp_path / "m.tif")
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in r.stderr.splitlines() if line.startswith("│")]
+    assert sum(line.split("│")[1].strip() in ("mndwi-bilinear", "ndwi-bilinear") for line in rows) == 2
+    assert sum(line.split("│")[1].strip() == name for line in rows) == 2  # one table per model
+    assert "…" not in r.stderr and max(map(len, rows)) > 80
+
+
 def test_nodata_adds_to_the_labels_own_nodata_in_evaluate_and_chip(tmp_path):
     """The README's Sen1Floods11 form (--nodata -1) on a derived label tagged nodata 255: both
     values are nodata, as --help says (it replaced the tag, and 255 was refused as a value)."""
