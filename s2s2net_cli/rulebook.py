@@ -331,9 +331,9 @@ RULES = _book(
     Rule("S2N-BASELINE-UNKNOWN", INPUT, "unknown baseline (choose from {choices})"),
     # batch.py
     Rule("S2N-OUTPUT-NOT-TIF", USAGE, "predict writes a GeoTIFF: name it .tif (or give a folder, ending in /)"),
-    Rule("S2N-OUTPUT-IS-FILE", USAGE, "is a file; with several scenes -o names a folder"),
-    Rule("S2N-OUTPUT-NEEDS-FOLDER", USAGE, "names one mask; {count} scenes need a folder (one mask a scene in it): "
-                                           "give one ending in /"),
+    Rule("S2N-OUTPUT-IS-FILE", USAGE, "is a file; with several scenes ({names}) -o names a folder"),
+    Rule("S2N-OUTPUT-NEEDS-FOLDER", USAGE, "names one mask; {count} scenes ({names}) need a folder (one mask a scene "
+                                           "in it): give one ending in /"),
     Rule("S2N-OUTPUT-SAME-NAME", USAGE, "{first} and {second} would both be written to {target}; predict them into "
                                         "separate folders"),
     Rule("S2N-OUTPUT-OTHER-SCENE", EXISTS, "holds the mask of {other}, not of {name}: {name} not skipped ({o.overwrite} "

@@ -80,10 +80,11 @@ def output_targets(scenes: list, output) -> list[tuple]:
         if suffix not in GEOTIFF_SUFFIXES:
             raise refuse("S2N-OUTPUT-NOT-TIF", folder)
         return [(scenes[0], folder)]
+    given = ", ".join(Path(str(s)).name for s in scenes[:3]) + (", ..." if len(scenes) > 3 else "")  # a stray one shows
     if folder.exists() and not folder.is_dir():
-        raise refuse("S2N-OUTPUT-IS-FILE", folder)
+        raise refuse("S2N-OUTPUT-IS-FILE", folder, names=given)
     if not folder.exists() and not is_folder(output) and suffix and suffix in GEOTIFF_SUFFIXES:
-        raise refuse("S2N-OUTPUT-NEEDS-FOLDER", folder, count=len(scenes))
+        raise refuse("S2N-OUTPUT-NEEDS-FOLDER", folder, count=len(scenes), names=given)
     names = [f"{output_name(s)}_water.tif" for s in scenes]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:

@@ -168,7 +168,12 @@ def test_a_file_name_of_another_format_or_one_mask_for_several_scenes_is_refused
     assert refused(r, "S2N-OUTPUT-NOT-TIF", 2, tmp_path / "water.png") and len(r.stderr.strip().splitlines()) == 1
     r = run_cli("predict", a, b, "-o", tmp_path / "water.tif", "--weights", random_weights, *FAST)
     assert refused(r, "S2N-OUTPUT-NEEDS-FOLDER", 2, tmp_path / "water.tif"), r.stderr
+    assert "2 scenes (a.tif, b.tif)" in r.stderr  # a value given to a flag (--probability p.tif) shows as a scene
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.tif", "b.tif"]
+    (tmp_path / "notes.txt").write_text("kept")
+    r = run_cli("predict", a, b, "-o", tmp_path / "notes.txt", "--weights", random_weights, *FAST)
+    assert refused(r, "S2N-OUTPUT-IS-FILE", 2, tmp_path / "notes.txt") and "scenes (a.tif, b.tif)" in r.stderr
+    assert (tmp_path / "notes.txt").read_text() == "kept"
 
 
 @pytest.mark.parametrize("command, option, name, writes", [
