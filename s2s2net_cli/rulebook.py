@@ -318,9 +318,11 @@ RULES = _book(
     Rule("S2N-GRID-SHIFT-OUTPUT", WARNING, "lies {dx:+.3g}, {dy:+.3g} (x, y in its CRS's units) off the output grid, "
                                            "part of a cell: counted onto it, each cell is read partly from its "
                                            "neighbours; resample it onto the grid first ({o.like} names the grid)"),
-    Rule("S2N-CHIP-NONE-CUT", WARNING, "no chip was cut: all {windows} chip windows hold more nodata than "
-                                       "{o.max_nodata:{max_nodata:g}} allows (a scene reprojected to another grid has "
-                                       "nodata corners)"),
+    Rule("S2N-CHIP-NODATA-SKIPPED", WARNING, "{skipped} of {windows} chip windows were skipped, more than half: "
+                                             "they hold more nodata than {o.max_nodata:{max_nodata:g}} allows (training "
+                                             "leaves nodata out of the loss: a higher {o.max_nodata} keeps them; a "
+                                             "scene reprojected to another grid has nodata corners, labels often "
+                                             "leave clouds out)"),
     # aoi.py
     Rule("S2N-VECTOR-UNREADABLE", INPUT, "not a vector file geopandas can read ({error})"),
     Rule("S2N-AOI-NO-CRS", INPUT, "AOI has no CRS"),

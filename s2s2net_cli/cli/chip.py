@@ -8,7 +8,6 @@ from pathlib import Path
 
 import click
 
-from ..rulebook import finding
 from .options import (
     bad_parameter,
     degrade_option,
@@ -88,5 +87,4 @@ def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, tes
         if summary.labels_10m:
             rows.append(["masks kept at 10 m (coarse label)", str(summary.labels_10m), ""])
         summary_table(f"{summary.scenes} scene(s) -> {summary.index}", ["split", "chips", "water"], rows)
-    if not sum(summary.chips.values()) and summary.skipped["nodata"]:
-        log_findings([finding("S2N-CHIP-NONE-CUT", out_dir, windows=summary.skipped["nodata"], max_nodata=max_nodata)])
+

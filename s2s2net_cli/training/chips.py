@@ -37,7 +37,7 @@ from ..grid import SCALE_FACTOR, fine_transform, to_fine
 from ..io import atomic_path, geotiff_profile, lies_in, remove_stale_siblings, staged_folder
 from ..labels import Label, label_resolution_in, warp_label
 from ..manifest import Pair, write_manifest
-from ..rulebook import refuse
+from ..rulebook import finding, refuse
 from ..sources.checks import scene_warnings
 from ..sources.degraded import DEGRADED_READING, degrade_scene
 from ..sources.open import open_pair, open_scene
@@ -73,7 +73,7 @@ class ChipSummary:
     scenes: int = 0
     index: str = ""
     test_manifest: str | None = None
-    warnings: list = field(default_factory=list)  # what the scenes' grids say about how they were read
+    warnings: list = field(default_factory=list)  # how the scenes were read, what their labels say, chips lost to nodata
 
     def to_dict(self) -> dict:
         return {"chips": self.chips, "skipped": self.skipped, "water_fraction": self.water_fraction,
@@ -108,6 +108,10 @@ def _chip_pairs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degraded
     with staged_folder(out_dir, (*CLEARED_FOLDERS, *CLEARED_FILES), options.overwrite) as stage:  # the index last
         summary = _cut_all(prepared, stage, options, regions, on_progress)  # all or nothing: a full disk leaves out_dir as it was
     summary.index = str(out_dir / "index.gpkg")
+    windows = sum(len(p.windows) for p in prepared)
+    if 2 * summary.skipped["nodata"] > windows:  # the defaults lose most of a cloudy label's chips: say so
+        summary.warnings.append(finding("S2N-CHIP-NODATA-SKIPPED", out_dir, skipped=summary.skipped["nodata"],
+                                        windows=windows, max_nodata=options.max_nodata))
     if summary.test_manifest:
         summary.test_manifest = str(out_dir / "test_manifest.csv")
     return summary

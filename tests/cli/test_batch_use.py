@@ -497,14 +497,30 @@ def test_a_stacks_own_scale_and_offset_metadata_is_read(tmp_path, random_weights
     assert r.returncode == 1 and "tagged.tif: its band metadata say reflectance = DN x 0.0001 + -0.1" in r.stderr
 
 
-def test_chip_says_why_no_chip_was_cut(tmp_path):
+def test_chip_says_why_most_chips_were_not_cut(tmp_path):
     p = make_pair(40, seed=4, nodata_margin=False)
     p.scene[:, :10, :10] = 0  # a nodata corner, as a scene reprojected to another grid has
     write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
     r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 32,
                 "--stride", 8)
     assert r.returncode == 0, r.stderr
-    assert "no chip was cut: all 4 chip windows hold more nodata than --max-nodata 0 allows" in r.stderr
+    said = "4 of 4 chip windows were skipped, more than half: they hold more nodata than --max-nodata 0 allows"
+    assert said in r.stderr and "S2N-CHIP-NODATA-SKIPPED" in r.stderr
+    # a label with clouds left out (nodata 255) over half of three of the four windows: lost at the default
+    p.scene[:, :10, :10] = 1000
+    p.mask[:50] = 255
+    p.mask[100:150, :100] = 255
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "cloudy", "--size", 20,
+                "--val-fraction", 0, "--nodata", 255, "--json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["skipped"]["nodata"] == 3 and summary["chips"]["train"] == 1
+    assert [w["code"] for w in summary["warnings"]] == ["S2N-CHIP-NODATA-SKIPPED"]
+    assert "3 of 4 chip windows were skipped" in r.stderr
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "kept", "--size", 20,
+                "--val-fraction", 0, "--nodata", 255, "--max-nodata", 0.8, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["chips"]["train"] == 4 and "NODATA-SKIPPED" not in r.stderr
 
 
 def test_a_stacks_scl_band_leaves_clouds_out_as_a_products_does(tmp_path, random_weights):
