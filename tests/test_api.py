@@ -103,6 +103,16 @@ def test_rivers_and_occurrence_from_masks(tmp_path):
     assert (occurrence[:, 90:110] == 50).all() and (occurrence[:, :80] == 0).all()
 
 
+def test_chip_cuts_what_the_command_cuts(tmp_path):
+    """The library's chip takes the command's defaults: chips side by side (stride = size)."""
+    scene, label, _ = _flood(tmp_path)
+    summary = s2n.chip([(scene, label)], tmp_path / "api", size=16, val_fraction=0)
+    assert run_cli("chip", "--pair", scene, label, "-o", tmp_path / "cli", "--size", 16, "--val-fraction", 0,
+                   "--json").returncode == 0
+    names = {d: sorted(p.name for p in (tmp_path / d / "images").iterdir()) for d in ("api", "cli")}
+    assert summary.chips["train"] == len(names["api"]) == 9 and names["api"] == names["cli"]  # rows, cols 0, 16, 24
+
+
 def test_load_model_gives_the_bundled_model_by_default():
     model, card = s2n.load_model()
     assert not model.training and card.bands.names == BANDS and 0 < card.threshold < 1

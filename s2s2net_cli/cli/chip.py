@@ -70,7 +70,7 @@ def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, tes
     pair_list = require_pairs(ctx, pairs, manifests)
     from ..training.chips import ChipOptions, chip_pairs  # heavy: geopandas, shapely
 
-    options = ChipOptions(size=size, stride=stride or size, max_nodata=max_nodata,
+    options = ChipOptions(size=size, stride=stride, max_nodata=max_nodata,
                           test_ids=tuple(t.strip() for t in test_ids.split(",") if t.strip()) if test_ids else (),
                           test_regions=test_regions, val_fraction=val_fraction, seed=seed, scene=scene, nodata=nodata,
                           degrade=degrade, overwrite=overwrite)

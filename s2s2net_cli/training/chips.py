@@ -51,7 +51,7 @@ COARSE_FROM = 1.5  # a mask whose cells are this many 2 m cells or more is kept 
 @dataclass
 class ChipOptions:
     size: int = 512
-    stride: int = 512
+    stride: int | None = None  # step between chips; None: the size (chips side by side)
     max_nodata: float = 0.0
     test_ids: tuple[str, ...] = ()
     test_regions: str | None = None
@@ -61,6 +61,10 @@ class ChipOptions:
     nodata: float | None = None  # the labels' nodata value
     degrade: int | None = None  # chip each scene degraded this many times (Wald's protocol), its label as it is
     overwrite: bool = False
+
+    def __post_init__(self):
+        if self.stride is None:
+            self.stride = self.size
 
 
 @dataclass
