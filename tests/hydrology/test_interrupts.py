@@ -61,7 +61,8 @@ def test_interrupted_occurrence_leaves_no_output(tmp_path, sig):
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_interrupted_rivers_leaves_no_output_and_keeps_an_existing_one(tmp_path, sig):
-    mask = river_mask(tmp_path / "mask.tif", size=4000)
+    mask = river_mask(tmp_path / "mask.tif", size=8000)  # 16 s on an AMX Xeon's two cores: a 4000 px mask took 4 s
+    # there, so the kill at 4 s came after the finished output had replaced the old one
     out = tmp_path / "rivers.gpkg"
     out.write_bytes(b"an earlier run's output")
     start = time.time()

@@ -442,7 +442,7 @@ def test_several_scenes_of_one_name_or_a_file_as_folder_get_one_line(tmp_path, s
     assert r.exit_code == 2 and "would both be written to" in r.stderr and not (tmp_path / "out").exists()
     (tmp_path / "file.tif").write_bytes(b"x")
     r = invoke("predict", one, stack, "-o", tmp_path / "file.tif")
-    assert r.exit_code == 2 and "is a file; with several scenes -o names a folder" in r.stderr
+    assert r.exit_code == 2 and "is a file; with several scenes (scene.tif, virginia.tif) -o names a folder" in r.stderr
     assert "Traceback" not in r.output
 
 
