@@ -92,7 +92,7 @@ def label_bounds_in(label: Label, crs) -> tuple[float, float, float, float]:
     """The label's bounds in ``crs``; InputError when the CRSs cannot be transformed."""
     check_transformable(label.path, label.crs, crs)
     left, top = label.transform.c, label.transform.f
-    right, bottom = label.transform * (label.width, label.height)
+    right, bottom = label.transform @ (label.width, label.height)
     try:
         bounds = transform_bounds(label.crs, crs, left, min(top, bottom), right, max(top, bottom), densify_pts=21)
     except (CRSError, Exception) as exc:  # PROJ raises various errors
@@ -112,7 +112,7 @@ def warp_label(label: Label, dst_transform, dst_crs, shape: tuple[int, int], fin
     """The label on the target grid as float32: 0/1, NaN where it has no valid pixel."""
     height, width = shape
     dst_left, dst_top = dst_transform.c, dst_transform.f
-    dst_right, dst_bottom = dst_transform * (width, height)
+    dst_right, dst_bottom = dst_transform @ (width, height)
     out = np.full(shape, np.nan, dtype=np.float32)
     try:
         src_bounds = transform_bounds(dst_crs, label.crs, dst_left, dst_bottom, dst_right, dst_top, densify_pts=21)

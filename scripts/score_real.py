@@ -224,7 +224,7 @@ def error_figure(realdata: Path, work: Path, png: Path, side: int = 48) -> None:
     name, image, label = next(s for s in labelled_scenes(realdata) if s[0].startswith("shanghai"))
     model, predictions = model_predictions(work)
     with rasterio.open(label) as ten, rasterio.open(predictions[name]) as two:
-        if not two.transform.almost_equals(ten.transform * Affine.scale(1 / 5)):
+        if not two.transform.almost_equals(ten.transform @ Affine.scale(1 / 5)):
             sys.exit(f"{predictions[name]}: not on the 5 x sub-grid of {label}, which the crops need")
     e = error_maps(image, label, predictions[name])
     rows = [(what, piece) for what, wrong, shore in (("false water", e["false"], e["near_water"]),

@@ -205,7 +205,7 @@ def zoomed(path: Path, out: Path, zoom: int) -> None:
     filled = np.where(ok, coarse, np.nanmean(coarse[:, ok], axis=1)[:, None, None])
     fine = np.stack([ndimage.zoom(band, zoom, order=1, grid_mode=True, mode="nearest") for band in filled])
     fine[:, ~np.kron(ok, np.ones((zoom, zoom), bool))] = np.nan
-    profile.update(width=fine.shape[2], height=fine.shape[1], transform=profile["transform"] * Affine.scale(1 / zoom))
+    profile.update(width=fine.shape[2], height=fine.shape[1], transform=profile["transform"] @ Affine.scale(1 / zoom))
     with rasterio.open(out, "w", **profile) as dst:
         dst.write(fine.astype("float32"))
         dst.descriptions = BAND_NAMES

@@ -231,7 +231,7 @@ def _measure_window(reader: MaskReader, window: Window, margin: int, options: Ri
             x = np.array([t.x for t in measured]) + offset[0]
             y = np.array([t.y for t in measured]) + offset[1]
             inside = shapely.contains_xy(core, x, y)
-            mx, my = reader.transform * (x[inside], y[inside])
+            mx, my = reader.transform @ (x[inside], y[inside])
             in_core = [t for t, k in zip(measured, inside) if k]
             points += [(Point(px, py), t.width * pixel, t.flag) for px, py, t in zip(mx, my, in_core)]
         line = LineString(np.round(smooth_path(branch.path() + offset), DECIMALS))
@@ -242,7 +242,7 @@ def _measure_window(reader: MaskReader, window: Window, margin: int, options: Ri
             for part in getattr(inside, "geoms", [inside]):
                 if isinstance(part, LineString) and not part.is_empty and part.length > 0:
                     coords = np.round(np.asarray(part.coords), DECIMALS)
-                    lines.append(LineString(np.c_[reader.transform * (coords[:, 0], coords[:, 1])]))
+                    lines.append(LineString(np.c_[reader.transform @ (coords[:, 0], coords[:, 1])]))
     return lines, points, open_m
 
 

@@ -103,7 +103,7 @@ def predict_share(job: PreparedScene, parts: Path, rank: int, shares, on_tile) -
 
 def _part_profile(scene, top: int, bottom: int) -> dict:
     profile = mask_profile(scene)
-    profile.update(height=max(bottom - top, 1), transform=profile["transform"] * Affine.translation(0, top),
+    profile.update(height=max(bottom - top, 1), transform=profile["transform"] @ Affine.translation(0, top),
                    zlevel=1)
     return profile
 

@@ -68,7 +68,7 @@ def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
     if not all(math.isfinite(v) for v in (left, bottom, right, top)):  # far from the scene's projection
         raise refuse("S2N-AOI-NO-OVERLAP", label, scene_name=scene.name)
     inverse = ~scene.dataset_transform
-    cols, rows = zip(*(inverse * xy for xy in ((left, top), (right, bottom), (left, bottom), (right, top))))
+    cols, rows = zip(*(inverse @ xy for xy in ((left, top), (right, bottom), (left, bottom), (right, top))))
     H, W = scene.dataset_shape
     # the window's corner snaps outward to a multiple of PAD_MULTIPLE pixels, so the network
     # meets the pixels at the same phase of its strides as in the whole scene
@@ -77,6 +77,6 @@ def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
     col1, row1 = min(math.ceil(max(cols)), W), min(math.ceil(max(rows)), H)
     if col1 <= col0 or row1 <= row0:
         raise refuse("S2N-AOI-NO-OVERLAP", label, scene_name=scene.name)
-    transform = scene.dataset_transform * Affine.translation(col0, row0)
+    transform = scene.dataset_transform @ Affine.translation(col0, row0)
     return replace(scene, transform=transform, width=col1 - col0, height=row1 - row0, origin=(row0, col0),
                    aoi=tuple(shapes), aoi_name=label)

@@ -141,7 +141,7 @@ def geographic_warning(scene: Scene) -> Finding | None:
     crs = CRS.from_user_input(scene.crs)
     if not crs.is_geographic:
         return None
-    lon, lat = scene.transform * (scene.width / 2, scene.height / 2)
+    lon, lat = scene.transform @ (scene.width / 2, scene.height / 2)
     zone = min(int((lon + 180) // 6) + 1, 60)
     return finding("S2N-SCENE-GEOGRAPHIC", scene.path, crs=crs.to_string(), utm=(32600 if lat >= 0 else 32700) + zone)
 

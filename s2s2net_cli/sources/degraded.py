@@ -105,7 +105,7 @@ def degrade_scene(scene: Scene, factor: int, out_path) -> DegradedScene:
     check_factor(factor)
     height, width = degraded_shape(scene, factor)
     strip = max(SWIR_BLOCK * factor, STRIP_ROWS // (SWIR_BLOCK * factor) * SWIR_BLOCK * factor)
-    transform = scene.transform * Affine.scale(factor)
+    transform = scene.transform @ Affine.scale(factor)
     profile = geotiff_profile((len(BAND_NAMES), height, width), "float32", scene.crs, transform, float("nan"))
     valid_cells = 0
     out_path = Path(out_path)

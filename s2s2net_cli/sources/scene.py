@@ -82,13 +82,13 @@ class Scene:
     @property
     def bounds(self) -> tuple[float, float, float, float]:
         """(left, bottom, right, top) of the scene's grid, in its CRS."""
-        right, bottom = self.transform * (self.width, self.height)
+        right, bottom = self.transform @ (self.width, self.height)
         return self.transform.c, bottom, right, self.transform.f
 
     @property
     def dataset_transform(self):
         """The transform of the whole dataset (the scene's grid may be a window of it)."""
-        return self.transform * Affine.translation(-self.origin[1], -self.origin[0])
+        return self.transform @ Affine.translation(-self.origin[1], -self.origin[0])
 
     def reflectance(self, raw: np.ndarray) -> np.ndarray:
         """(bands, h, w) DNs as float32 reflectance: (DN + offset) / scale."""
@@ -204,7 +204,7 @@ class SceneReader:
                 ds.close()
 
     def window_transform(self, window: Window):
-        return self.scene.transform * Affine.translation(window.col_off, window.row_off)
+        return self.scene.transform @ Affine.translation(window.col_off, window.row_off)
 
     def read(self, window: Window) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(raw, valid, keep) for ``window``: the bands' DNs (bands, h, w) as stored, where

@@ -236,8 +236,8 @@ def _prepare(pair: Pair, options: ChipOptions, degraded_path: Path) -> _Prepared
         raise refuse("S2N-CHIP-SCENE-SMALL", pair.image, width=scene.width, height=scene.height, size=size)
     # chip windows that overlap the mask's bounds, on a grid of stride
     inv = ~scene.transform
-    c_a, r_a = inv * (left, top)
-    c_b, r_b = inv * (right, bottom)
+    c_a, r_a = inv @ (left, top)
+    c_b, r_b = inv @ (right, bottom)
     rows = _positions(scene.height, size, stride)
     cols = _positions(scene.width, size, stride)
     rmin, rmax = min(r_a, r_b), max(r_a, r_b)
