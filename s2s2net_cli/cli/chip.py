@@ -87,4 +87,3 @@ def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, tes
         if summary.labels_10m:
             rows.append(["masks kept at 10 m (coarse label)", str(summary.labels_10m), ""])
         summary_table(f"{summary.scenes} scene(s) -> {summary.index}", ["split", "chips", "water"], rows)
-
