@@ -1,10 +1,33 @@
 """Errors the core raises for bad input; the CLI turns them into one line and an exit status."""
 
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+# Whose terms a message names options in: "python" (``overwrite=True``) for the library, "cli"
+# (``--overwrite``) while a command runs (``said_as``).
+INTERFACE: ContextVar[str] = ContextVar("s2s2net_interface", default="python")
+
+
+@contextmanager
+def said_as(interface: str):
+    """Within the block, errors of the rulebook name options as ``interface`` does."""
+    token = INTERFACE.set(interface)
+    try:
+        yield
+    finally:
+        INTERFACE.reset(token)
+
 
 class S2S2NetError(Exception):
-    """A failure the user can act on. The message names the file and the problem."""
+    """A failure the user can act on. The message names the file and the problem; raised by a
+    rule of the rulebook (``.finding``), it names options in the terms of who reads it: Python's
+    keywords in the library, flags while a command runs."""
 
     exit_code = 1
+
+    def __str__(self) -> str:
+        found = getattr(self, "finding", None)
+        return found.message(INTERFACE.get()) if found is not None else super().__str__()
 
 
 class InputError(S2S2NetError):

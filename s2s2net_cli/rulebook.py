@@ -186,7 +186,7 @@ def refuse(code: str, path=None, **values) -> S2S2NetError:
     found = finding(code, path, **values)
     if found.rule.kind == WARNING:
         raise ValueError(f"{code} is a warning, not a refusal")
-    error = ERRORS[found.rule.kind](found.message("cli"))
+    error = ERRORS[found.rule.kind](found.message("python"))  # str() says it in its reader's terms
     error.finding = found
     return error
 

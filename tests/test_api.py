@@ -81,8 +81,9 @@ def test_evaluate_scores_as_compare_does(tmp_path):
     rows = json.loads(r.stdout)["rows"]
     assert [s.model for s in scores] == [row["model"] for row in rows] == ["ndwi", "mndwi"]
     assert [s.overall["f1"] for s in scores] == [row["f1"] for row in rows]
-    with raises_rule("S2N-DEGRADE-FACTOR"):
+    with raises_rule("S2N-DEGRADE-FACTOR") as refused:
         s2n.evaluate([(scene, label)], baselines="ndwi", degrade=7)
+    assert str(refused.value) == "degrade=7 is not one of 2, 3, 4, 5"  # Python's keyword, not the flag
     small = write_raster(tmp_path / "small.tif", np.full((6, 8, 8), 900, "uint16"), transform=T10, nodata=0)
     with raises_rule("S2N-DEGRADE-SCENE-SMALL", small):
         s2n.evaluate([(small, label)], baselines="ndwi", degrade=5)

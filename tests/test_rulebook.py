@@ -3,6 +3,7 @@ refusal or warning is worded outside it."""
 
 import ast
 import json
+import pickle
 import re
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from s2s2net_cli.errors import InputError, OutputExistsError, UsageError
+from s2s2net_cli.errors import InputError, OutputExistsError, UsageError, said_as
 from s2s2net_cli.rulebook import RULES, S2S2NetWarning, code_of, finding, refuse, warn
 
 PACKAGE = Path(__file__).resolve().parents[1] / "s2s2net_cli"
@@ -70,7 +71,10 @@ def test_refuse_gives_the_error_of_the_rules_kind_with_its_finding():
     assert refuse("S2N-OUTPUT-IS-INPUT", "a.tif", held="").exit_code == 2
     exists = refuse("S2N-OUTPUT-EXISTS", "a.tif")
     assert isinstance(exists, OutputExistsError) and code_of(exists) == "S2N-OUTPUT-EXISTS"
-    assert str(exists) == "a.tif: already exists (use --overwrite to replace it)"
+    assert str(exists) == "a.tif: already exists (use overwrite to replace it)"  # in Python's terms
+    with said_as("cli"):  # as a command says it
+        assert str(exists) == "a.tif: already exists (use --overwrite to replace it)"
+    assert pickle.loads(pickle.dumps(exists)).finding == exists.finding  # from a worker process, whole
     with pytest.raises(KeyError):
         refuse("S2N-NO-SUCH-RULE", "a.tif")
     with pytest.raises(KeyError):  # a value the template needs and is not given fails where the check is

@@ -15,7 +15,7 @@ import rasterio
 from rasterio.errors import RasterioError
 
 from .. import __version__
-from ..errors import S2S2NetError, first_line
+from ..errors import S2S2NetError, first_line, said_as
 from ..rulebook import code_of, refuse, with_code
 from ..world import World
 
@@ -64,6 +64,10 @@ class S2S2NetGroup(click.Group):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context):
+        with said_as("cli"):  # the rulebook's errors name flags, not keywords
+            return self._invoke(ctx)
+
+    def _invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except S2S2NetError as exc:
