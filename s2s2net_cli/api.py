@@ -65,6 +65,10 @@ def predict(scene, output=None, *, probability: bool = False, vector=None, river
     if output is None and type(scene).__name__ == "DataArray":
         from .inference.dataarray import predict_dataarray  # heavy: torch, xarray
 
+        files = {"vector": vector, "rivers": rivers, "cog": cog, "creation_options": creation_options}
+        given = [name for name, value in files.items() if value]
+        if given:  # they shape or go beside a mask file, and none is written
+            raise TypeError(f"predict() writes {', '.join(given)} with a mask file: give output for a DataArray")
         return predict_dataarray(scene, probability=probability, **options)
     if output is None:
         raise TypeError("predict() needs an output path for a scene file")

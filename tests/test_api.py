@@ -61,6 +61,19 @@ def test_predict_writes_what_the_command_writes(tmp_path, random_weights):
         s2n.predict(scene, tmp_path / "other.tif", tile_sise=32)
 
 
+def test_a_dataarray_without_output_refuses_what_only_a_file_takes(tmp_path):
+    """Its mask is returned, not written: polygons or rivers asked beside it were dropped silently."""
+    import rioxarray
+
+    scene, _, _ = _flood(tmp_path)
+    da = rioxarray.open_rasterio(scene)
+    with pytest.raises(TypeError, match="vector, rivers with a mask file: give output"):
+        s2n.predict(da, vector=tmp_path / "w.gpkg", rivers=tmp_path / "r.gpkg")
+    with pytest.raises(TypeError, match="writes cog with a mask file"):
+        s2n.predict(da, cog=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["label.tif", "scene.tif"]
+
+
 def test_predict_warns_in_pythons_terms(tmp_path, random_weights):
     scene, _, _ = _flood(tmp_path)
     with rasterio.open(scene) as src:
