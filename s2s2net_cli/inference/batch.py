@@ -148,7 +148,7 @@ def predict_batch(scenes: list, output, options: PredictOptions, beside_vector=N
     def after(result: SceneResult) -> None:
         if on_result:
             on_result(result)
-        beside.write(result.output)
+        result.beside = beside.write(result.output)
 
     identity = weights_tags(weights, options.flips, options.threshold) if skip_existing else {}
 
@@ -165,7 +165,7 @@ def predict_scenes(make_predictor: Callable[[], Predictor], targets: list[tuple]
                    after: Callable[[SceneResult], None] | None = None,
                    on_failure: Callable[[S2S2NetError], None] | None = None,
                    skip_existing: bool = False,
-                   on_skipped: Callable[[Path], None] | None = None,
+                   on_skipped: Callable[[Path], dict | None] | None = None,
                    tags_of: Callable[[object], dict] | None = None) -> BatchSummary | None:
     """Predict each (scene, output) of ``targets``; the summary on rank 0, None on the others.
 
@@ -178,7 +178,7 @@ def predict_scenes(make_predictor: Callable[[], Predictor], targets: list[tuple]
     that fails goes to ``on_failure`` and the failures; the others go on. With
     ``skip_existing`` a scene whose output already holds its mask is skipped (one holding another
     scene's mask is a failure: finished_output), and ``on_skipped(output)`` runs for it (what a
-    run stopped before making beside a mask: its vectors). Ctrl-C or SIGTERM ends the batch
+    run stopped before making beside a mask: its vectors; what it returns joins the skipped entry). Ctrl-C or SIGTERM ends the batch
     with what finished (``interrupted``).
     """
     if world.is_shared:
@@ -201,9 +201,8 @@ def predict_scenes(make_predictor: Callable[[], Predictor], targets: list[tuple]
                 check_exists(scene)
                 if skip_existing and Path(target).exists() and finished_output(
                         scene, target, tags_of(scene) if tags_of else predictor().made_with(scene)):
-                    if on_skipped and (world.leads or not share_one):
-                        on_skipped(Path(target))
-                    summary.skipped.append({"scene": str(scene), "output": str(target)})
+                    beside = on_skipped(Path(target)) if on_skipped and (world.leads or not share_one) else None
+                    summary.skipped.append({"scene": str(scene), "output": str(target), **(beside or {})})
                     continue
                 _predict_one(predictor(), scene, target, world, share_one, progress, after, summary)
             except S2S2NetError as exc:

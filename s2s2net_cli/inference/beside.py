@@ -36,9 +36,10 @@ class Beside:
         for path in self.paths(mask):
             check_output(path, self.overwrite)
 
-    def write(self, mask, missing_only: bool = False) -> None:
+    def write(self, mask, missing_only: bool = False) -> dict[str, str]:
         """The polygons and rivers of ``mask``; with ``missing_only``, only those not there (beside
-        a skipped mask, a run stopped between the mask and them)."""
+        a skipped mask, a run stopped between the mask and them). Where each went, by kind
+        (``vector``, ``rivers``): those written now and those found there."""
         if self.vector and not (missing_only and self.vector_path(mask).exists()):
             from ..vectorize import write_water_polygons  # heavy: geopandas
 
@@ -47,3 +48,5 @@ class Beside:
             from ..hydrology.rivers import RiverOptions, measure_rivers  # heavy: geopandas
 
             measure_rivers(mask, self.rivers_path(mask), RiverOptions(overwrite=self.overwrite))
+        return {**({"vector": str(self.vector_path(mask))} if self.vector else {}),
+                **({"rivers": str(self.rivers_path(mask))} if self.rivers else {})}

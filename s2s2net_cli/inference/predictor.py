@@ -47,6 +47,7 @@ class SceneResult:
     head: str = "full"  # "gated": its head skipped where the weights' water gate ruled water out
     tile_size: int = 0  # the tile plan: tiles of this many 10 m pixels a side,
     context: int = 0  # each read with this many around it
+    beside: dict[str, str] = field(default_factory=dict)  # what was written beside the mask: vector, rivers
 
     def to_dict(self) -> dict:
         out = {"scene": self.scene, "output": self.output, "seconds": round(self.seconds, 3),
@@ -57,7 +58,7 @@ class SceneResult:
                "precision": self.precision, "fused_mish": self.fused_mish, "head": self.head}
         if self.gpu_peak_mb is not None:
             out["gpu_peak_mb"] = round(self.gpu_peak_mb, 1)
-        return out
+        return out | self.beside
 
 
 @dataclass

@@ -146,7 +146,10 @@ def test_skip_existing_makes_the_vectors_and_rivers_a_skipped_mask_lacks(tmp_pat
     r = run_cli("predict", a, b, "-o", out, "--weights", random_weights, *FAST, "--skip-existing", "--json",
                 "--vector", "water.gpkg", "--rivers", "rivers.gpkg")
     assert r.returncode == 0, r.stderr
-    assert [s["scene"] for s in json.loads(r.stdout)["skipped"]] == [str(a)]
+    summary = json.loads(r.stdout)
+    assert [s["scene"] for s in summary["skipped"]] == [str(a)]
+    assert [(s["output"], s["vector"], s["rivers"]) for s in summary["skipped"] + summary["scenes"]] == [
+        (str(out / f"{n}_water.tif"), str(out / f"{n}_water.gpkg"), str(out / f"{n}_water_rivers.gpkg")) for n in "ab"]
     made = {p.name for p in out.iterdir()}
     assert {"a_water.gpkg", "b_water.gpkg", "a_water_rivers.gpkg", "b_water_rivers.gpkg"} <= made, made
     assert (out / "a_water.tif").stat().st_mtime_ns == mask_time
