@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .formats import is_remote, source_stem
 from .io import atomic_path
-from .rulebook import refuse
+from .rulebook import Phrase, option, refuse
 
 
 @dataclass(frozen=True)
@@ -34,9 +34,9 @@ def pairs_from_options(pairs: list[tuple[str, str]] | None, manifests=()) -> lis
     ids = [p.id for p in out]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
-        where = ", ".join(map(str, manifests or ())) or "--pair"
+        where = ", ".join(map(str, manifests or ())) or option("pair")
         twice = [str(p.image) for p in out if p.id == sorted(dup)[0]]
-        fix = "give each an id in an id column" if manifests else "list them in a --manifest with an id column"
+        fix = "give each an id in an id column" if manifests else Phrase("list them in a {o.manifest} with an id column")
         raise refuse("S2N-MANIFEST-ID-TWICE", where, scene_id=sorted(dup)[0], first=twice[0], second=twice[1], fix=fix)
     return out
 

@@ -27,7 +27,7 @@ ERRORS = {INPUT: InputError, USAGE: UsageError, EXISTS: OutputExistsError, FAILU
 INTERFACES = ("cli", "python")
 
 # Options whose Python keyword is not the flag's name with "_" for "-".
-PYTHON_KEYWORDS = {"mask": "leave_out", "source_weight": "source_weights"}
+PYTHON_KEYWORDS = {"mask": "leave_out", "source_weight": "source_weights", "pair": "pairs", "manifest": "manifests"}
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,13 @@ class Phrase:
         return self.said("cli")
 
 
+def option(name: str, value=None) -> Phrase:
+    """An option named in each interface's terms, as a message's value or the thing it names:
+    ``--max-steps`` or ``max_steps``; with a value ``--lr -1.0`` or ``lr=-1.0``."""
+    text = "" if value is None else ":" + str(value).replace("{", "{{").replace("}", "}}")
+    return Phrase("{o.%s%s}" % (name, text))
+
+
 DECLARE_NODATA_OPTION = Phrase("give the value that means nodata with {o.nodata}")
 DECLARE_NODATA_TAG = Phrase("tag the value that means nodata (rio edit-info --nodata)")  # commands without --nodata
 
@@ -148,7 +155,8 @@ class Finding:
     def message(self, interface: str = "cli") -> str:
         """``PATH: problem`` (just the problem when it names no file)."""
         problem = self.problem(interface)
-        return problem if self.path is None else describe(self.path, problem)
+        path = self.path.said(interface) if isinstance(self.path, Phrase) else self.path  # an option, not a file
+        return problem if path is None else describe(path, problem)
 
     def __str__(self) -> str:
         return self.message("cli")
@@ -232,6 +240,8 @@ RULES = _book(
                                                 "rank's error names it)"),
     Rule("S2N-CHECK-UNKNOWN", USAGE, "no rule {name} (s2s2net checks lists them)"),
     Rule("S2N-OPTIONS-EXCLUSIVE", USAGE, "give {first} or {second}, not both"),
+    Rule("S2N-OPTION-CHOICE", USAGE, "{given} is not one of {choices}"),
+    Rule("S2N-OPTION-RANGE", USAGE, "{given} is out of range: it is {bound}"),
     Rule("S2N-RESUME-OVERWRITE", USAGE, "{o.resume} continues a run; {o.overwrite} starts over: not both"),
     Rule("S2N-PAIRS-MISSING", USAGE, "give {o.pair:IMAGE MASK} or {o.manifest:FILE}"),
     # inference/options.py: how a model runs

@@ -17,25 +17,25 @@ from affine import Affine
 
 from ..errors import first_line
 from ..grid import PAD_MULTIPLE
-from ..rulebook import refuse
+from ..rulebook import option, refuse
 from .scene import Scene
 
 
 def check_bbox(bbox) -> tuple[float, float, float, float]:
     """(W, S, E, N) in degrees; UsageError saying what is wrong."""
     if len(bbox) != 4:
-        raise refuse("S2N-BBOX-NOT-FOUR", "--bbox")
+        raise refuse("S2N-BBOX-NOT-FOUR", option("bbox"))
     west, south, east, north = (float(v) for v in bbox)
     if not all(math.isfinite(v) for v in (west, south, east, north)):
-        raise refuse("S2N-BBOX-NOT-FINITE", "--bbox")
+        raise refuse("S2N-BBOX-NOT-FINITE", option("bbox"))
     if not (-180 <= west <= 180 and -180 <= east <= 180):
-        raise refuse("S2N-BBOX-LONGITUDE", "--bbox")
+        raise refuse("S2N-BBOX-LONGITUDE", option("bbox"))
     if not (-90 <= south <= 90 and -90 <= north <= 90):
-        raise refuse("S2N-BBOX-LATITUDE", "--bbox")
+        raise refuse("S2N-BBOX-LATITUDE", option("bbox"))
     if west >= east:
-        raise refuse("S2N-BBOX-WEST-EAST", "--bbox", west=west, east=east)
+        raise refuse("S2N-BBOX-WEST-EAST", option("bbox"), west=west, east=east)
     if south >= north:
-        raise refuse("S2N-BBOX-SOUTH-NORTH", "--bbox", south=south, north=north)
+        raise refuse("S2N-BBOX-SOUTH-NORTH", option("bbox"), south=south, north=north)
     return west, south, east, north
 
 
@@ -47,7 +47,7 @@ def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
         west, south, east, north = check_bbox(bbox)
         box = shapely.segmentize(shapely.box(west, south, east, north), max((east - west), (north - south)) / 64)
         shapes = gpd.GeoSeries([box], crs="EPSG:4326")
-        label = f"--bbox {west:g},{south:g},{east:g},{north:g}"
+        label = option("bbox", f"{west:g},{south:g},{east:g},{north:g}")
     else:
         try:
             frame = gpd.read_file(aoi)
@@ -79,4 +79,4 @@ def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
         raise refuse("S2N-AOI-NO-OVERLAP", label, scene_name=scene.name)
     transform = scene.dataset_transform @ Affine.translation(col0, row0)
     return replace(scene, transform=transform, width=col1 - col0, height=row1 - row0, origin=(row0, col0),
-                   aoi=tuple(shapes), aoi_name=label)
+                   aoi=tuple(shapes), aoi_name=str(label))

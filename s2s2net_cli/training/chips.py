@@ -37,7 +37,7 @@ from ..grid import SCALE_FACTOR, fine_transform, to_fine
 from ..io import atomic_path, geotiff_profile, lies_in, remove_stale_siblings, staged_folder
 from ..labels import Label, label_resolution_in, warp_label
 from ..manifest import Pair, write_manifest
-from ..rulebook import finding, refuse
+from ..rulebook import Phrase, finding, option, refuse
 from ..sources.checks import scene_warnings
 from ..sources.degraded import DEGRADED_READING, degrade_scene
 from ..sources.open import open_pair, open_scene
@@ -156,7 +156,7 @@ def _cut_all(prepared: list["_Prepared"], out_dir: Path, options: ChipOptions, r
 
 def _check_inputs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degraded_dir: Path) -> list["_Prepared"]:
     if not pairs:
-        raise refuse("S2N-CHIP-NO-PAIRS", "--pair/--manifest")
+        raise refuse("S2N-CHIP-NO-PAIRS", Phrase("{o.pair}/{o.manifest}"))
     if options.overwrite:
         _check_none_cleared(pairs, out_dir, options)
     if out_dir.exists():
@@ -168,7 +168,7 @@ def _check_inputs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degrad
     prepared = [_prepare(p, options, degraded_dir / f"{k}.tif") for k, p in enumerate(pairs)]
     unknown = set(options.test_ids) - {p.pair.id for p in prepared}
     if unknown:
-        raise refuse("S2N-CHIP-TEST-ID", "--test-ids", scene_id=sorted(unknown)[0], ids=', '.join(p.pair.id for p in prepared))
+        raise refuse("S2N-CHIP-TEST-ID", option("test_ids"), scene_id=sorted(unknown)[0], ids=', '.join(p.pair.id for p in prepared))
     return prepared
 
 

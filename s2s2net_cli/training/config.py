@@ -8,11 +8,16 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from ..rulebook import refuse
+from ..inference.options import PRECISIONS
+from ..rulebook import option, refuse
 
 LABEL_EDGES = ("whole", "majority")
 AUGMENTATIONS = ("none", "geometric", "full")  # geometric: flips and turns; full: also radiometric
+ZERO_STAGES = (0, 1, 2)
 DEFAULT_STEPS = 1000  # optimizer steps when neither max_steps nor epochs is given
+# The least value of each counted option (``lr`` and ``grad_clip``: above 0).
+LEAST = {"max_steps": 1, "epochs": 1, "batch_size": 1, "val_every": 1, "num_workers": 0, "warmup_steps": 0,
+         "weight_decay": 0, "boundary_weight": 0}
 
 
 @dataclass
@@ -41,12 +46,42 @@ class TrainOptions:
     boundary_weight: float = 0.0  # weight of the soft boundary F1 loss on labels of the prediction's grid
     water_indices: bool = False  # give the network NDWI and MNDWI as inputs (widening --init-weights that lack them)
 
+    def __post_init__(self):
+        check_train_options(self)
+
+
+def check_train_options(options: TrainOptions) -> None:
+    """Refuse options no run can start with, as the rulebook words them (the command line's
+    own types refuse them first; the library meets them here)."""
+    if options.max_steps is not None and options.epochs is not None:
+        raise refuse("S2N-OPTIONS-EXCLUSIVE", None, first=option("max_steps"), second=option("epochs"))
+    if options.resume and options.overwrite:
+        raise refuse("S2N-RESUME-OVERWRITE")
+    if options.precision not in PRECISIONS:
+        raise refuse("S2N-PRECISION-UNKNOWN", None, value=options.precision, choices=", ".join(PRECISIONS))
+    if options.label_edges not in LABEL_EDGES:
+        raise refuse("S2N-LABEL-EDGES", None, value=options.label_edges, choices=", ".join(LABEL_EDGES))
+    for name, choices in {"augment": AUGMENTATIONS, "zero_stage": ZERO_STAGES}.items():
+        if getattr(options, name) not in choices:
+            raise refuse("S2N-OPTION-CHOICE", None, given=option(name, getattr(options, name)),
+                         choices=", ".join(map(str, choices)))
+    for name, least in LEAST.items():
+        value = getattr(options, name)
+        if value is not None and not value >= least:
+            raise refuse("S2N-OPTION-RANGE", None, given=option(name, value), bound=f"under {least}")
+    for name in ("lr", "grad_clip"):
+        if not getattr(options, name) > 0:
+            raise refuse("S2N-OPTION-RANGE", None, given=option(name, getattr(options, name)), bound="not above 0")
+    for name, weight in options.source_weights.items():
+        if not weight >= 0:
+            raise refuse("S2N-SOURCE-WEIGHT-NEGATIVE", None, name=name, value=weight)
+
 
 def build_ds_config(options: TrainOptions, world_size: int, device_type: str, bf16_supported: bool = False) -> dict:
     """The DeepSpeed config from the options, with --deepspeed-config merged over it key by key
     (``bf16_supported``: whether the GPU has bf16, for precision "auto")."""
     if options.batch_size % world_size:
-        raise refuse("S2N-TRAIN-BATCH-WORLD", "--batch-size", batch_size=options.batch_size, world_size=world_size)
+        raise refuse("S2N-TRAIN-BATCH-WORLD", option("batch_size"), batch_size=options.batch_size, world_size=world_size)
     precision = options.precision
     if precision == "auto":
         precision = ("bf16" if bf16_supported else "16") if device_type == "cuda" else "32"
@@ -80,16 +115,16 @@ def _check_contradictions(config: dict, options: TrainOptions) -> None:
         "lr": [("optimizer", "params", "lr")],
         "weight_decay": [("optimizer", "params", "weight_decay")],
     }
-    for option, paths in checks.items():
-        if option not in options.explicit:
+    for name, paths in checks.items():
+        if name not in options.explicit:
             continue
         for path in paths:
             ours, theirs = _get(config, path), _get(user, path)
-            if option in ("lr", "weight_decay"):
-                ours = getattr(options, option)
+            if name in ("lr", "weight_decay"):
+                ours = getattr(options, name)
             if theirs is not None and ours is not None and theirs != ours:
-                flag = "--" + option.replace("_", "-")
-                raise refuse("S2N-DEEPSPEED-CONFIG-CONTRADICTS", "--deepspeed-config", key='.'.join(path), theirs=theirs, flag=flag, ours=ours)
+                raise refuse("S2N-DEEPSPEED-CONFIG-CONTRADICTS", option("deepspeed_config"), key='.'.join(path), theirs=theirs,
+                             flag=option(name), ours=ours)
 
 
 def _get(d: dict, path: tuple):

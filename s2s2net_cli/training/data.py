@@ -25,7 +25,7 @@ from ..bands import BandSpec, normalise
 from ..errors import first_line
 from ..formats import NODATA, dn_to_reflectance, valid_mask
 from ..grid import SCALE_FACTOR
-from ..rulebook import refuse
+from ..rulebook import option, refuse
 from .losses import IGNORE
 
 
@@ -203,7 +203,7 @@ def check_source_weights(weights: dict[str, float], records: list[ChipRecord]) -
     sources = sorted({r.source for r in records})
     for name in weights:
         if name not in sources:
-            raise refuse("S2N-TRAIN-SOURCE-WEIGHT", "--source-weight", name=name, sources=', '.join(sources))
+            raise refuse("S2N-TRAIN-SOURCE-WEIGHT", option("source_weight"), name=name, sources=', '.join(sources))
 
 
 def weighted_order(records: list[ChipRecord], weights: dict[str, float], seed: int, epoch: int) -> list[int]:

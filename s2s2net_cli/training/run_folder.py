@@ -16,7 +16,7 @@ import torch
 from .. import __version__
 from ..errors import first_line
 from ..io import atomic_path, lies_in
-from ..rulebook import refuse
+from ..rulebook import option, refuse
 from .config import TrainOptions
 
 CHECKPOINTS = "checkpoints"  # the DeepSpeed checkpoints' folder inside the run folder
@@ -78,7 +78,7 @@ def check_resume_matches(run_dir: Path, options: TrainOptions, world: int, chips
     now = asdict(options)
     for name in KEPT_ON_RESUME:
         if name in config["options"] and config["options"][name] != now[name]:
-            flag = "--source-weight" if name == "source_weights" else "--" + name.replace("_", "-")
+            flag = option("source_weight" if name == "source_weights" else name)
             raise refuse("S2N-RESUME-OPTION", run_dir, flag=flag, was=_shown(config['options'][name]), now=_shown(now[name]), weights=run_dir / 'last.safetensors')
 
 

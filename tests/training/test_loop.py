@@ -140,6 +140,29 @@ def test_loss_decreases_on_a_learnable_toy_set(chips, tmp_path):
     assert np.mean(losses[-8:]) < 0.85 * np.mean(losses[:8])
 
 
+def test_the_library_refuses_what_the_command_line_types_refuse(chips, tmp_path):
+    """Options the command's types refuse reached DeepSpeed from Python: a KeyError for an
+    unknown augment, a division by zero for batch_size=0, a run for precision="fp8"."""
+    import s2s2net_cli as s2n
+
+    told = {"augment": ("wild", "S2N-OPTION-CHOICE", "augment=wild is not one of none, geometric, full"),
+            "batch_size": (0, "S2N-OPTION-RANGE", "batch_size=0 is out of range: it is under 1"),
+            "precision": ("fp8", "S2N-PRECISION-UNKNOWN", "precision=fp8 is not one of auto, 32, bf16, 16"),
+            "lr": (-1.0, "S2N-OPTION-RANGE", "lr=-1.0 is out of range: it is not above 0"),
+            "zero_stage": (3, "S2N-OPTION-CHOICE", "zero_stage=3 is not one of 0, 1, 2"),
+            "epochs": (1, "S2N-OPTIONS-EXCLUSIVE", "give max_steps or epochs, not both"),
+            "overwrite": (True, "S2N-RESUME-OVERWRITE", "resume continues a run; overwrite starts over: not both")}
+    for name, (value, code, message) in told.items():
+        extra = {"max_steps": 2} if name == "epochs" else {"resume": True} if name == "overwrite" else {}
+        with raises_rule(code) as refused_here:
+            s2n.train([chips], tmp_path / "run", **{name: value}, **extra)
+        assert str(refused_here.value) == message
+    with raises_rule("S2N-TRAIN-SOURCE-WEIGHT") as refused_here:
+        s2n.train([chips], tmp_path / "run", source_weights={"floods": 2})
+    assert str(refused_here.value).startswith("source_weights: no chips folder named 'floods'")
+    assert not (tmp_path / "run").exists()
+
+
 def test_sigterm_saves_a_checkpoint_and_resume_goes_on(chips, tmp_path):
     run = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "s2s2net_cli", "train", str(chips), "-o", str(run), "--max-steps", "500",
