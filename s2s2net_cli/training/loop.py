@@ -107,6 +107,14 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
         return result
     finally:
         World.leave(wait=False)
+        forget_groups(deepspeed)
+
+
+def forget_groups(deepspeed) -> None:
+    """Drop DeepSpeed's copy of the world's process group, which ``leave`` destroyed: kept, the
+    next run in this process (a notebook's second ``train``) fails to broadcast its model
+    ("Group ... is not registered")."""
+    deepspeed.utils.groups._WORLD_GROUP = None
 
 
 def calibration_dropped(init_weights, init_card: WeightsCard | None, gate: bool = False) -> list:

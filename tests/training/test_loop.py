@@ -140,6 +140,21 @@ def test_loss_decreases_on_a_learnable_toy_set(chips, tmp_path):
     assert np.mean(losses[-8:]) < 0.85 * np.mean(losses[:8])
 
 
+def test_a_notebook_trains_twice_in_one_process(chips, tmp_path):
+    """The library's train, called again in the same Python (a notebook's second run), failed
+    to broadcast its model: DeepSpeed kept a copy of the first run's destroyed process group."""
+    script = (f"import json, s2s2net_cli as s2n\n"
+              f"runs = [s2n.train([{str(chips)!r}], {str(tmp_path)!r} + f'/run{{i}}', max_steps=2, batch_size=2, "
+              f"val_every=2, augment='none', precision='32') for i in (1, 2)]\n"
+              f"print(json.dumps([[r.steps, r.best_f1] for r in runs]))\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=DS_ENV, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (steps1, f1_1), (steps2, f1_2) = json.loads(r.stdout.strip().splitlines()[-1])
+    assert steps1 == steps2 == 2 and f1_1 == f1_2  # the same seed, the same run
+    assert load_weights(tmp_path / "run1" / "last.safetensors")[0].keys() == load_weights(
+        tmp_path / "run2" / "last.safetensors")[0].keys()
+
+
 def test_the_library_refuses_what_the_command_line_types_refuse(chips, tmp_path):
     """Options the command's types refuse reached DeepSpeed from Python: a KeyError for an
     unknown augment, a division by zero for batch_size=0, a run for precision="fp8"."""
