@@ -27,7 +27,10 @@ ERRORS = {INPUT: InputError, USAGE: UsageError, EXISTS: OutputExistsError, FAILU
 INTERFACES = ("cli", "python")
 
 # Options whose Python keyword is not the flag's name with "_" for "-".
-PYTHON_KEYWORDS = {"mask": "leave_out", "source_weight": "source_weights", "pair": "pairs", "manifest": "manifests"}
+PYTHON_KEYWORDS = {"mask": "leave_out", "source_weight": "source_weights", "pair": "pairs", "manifest": "manifests",
+                   "spacing": "spacing_m", "min_width": "min_width_m", "max_width": "max_width_m",
+                   "min_area": "min_area_m2", "max_bridge": "max_bridge_m"}
+FLAG_NAMES = {keyword: flag for flag, keyword in PYTHON_KEYWORDS.items()}  # a bundle's field -> its option's name
 
 
 @dataclass(frozen=True)
@@ -242,6 +245,7 @@ RULES = _book(
     Rule("S2N-OPTIONS-EXCLUSIVE", USAGE, "give {first} or {second}, not both"),
     Rule("S2N-OPTION-CHOICE", USAGE, "{given} is not one of {choices}"),
     Rule("S2N-OPTION-RANGE", USAGE, "{given} is out of range: it is {bound}"),
+    Rule("S2N-SCENES-MISSING", USAGE, "no scenes given"),
     Rule("S2N-RESUME-OVERWRITE", USAGE, "{o.resume} continues a run; {o.overwrite} starts over: not both"),
     Rule("S2N-PAIRS-MISSING", USAGE, "give {o.pair:IMAGE MASK} or {o.manifest:FILE}"),
     # inference/options.py: how a model runs

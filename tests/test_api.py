@@ -127,6 +127,38 @@ def test_chip_cuts_what_the_command_cuts(tmp_path):
     assert summary.chips["train"] == len(names["api"]) == 9 and names["api"] == names["cli"]  # rows, cols 0, 16, 24
 
 
+def test_option_bundles_refuse_what_the_command_line_types_refuse(tmp_path):
+    """Values the command's types refuse ran from Python (scale=0, val_fraction=2, size=8), failed
+    deep inside (spacing_m=-1: "negative dimensions", stride=0, an empty occurrence: IndexError),
+    or were half used (bbox with aoi). Each bundle refuses them now, in Python's terms."""
+    from s2s2net_cli.errors import said_as
+
+    scene, label, water = _flood(tmp_path)
+    mask = write_raster(tmp_path / "mask.tif", np.kron(water, np.ones((5, 5), "uint8")),
+                        transform=Affine(2, 0, 500000, 0, -2, 4000000), nodata=255)
+    out = tmp_path / "out"
+    calls = {
+        "scale=0 is out of range: it is not above 0": lambda: s2n.predict(scene, out, scale=0),
+        "give bbox or aoi, not both": lambda: s2n.predict(scene, out, bbox=(0, 0, 1, 1), aoi=label),
+        "size=8 is out of range: it is under 16": lambda: s2n.chip([(scene, label)], out, size=8),
+        "stride=0 is out of range: it is under 1": lambda: s2n.chip([(scene, label)], out, size=16, stride=0),
+        "val_fraction=2 is out of range: it is over 1": lambda: s2n.chip([(scene, label)], out, val_fraction=2),
+        "give test_ids or test_regions, not both": lambda: s2n.chip([(scene, label)], out, test_ids=("a",),
+                                                                   test_regions=label),
+        "spacing_m=-1 is out of range: it is not above 0": lambda: s2n.rivers(mask, out, spacing_m=-1),
+        "window=10 is out of range: it is under 256": lambda: s2n.rivers(mask, out, window=10),
+        "no scenes given": lambda: s2n.occurrence([], out),
+    }
+    for message, call in calls.items():
+        with pytest.raises(s2n.UsageError) as refused:
+            call()
+        assert str(refused.value) == message
+        if message.startswith("spacing_m"):
+            with said_as("cli"):  # the same rule on the command line names the flag
+                assert str(refused.value) == "--spacing -1 is out of range: it is not above 0"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["label.tif", "mask.tif", "scene.tif"]
+
+
 def test_load_model_gives_the_bundled_model_by_default():
     model, card = s2n.load_model()
     assert not model.training and card.bands.names == BANDS and 0 < card.threshold < 1

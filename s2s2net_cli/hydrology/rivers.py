@@ -42,6 +42,7 @@ from shapely.ops import substring
 from ..formats import NODATA, WATER, probability_cut
 from ..io import atomic_path, check_output
 from ..labels import NODATA_TAG, check_label, check_one_band, open_label
+from ..option_checks import check_bounds
 from ..rulebook import refuse
 from .bridges import bridge_gaps
 from .centrelines import centreline_branches, label_8
@@ -51,6 +52,9 @@ LAYERS = ("reaches", "widths")
 PR_SET_PDEATHSIG = 1  # prctl(2)
 WORKER_GDAL_CACHE_MB = 64
 DECIMALS = 4  # pixel coordinates of centrelines are rounded to this many decimals
+
+
+MIN_WINDOW = 256  # px a side
 
 
 @dataclass
@@ -66,6 +70,11 @@ class RiverOptions:
     margin: int | None = None  # px; default: enough for the widest channel kept (max_width_m)
     workers: int | None = None  # processes measuring windows at once; default: one per core it may use
     overwrite: bool = False
+
+    def __post_init__(self):
+        check_bounds(self, least={"min_width_m": 0, "min_area_m2": 0, "max_bridge_m": 0, "bridge_span_m": 0,
+                                  "prune": 0, "window": MIN_WINDOW, "margin": 0, "workers": 1},
+                     above={"spacing_m": 0, "max_width_m": 0})
 
 
 @dataclass

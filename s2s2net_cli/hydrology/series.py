@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..formats import check_exists
 from ..grid import SCALE_FACTOR, fine_transform
-from ..rulebook import finding
+from ..rulebook import finding, refuse
 from ..sources import stac
 from ..sources.dates import read_dates_csv, scene_date
 from ..sources.options import SceneOptions
@@ -21,6 +21,8 @@ def dated_series(scenes, from_masks: bool = False, dates_csv=None) -> list[DateM
     sources = []
     for s in scenes:
         sources += stac.collection_items(s) if stac.is_item_collection(s) else [str(s)]
+    if not sources:  # none given, or an ItemCollection without items
+        raise refuse("S2N-SCENES-MISSING")
     for s in sources:
         check_exists(s)  # a name that is no file is a mistake in the command, wherever it stands
     named = read_dates_csv(dates_csv) if dates_csv else {}

@@ -25,7 +25,7 @@ from ..bands import BAND_NAMES
 from ..errors import S2S2NetError
 from ..formats import GEOTIFF_SUFFIXES, check_exists, safe_name, source_name, source_stem
 from ..io import check_not_inputs
-from ..rulebook import code_of, refuse
+from ..rulebook import code_of, option, refuse
 from ..sources import stac
 from ..sources.open import open_scene
 from ..weights_header import default_weights, weights_tags
@@ -127,7 +127,7 @@ def predict_batch(scenes: list, output, options: PredictOptions, beside_vector=N
     ``skip_existing`` when it holds that scene's mask). The summary on rank 0, None elsewhere;
     ``progress``, ``on_result`` (before what goes beside) and ``on_failure`` as predict_scenes."""
     if options.overwrite and skip_existing:
-        raise refuse("S2N-OPTIONS-EXCLUSIVE", None, first="overwrite", second="skip_existing")
+        raise refuse("S2N-OPTIONS-EXCLUSIVE", None, first=option("overwrite"), second=option("skip_existing"))
     targets = output_targets(scenes, output)
     beside = Beside(beside_vector, beside_rivers, one_file=len(scenes) == 1 and not is_folder(output),
                     overwrite=options.overwrite)

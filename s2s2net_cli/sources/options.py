@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..option_checks import check_bounds, check_exclusive
+
 
 @dataclass(frozen=True)
 class SceneOptions:
@@ -17,3 +19,7 @@ class SceneOptions:
     leave_out: str | None = None  # raster on any grid whose nonzero pixels are left out (--mask)
     bbox: tuple[float, float, float, float] | None = None  # lon/lat W, S, E, N
     aoi: str | None = None  # vector file
+
+    def __post_init__(self):
+        check_bounds(self, above={"scale": 0})
+        check_exclusive(self, "bbox", "aoi")

@@ -37,6 +37,7 @@ from ..grid import SCALE_FACTOR, fine_transform, to_fine
 from ..io import atomic_path, geotiff_profile, lies_in, remove_stale_siblings, staged_folder
 from ..labels import Label, label_resolution_in, warp_label
 from ..manifest import Pair, write_manifest
+from ..option_checks import check_bounds, check_exclusive
 from ..rulebook import Phrase, finding, option, refuse
 from ..sources.checks import scene_warnings
 from ..sources.degraded import DEGRADED_READING, degrade_scene
@@ -44,6 +45,7 @@ from ..sources.open import open_pair, open_scene
 from ..sources.options import SceneOptions
 from ..sources.scene import SceneReader
 
+MIN_CHIP_SIZE = 16  # 10 m pixels a side
 VAL_BLOCK = 4  # validation blocks are VAL_BLOCK x VAL_BLOCK chip positions
 COARSE_FROM = 1.5  # a mask whose cells are this many 2 m cells or more is kept at 10 m
 
@@ -65,6 +67,9 @@ class ChipOptions:
     def __post_init__(self):
         if self.stride is None:
             self.stride = self.size
+        check_bounds(self, least={"size": MIN_CHIP_SIZE, "stride": 1, "max_nodata": 0, "val_fraction": 0},
+                     most={"max_nodata": 1, "val_fraction": 1})
+        check_exclusive(self, "test_ids", "test_regions")
 
 
 @dataclass

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..inference.options import PRECISIONS
+from ..option_checks import check_bounds, check_exclusive
 from ..rulebook import option, refuse
 
 LABEL_EDGES = ("whole", "majority")
@@ -53,8 +54,7 @@ class TrainOptions:
 def check_train_options(options: TrainOptions) -> None:
     """Refuse options no run can start with, as the rulebook words them (the command line's
     own types refuse them first; the library meets them here)."""
-    if options.max_steps is not None and options.epochs is not None:
-        raise refuse("S2N-OPTIONS-EXCLUSIVE", None, first=option("max_steps"), second=option("epochs"))
+    check_exclusive(options, "max_steps", "epochs")
     if options.resume and options.overwrite:
         raise refuse("S2N-RESUME-OVERWRITE")
     if options.precision not in PRECISIONS:
@@ -65,13 +65,7 @@ def check_train_options(options: TrainOptions) -> None:
         if getattr(options, name) not in choices:
             raise refuse("S2N-OPTION-CHOICE", None, given=option(name, getattr(options, name)),
                          choices=", ".join(map(str, choices)))
-    for name, least in LEAST.items():
-        value = getattr(options, name)
-        if value is not None and not value >= least:
-            raise refuse("S2N-OPTION-RANGE", None, given=option(name, value), bound=f"under {least}")
-    for name in ("lr", "grad_clip"):
-        if not getattr(options, name) > 0:
-            raise refuse("S2N-OPTION-RANGE", None, given=option(name, getattr(options, name)), bound="not above 0")
+    check_bounds(options, least=LEAST, above={"lr": 0, "grad_clip": 0})
     for name, weight in options.source_weights.items():
         if not weight >= 0:
             raise refuse("S2N-SOURCE-WEIGHT-NEGATIVE", None, name=name, value=weight)
