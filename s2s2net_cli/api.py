@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from .inference.options import ModelOptions, PredictOptions
-from .rulebook import Finding, warn
+from .rulebook import Finding, refuse, warn
 from .sources.options import SceneOptions
 from .world import World
 
@@ -35,6 +35,17 @@ def _split(options: dict, *bundles) -> list[dict]:
     if unknown:
         raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
     return [{k: v for k, v in options.items() if k in n} for n in names]
+
+
+def _paths(given) -> list:
+    """``given`` as a list: one path (str or Path) is a list of one, not of its characters."""
+    return [given] if isinstance(given, (str, Path)) else list(given)
+
+
+def _pairs(given) -> list:
+    """``given`` as a list of (scene, mask) pairs: one pair of two paths is a list of one."""
+    given = list(given)
+    return [tuple(given)] if len(given) == 2 and all(isinstance(p, (str, Path)) for p in given) else given
 
 
 def _warn_all(findings: list[Finding]) -> None:
@@ -87,7 +98,7 @@ def predict_scenes(scenes: list, output, *, probability: bool = False, vector=No
     predict`` does with several scenes: a scene that fails is listed, the others go on.
 
     Args:
-        scenes: the scenes (any source ``predict`` takes).
+        scenes: the scenes (any source ``predict`` takes; one path is one scene).
         output: a folder (or, for one scene, a GeoTIFF).
         skip_existing: skip a scene whose output already holds its mask.
         world: the ranks sharing the work (default: the launcher's, or one process).
@@ -120,7 +131,7 @@ def predict_scenes(scenes: list, output, *, probability: bool = False, vector=No
         if on_result:
             on_result(result)
 
-    return predict_batch(list(scenes), output, predict_options, vector, rivers, skip_existing,
+    return predict_batch(_paths(scenes), output, predict_options, vector, rivers, skip_existing,
                          world or World.from_environment(), on_result=written, on_failure=on_failure)
 
 
@@ -131,7 +142,7 @@ def evaluate(pairs=(), *, manifests=(), weights=(), baselines=(), nodata: float 
     (``evaluate`` with one of them).
 
     Args:
-        pairs: (scene, reference mask) pairs.
+        pairs: (scene, reference mask) pairs, or one such pair.
         manifests: CSV manifests of pairs (image,mask[,id,split]).
         weights: weights files (or "default"); with neither weights nor baselines, the bundled model.
         baselines: water-index baselines by name (ndwi, mndwi, mndwi-bilinear, ...).
@@ -152,10 +163,10 @@ def evaluate(pairs=(), *, manifests=(), weights=(), baselines=(), nodata: float 
     model, scene = _split(options, ModelOptions, SceneOptions)
     scene_options = SceneOptions(**scene)
     predict_options = PredictOptions(**model, scene=scene_options, overwrite=overwrite or save_predictions is None)
-    weights = [weights] if isinstance(weights, (str, Path)) else list(weights)
+    weights = _paths(weights)
     baselines = [baselines] if isinstance(baselines, str) else list(baselines)
     models = make_models(weights, baselines, predict_options)
-    results = compare(models, pairs_from_options(list(pairs), manifests), nodata, scene_options, save_predictions,
+    results = compare(models, pairs_from_options(_pairs(pairs), manifests), nodata, scene_options, save_predictions,
                       plot, on_progress, degrade)
     _warn_all(list(dict.fromkeys(w for r in results for img in r.images for w in img["warnings"])))
     return results
@@ -189,7 +200,8 @@ def occurrence(scenes: list, output, *, from_masks: bool = False, like=None, dat
 
     Args:
         scenes: scenes of one place (any source ``predict`` takes; a STAC ItemCollection file
-            stands for its items), or with ``from_masks`` 2 m masks already predicted.
+            stands for its items), or with ``from_masks`` 2 m masks already predicted; one path
+            is one scene.
         output: the GeoTIFF to write (occurrence, water count, valid count, and class).
         like: count on this raster's grid (default: the first scene's 2 m grid).
         dates: a CSV of scene,date for scenes whose metadata says no date.
@@ -212,7 +224,7 @@ def occurrence(scenes: list, output, *, from_masks: bool = False, like=None, dat
     scene_options = SceneOptions(**scene)
     occurrence_options = OccurrenceOptions(classes=classes, strict=strict, cog=cog,
                                            creation_options=creation_options or {}, overwrite=overwrite)
-    series = dated_series(scenes, from_masks, dates)
+    series = dated_series(_paths(scenes), from_masks, dates)
     grid = series_grid(grid_date(series), like, scene_options)
     predict = None if from_masks else _date_predictor(ModelOptions(**model), scene_options)
     return water_occurrence(series, output, grid, occurrence_options, predict, world or World.from_environment(),
@@ -238,22 +250,26 @@ def load_model(weights=None, device: str = "cpu"):
 
     Args:
         weights: a ``.safetensors`` file of s2s2net, or None / "default" for the bundled model.
-        device: where to put it ("cpu", "cuda", "cuda:1").
+        device: where to put it ("cpu", "cuda", "cuda:1", or "auto": a GPU where there is one).
 
     Returns:
         (model, card): the ``S2S2Net`` and its ``WeightsCard`` (bands, threshold, training record).
     """
     from .checkpoint import load_model as load  # heavy: torch
+    from .inference.options import is_device
+    from .inference.runtime import resolve_device
     from .weights_header import weights_file
 
-    return load(weights_file(weights or "default"), device)
+    if not is_device(device):
+        raise refuse("S2N-DEVICE-UNKNOWN", None, value=device)
+    return load(weights_file(weights or "default"), resolve_device(device))
 
 
 def chip(pairs=(), output=None, *, manifests=(), overwrite: bool = False, on_progress=None, **options):
     """Cut training chips from scenes and their masks, as ``s2s2net chip`` does.
 
     Args:
-        pairs: (scene, mask) pairs.
+        pairs: (scene, mask) pairs, or one such pair.
         manifests: CSV manifests of pairs (image,mask[,id,split]).
         output: the chips folder (chips and index.gpkg, split train, val and test).
         overwrite: replace the chips a folder holds.
@@ -270,7 +286,7 @@ def chip(pairs=(), output=None, *, manifests=(), overwrite: bool = False, on_pro
     chip_fields, scene = _split(options, ChipOptions, SceneOptions)
     chip_fields.pop("scene", None)
     chip_options = ChipOptions(scene=SceneOptions(**scene), overwrite=overwrite, **chip_fields)
-    summary = chip_pairs(pairs_from_options(list(pairs), manifests), output, chip_options, on_progress)
+    summary = chip_pairs(pairs_from_options(_pairs(pairs), manifests), output, chip_options, on_progress)
     _warn_all(summary.warnings)
     return summary
 

@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 import rasterio
+import torch
 from affine import Affine
 
 import s2s2net_cli as s2n
@@ -162,3 +163,20 @@ def test_option_bundles_refuse_what_the_command_line_types_refuse(tmp_path):
 def test_load_model_gives_the_bundled_model_by_default():
     model, card = s2n.load_model()
     assert not model.training and card.bands.names == BANDS and 0 < card.threshold < 1
+    assert next(s2n.load_model(device="auto")[0].parameters()).device.type == ("cuda" if torch.cuda.is_available()
+                                                                               else "cpu")
+    with raises_rule("S2N-DEVICE-UNKNOWN"):
+        s2n.load_model(device="tpu")
+
+
+def test_one_path_or_one_pair_is_one_not_its_characters(tmp_path, random_weights):
+    """predict_scenes("a.tif", ...) read each character as a scene ("0 and 0 would both be
+    written"); evaluate(("a.tif", "b.tif")) failed to unpack; evaluate() scored nothing."""
+    scene, label, _ = _flood(tmp_path)
+    summary = s2n.predict_scenes(str(scene), f"{tmp_path / 'masks'}/", weights=random_weights, tile_size=32, overlap=8)
+    assert [r["output"] for r in summary.scenes] == [str(tmp_path / "masks" / "scene_water.tif")]
+    one = s2n.evaluate((scene, label), baselines="ndwi")
+    assert [s.overall for s in one] == [s.overall for s in s2n.evaluate([(scene, label)], baselines="ndwi")]
+    with raises_rule("S2N-PAIRS-MISSING") as refused:
+        s2n.evaluate(baselines="ndwi")
+    assert str(refused.value) == "give pairs=IMAGE MASK or manifests=FILE"

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..manifest import Pair
+from ..rulebook import refuse
 from ..sources.options import SceneOptions
 from .evaluate import ModelScores, evaluate
 from .report import plot_comparison
@@ -19,6 +20,8 @@ def compare(models: list, pairs: list[Pair], nodata: float | None = None, scene_
     """Score ``models`` on ``pairs`` (each scene degraded ``degrade`` x first, by Wald's protocol,
     when given). The 2 m predictions go to ``save_predictions`` (else a temporary folder, and
     each image's "prediction" is None); ``plot`` names a PNG of scenes, references and predictions."""
+    if not pairs:
+        raise refuse("S2N-PAIRS-MISSING")
     with tempfile.TemporaryDirectory(prefix="s2s2net-eval-") as tmp:
         predictions = Path(save_predictions) if save_predictions else Path(tmp)
         results = evaluate(models, pairs, predictions, nodata, on_progress, scene_options, degrade)
