@@ -64,8 +64,6 @@ def _not_safetensors(head: bytes) -> str:
     return "S2N-WEIGHTS-PICKLE" if head[:1] == b"\x80" else "S2N-WEIGHTS-NOT-SAFETENSORS"
 
 
-
-
 def weights_digest(path) -> str:
     """Which weights, whatever the file is called (best.safetensors of two runs): the first 16
     hex digits of the file's SHA-256."""
