@@ -36,6 +36,7 @@ def select_bands(da):
     them), and whether they were chosen by name."""
     if "band" not in da.dims or da.ndim != 3:
         raise refuse("S2N-DATAARRAY-DIMS", DATAARRAY, dims=da.dims)
+    da = da.transpose("band", da.rio.y_dim, da.rio.x_dim)  # (y, x, band), as a stack of images is held, too
     names = [str(v) for v in da["band"].values] if "band" in da.coords else []
     if names and not all(n.isdigit() for n in names):
         order = []

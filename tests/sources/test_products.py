@@ -320,6 +320,8 @@ def test_a_dataarray_in_a_notebook_gives_the_stacks_mask_on_the_5x_grid(tmp_path
     assert water.dims == ("y", "x") and water.shape == (5 * SIZE, 5 * SIZE)
     assert water.rio.crs == crop[2] and water.rio.transform() == profile["transform"]
     assert np.array_equal(water.values, expected)
+    bands_last = predict_dataarray(da.transpose("y", "x", "band"), tile_size=SIZE, overlap=16)  # as images are held
+    assert np.array_equal(bands_last.values, expected) and bands_last.rio.transform() == profile["transform"]
     shifted = (rioxarray.open_rasterio(stack) + 1000).where(rioxarray.open_rasterio(stack) > 0, 0)
     assert np.array_equal(predict_dataarray(shifted.astype("uint16"), offset=-1000, tile_size=SIZE, overlap=16).values,
                           expected)
