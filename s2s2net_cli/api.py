@@ -5,6 +5,7 @@
     >>> scores = s2n.evaluate([("scene.tif", "label.tif")], baselines=["ndwi"], degrade=5)
     >>> reaches = s2n.rivers("water.tif", "rivers.gpkg")
     >>> model, card = s2n.load_model()
+    >>> s2n.calibrate("run/best.safetensors", "model.safetensors", manifests="labels.csv")
 
 Options come as keywords, those of ``ModelOptions`` (weights, tile_size, overlap, batch_size,
 device, precision, flips, threshold) and ``SceneOptions`` (bands, scale, offset, keep_clouds,
@@ -24,7 +25,8 @@ from .rulebook import Finding, refuse, warn
 from .sources.options import SceneOptions
 from .world import World
 
-__all__ = ["predict", "predict_scenes", "evaluate", "rivers", "occurrence", "load_model", "chip", "train"]
+__all__ = ["predict", "predict_scenes", "evaluate", "rivers", "occurrence", "load_model", "chip", "train", "calibrate",
+           "gate"]
 
 
 def _split(options: dict, *bundles) -> list[dict]:
@@ -313,3 +315,52 @@ def train(chips_dirs, run_dir, *, world: World | None = None, on_record: Callabl
     result = run(chips_dirs, run_dir, TrainOptions(**options), on_record=on_record, world=world)
     _warn_all(result.warnings)
     return result
+
+
+def calibrate(weights, output, *, pairs=(), manifests=(), gains=None, synthetic_scenes: int | None = None,
+              synthetic_size: int | None = None, overwrite: bool = False,
+              on_progress: Callable[[str], None] | None = None):
+    """Choose the water threshold and NDWI prior of weights and write them with them, as
+    ``s2s2net weights calibrate`` does (after every fine-tune: ``train`` writes plain weights).
+
+    Args:
+        weights: the weights file to calibrate (a run's best.safetensors, say).
+        output: the .safetensors file to write.
+        pairs: (scene, label) pairs, pooled as one source, or one such pair.
+        manifests: CSV manifests of pairs, each a source of its own.
+        gains: the NDWI prior gains to try (0-100; 0: none; default 0, 4, 8, 16, 32).
+        synthetic_scenes: synthetic validation scenes to score on besides (default 12).
+        synthetic_size: their side in 10 m pixels (default 192, at least 32).
+        overwrite: replace an existing output.
+        on_progress: called with a line as each gain starts.
+
+    Returns:
+        A ``Calibration``: the ``threshold`` and ``gain`` chosen, and every source's F1 at
+        each threshold for each gain (``scores``).
+    """
+    from .evaluation.calibrate import calibrate_weights  # heavy: torch
+
+    given = {"gains": gains, "synthetic_scenes": synthetic_scenes, "synthetic_size": synthetic_size}
+    return calibrate_weights(weights, output, _pairs(pairs) if pairs else (), manifests, overwrite=overwrite,
+                             on_progress=on_progress, **{k: v for k, v in given.items() if v is not None})
+
+
+def gate(weights, output, *, scenes=(), synthetic_scenes: int | None = None, overwrite: bool = False):
+    """Fit a water gate to weights and write them with it, as ``s2s2net weights gate`` does
+    (after calibrating: the gate is fitted at the weights' threshold).
+
+    Args:
+        weights: the weights file (calibrated).
+        output: the .safetensors file to write.
+        scenes: scenes to fit on besides the synthetic ones (any source ``predict`` takes; no
+            label needed), or one such path.
+        synthetic_scenes: synthetic scenes to fit on (default 40).
+        overwrite: replace an existing output.
+
+    Returns:
+        A ``GateFit``: its margins, the share of cells the head runs on, and the pixels the
+        gate gets wrong on the fitting scenes.
+    """
+    from .training.gate import gate_weights  # heavy: torch
+
+    return gate_weights(weights, output, tuple(_paths(scenes)), synthetic_scenes, overwrite)

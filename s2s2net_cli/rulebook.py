@@ -29,7 +29,7 @@ INTERFACES = ("cli", "python")
 # Options whose Python keyword is not the flag's name with "_" for "-".
 PYTHON_KEYWORDS = {"mask": "leave_out", "source_weight": "source_weights", "pair": "pairs", "manifest": "manifests",
                    "spacing": "spacing_m", "min_width": "min_width_m", "max_width": "max_width_m",
-                   "min_area": "min_area_m2", "max_bridge": "max_bridge_m"}
+                   "min_area": "min_area_m2", "max_bridge": "max_bridge_m", "scene": "scenes"}
 FLAG_NAMES = {keyword: flag for flag, keyword in PYTHON_KEYWORDS.items()}  # a bundle's field -> its option's name
 
 

@@ -36,7 +36,7 @@ def test_the_package_lists_its_face_and_importing_it_loads_no_torch():
     assert {"predict", "evaluate", "rivers", "occurrence", "load_model", "ModelOptions", "S2S2NetError"} <= set(
         s2n.__all__)
     assert all(getattr(s2n, name) is not None for name in s2n.__all__)
-    for name in ("predict", "evaluate", "rivers", "occurrence", "load_model", "chip", "train"):
+    for name in ("predict", "evaluate", "rivers", "occurrence", "load_model", "chip", "train", "calibrate", "gate"):
         doc = getattr(s2n, name).__doc__
         assert "Args:" in doc and "Returns:" in doc, name
     loaded = subprocess.run([sys.executable, "-c", "import sys, s2s2net_cli as s2n; s2n.ModelOptions; "
@@ -158,6 +158,38 @@ def test_option_bundles_refuse_what_the_command_line_types_refuse(tmp_path):
             with said_as("cli"):  # the same rule on the command line names the flag
                 assert str(refused.value) == "--spacing -1 is out of range: it is not above 0"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["label.tif", "mask.tif", "scene.tif"]
+
+
+def test_calibrate_and_gate_write_what_the_weights_commands_write(tmp_path, random_weights):
+    """A run's weights made ready for predict from Python: calibrated, then gated, as the
+    command line does it (the same choice, the same card), and refused in Python's terms."""
+    from safetensors.numpy import load_file
+
+    from s2s2net_cli.weights_header import header_metadata
+
+    scene, label, _ = _flood(tmp_path)
+    found = s2n.calibrate(random_weights, tmp_path / "api.safetensors", pairs=(scene, label), gains=(0, 16),
+                          synthetic_scenes=1, synthetic_size=48)
+    r = run_cli("weights", "calibrate", random_weights, tmp_path / "cli.safetensors", "--pair", scene, label,
+                "--gains", "0,16", "--synthetic-scenes", 1, "--synthetic-size", 48, "--json")
+    assert r.returncode == 0, r.stderr
+    assert found.to_dict() == json.loads(r.stdout)
+    assert header_metadata(tmp_path / "api.safetensors") == header_metadata(tmp_path / "cli.safetensors")
+    fit = s2n.gate(tmp_path / "api.safetensors", tmp_path / "gated.safetensors", scenes=scene, synthetic_scenes=1)
+    assert fit.inputs == 2 and "gate" in header_metadata(tmp_path / "gated.safetensors")["training"]
+    assert any(name.startswith("gate.") for name in load_file(tmp_path / "gated.safetensors"))
+    with raises_rule("S2N-OUTPUT-EXISTS") as refused:
+        s2n.calibrate(random_weights, tmp_path / "api.safetensors", synthetic_scenes=1, synthetic_size=48)
+    assert "(use overwrite to replace it)" in str(refused.value)
+    with raises_rule("S2N-OPTION-RANGE") as refused:
+        s2n.calibrate(random_weights, tmp_path / "x.safetensors", synthetic_size=8)
+    assert str(refused.value) == "synthetic_size=8 is out of range: it is under 32"
+    with raises_rule("S2N-GAINS-RANGE"):
+        s2n.calibrate(random_weights, tmp_path / "x.safetensors", gains=(0, 500))
+    with raises_rule("S2N-GATE-NO-INPUT") as refused:
+        s2n.gate(random_weights, tmp_path / "x.safetensors", synthetic_scenes=0)
+    assert "give scenes=PATH or synthetic_scenes=N" in str(refused.value)
+    assert not (tmp_path / "x.safetensors").exists()
 
 
 def test_load_model_gives_the_bundled_model_by_default():

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..evaluation.calibrate import GAINS, SYNTHETIC_SCENES, SYNTHETIC_SIZE
-from ..io import check_output
+from ..evaluation.calibrate import GAINS, MIN_SYNTHETIC_SIZE, SYNTHETIC_SCENES, SYNTHETIC_SIZE
 from ..rulebook import finding
 from .options import (
     bad_parameter,
@@ -87,7 +86,7 @@ def annotate(src, dst, notes, threshold, ndwi_prior, overwrite):
               callback=_parse_gains, help="NDWI prior gains to try (0: none).")
 @click.option("--synthetic-scenes", type=click.IntRange(1), default=SYNTHETIC_SCENES, show_default=True,
               help="Synthetic validation scenes to score on (generator seeds from 8000).")
-@click.option("--synthetic-size", type=click.IntRange(32), default=SYNTHETIC_SIZE, show_default=True,
+@click.option("--synthetic-size", type=click.IntRange(MIN_SYNTHETIC_SIZE), default=SYNTHETIC_SIZE, show_default=True,
               help="Their side in 10 m pixels.")
 @overwrite_option
 @json_option
@@ -107,24 +106,9 @@ def calibrate(ctx, src, dst, pairs, manifests, gains, synthetic_scenes, syntheti
       s2s2net weights calibrate run/best.safetensors model.safetensors --pair scene.tif label_10m.tif
       s2s2net weights calibrate run/best.safetensors model.safetensors --manifest labels.csv --gains 0,8,16
     """
-    import tempfile
+    from ..evaluation.calibrate import THRESHOLDS, calibrate_weights  # heavy: torch
 
-    from ..checkpoint import annotate_weights  # heavy: torch
-    from ..evaluation.calibrate import THRESHOLDS
-    from ..evaluation.calibrate import calibrate as choose
-    from ..manifest import pairs_from_options
-
-    check_output(dst, overwrite, [src])
-    sources = {"pairs": pairs_from_options(list(pairs))} if pairs else {}
-    for manifest in manifests:
-        sources[Path(manifest).stem if Path(manifest).stem not in sources else str(manifest)] = pairs_from_options(
-            [], manifest)
-    with tempfile.TemporaryDirectory(prefix="s2s2net-calibrate-") as work:
-        found = choose(src, work, sources, gains, synthetic_scenes, synthetic_size)
-    said = "".join(f", {name} ({len(p)} labelled pairs)" for name, p in sources.items())
-    notes = {"calibration": f"threshold and NDWI prior by s2s2net weights calibrate ({synthetic_scenes} synthetic "
-                            f"validation scenes{said})"}
-    annotate_weights(src, dst, notes, found.threshold, overwrite=overwrite, ndwi_prior=found.gain)
+    found = calibrate_weights(src, dst, pairs, manifests, gains, synthetic_scenes, synthetic_size, overwrite)
     if as_json:
         click.echo(json.dumps(found.to_dict(), indent=2))
     elif not ctx.obj.get("quiet"):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
@@ -21,12 +22,14 @@ import rasterio
 from ..formats import NODATA, percent_cut
 from ..grid import SCALE_FACTOR
 from ..manifest import Pair
+from ..option_checks import check_bounds
 from ..rulebook import refuse
 
 THRESHOLDS = tuple(float(t) for t in np.round(np.arange(0.10, 0.91, 0.05), 2))
 GAINS = (0.0, 4.0, 8.0, 16.0, 32.0)
 FIRST_SEED, SYNTHETIC_SCENES = 8000, 12  # the validation scenes' generator seeds: 8000-8011
 SYNTHETIC_SIZE = 192  # 10 m pixels a side
+MIN_SYNTHETIC_SIZE = 32
 
 
 @dataclass
@@ -89,6 +92,38 @@ def calibrate(weights, work_dir, sources: dict[str, list[Pair]] | None = None, g
         means.append(np.mean(list(scores[gain].values()), axis=0))
     g, best = np.unravel_index(int(np.argmax(np.array(means))), (len(gains), len(THRESHOLDS)))
     return Calibration(THRESHOLDS[best], float(list(gains)[g]), scores)
+
+
+def calibrate_weights(src, dst, pairs=(), manifests=(), gains=GAINS, synthetic_scenes: int = SYNTHETIC_SCENES,
+                      synthetic_size: int = SYNTHETIC_SIZE, overwrite: bool = False,
+                      on_progress: Callable[[str], None] | None = None) -> Calibration:
+    """Calibrate the weights ``src`` and write them, the threshold and gain chosen, to ``dst``
+    (what ``s2s2net weights calibrate`` does): ``pairs`` pooled as one source of labelled pairs,
+    each of ``manifests`` as another, beside ``synthetic_scenes`` synthetic ones."""
+    import tempfile
+
+    from ..checkpoint import annotate_weights  # heavy: torch
+    from ..io import check_output
+    from ..manifest import pairs_from_options
+
+    gains = tuple(float(g) for g in gains)
+    if not all(0 <= g <= 100 for g in gains):
+        raise refuse("S2N-GAINS-RANGE", None, value=",".join(f"{g:g}" for g in gains))
+    check_bounds(SimpleNamespace(synthetic_scenes=synthetic_scenes, synthetic_size=synthetic_size),
+                 least={"synthetic_scenes": 1, "synthetic_size": MIN_SYNTHETIC_SIZE})
+    check_output(dst, overwrite, [src])
+    pairs = list(pairs)
+    sources = {"pairs": pairs_from_options(pairs)} if pairs else {}
+    for manifest in [manifests] if isinstance(manifests, (str, Path)) else manifests:
+        sources[Path(manifest).stem if Path(manifest).stem not in sources else str(manifest)] = pairs_from_options(
+            [], manifest)
+    with tempfile.TemporaryDirectory(prefix="s2s2net-calibrate-") as work:
+        found = calibrate(src, work, sources, gains, synthetic_scenes, synthetic_size, on_progress)
+    said = "".join(f", {name} ({len(p)} labelled pairs)" for name, p in sources.items())
+    notes = {"calibration": f"threshold and NDWI prior by s2s2net weights calibrate ({synthetic_scenes} synthetic "
+                            f"validation scenes{said})"}
+    annotate_weights(src, dst, notes, found.threshold, overwrite=overwrite, ndwi_prior=found.gain)
+    return found
 
 
 def _check_grid(pair: Pair) -> None:
