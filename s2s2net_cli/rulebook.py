@@ -30,6 +30,9 @@ INTERFACES = ("cli", "python")
 PYTHON_KEYWORDS = {"mask": "leave_out", "source_weight": "source_weights", "pair": "pairs", "manifest": "manifests",
                    "spacing": "spacing_m", "min_width": "min_width_m", "max_width": "max_width_m",
                    "min_area": "min_area_m2", "max_bridge": "max_bridge_m", "scene": "scenes"}
+# The commands a message points to, as each interface calls them: ``{c.calibrate}`` in a template.
+COMMANDS = {"calibrate": ("s2s2net weights calibrate", "s2n.calibrate()"), "gate": ("s2s2net weights gate", "s2n.gate()"),
+            "chip": ("s2s2net chip", "s2n.chip()"), "predict": ("s2s2net predict", "s2n.predict()")}
 FLAG_NAMES = {keyword: flag for flag, keyword in PYTHON_KEYWORDS.items()}  # a bundle's field -> its option's name
 
 
@@ -94,6 +97,8 @@ class _Shown(string.Formatter):
     def get_field(self, field_name, args, kwargs):
         if field_name.startswith("o."):
             return _Option(field_name[2:], self.interface), field_name
+        if field_name.startswith("c."):
+            return getattr(_Commands(self.interface), field_name[2:]), field_name
         return _Value(field_name), field_name
 
     def convert_field(self, value, conversion):
@@ -108,6 +113,17 @@ class _Options:
         return _Option(name, self.interface)
 
 
+class _Commands:
+    """The commands as one interface calls them (``s2s2net weights gate`` or ``s2n.gate()``)."""
+
+    def __init__(self, interface: str):
+        self.interface = interface
+
+    def __getattr__(self, name: str) -> str:
+        command_line, python = COMMANDS[name]
+        return command_line if self.interface == "cli" else python
+
+
 @dataclass(frozen=True)
 class Phrase:
     """A part of messages that names options, given to a template as a value and said in each
@@ -116,7 +132,7 @@ class Phrase:
     template: str
 
     def said(self, interface: str) -> str:
-        return self.template.format(o=_Options(interface))
+        return self.template.format(o=_Options(interface), c=_Commands(interface))
 
     def __str__(self) -> str:
         return self.said("cli")
@@ -153,7 +169,7 @@ class Finding:
     def problem(self, interface: str = "cli") -> str:
         """The message without the file it names."""
         values = {k: v.said(interface) if isinstance(v, Phrase) else v for k, v in self.values.items()}
-        return self.rule.template.format(o=_Options(interface), **values)
+        return self.rule.template.format(o=_Options(interface), c=_Commands(interface), **values)
 
     def message(self, interface: str = "cli") -> str:
         """``PATH: problem`` (just the problem when it names no file)."""
@@ -321,8 +337,8 @@ RULES = _book(
     # training/chips.py
     Rule("S2N-TRAIN-CALIBRATION-DROPPED", WARNING, "was calibrated (threshold {threshold:g}, NDWI prior gain {gain:g}{gate}); "
                                                    "the weights this run wrote are trained plain, with threshold "
-                                                   "{plain:g}, no prior and no gate: calibrate them with s2s2net "
-                                                   "weights calibrate (and fit a gate with s2s2net weights gate)"),
+                                                   "{plain:g}, no prior and no gate: calibrate them with {c.calibrate} "
+                                                   "(and fit a gate with {c.gate})"),
     Rule("S2N-OCCURRENCE-UNDATED", WARNING, "has no date (none in its metadata or name): counted, but listed undated "
                                             "after the dated ones and not used for the grid; give it one with "
                                             "{o.dates:CSV}"),
@@ -354,7 +370,7 @@ RULES = _book(
                                         "separate folders"),
     Rule("S2N-OUTPUT-OTHER-SCENE", EXISTS, "holds the mask of {other}, not of {name}: {name} not skipped ({o.overwrite} "
                                            "replaces it; an -o ending in / writes one mask a scene into a folder)"),
-    Rule("S2N-OUTPUT-NOT-A-MASK", EXISTS, "is no mask s2s2net predict wrote: {name} not skipped ({o.overwrite} replaces "
+    Rule("S2N-OUTPUT-NOT-A-MASK", EXISTS, "is no mask {c.predict} wrote: {name} not skipped ({o.overwrite} replaces "
                                           "it; an -o ending in / writes one mask a scene into a folder)"),
     Rule("S2N-OUTPUT-OTHER-MODEL", EXISTS, "holds {name}'s mask made with {was}; this run makes it with {now}: not "
                                            "skipped ({o.overwrite} replaces it)"),
@@ -400,7 +416,7 @@ RULES = _book(
     Rule("S2N-DEEPSPEED-CONFIG-OBJECT", INPUT, "DeepSpeed config must be a JSON object"),
     # data.py
     Rule("S2N-CHIPS-NOT-FOUND", INPUT, "chips folder not found"),
-    Rule("S2N-CHIPS-NO-INDEX", INPUT, "has no index.gpkg; make chips with `s2s2net chip`"),
+    Rule("S2N-CHIPS-NO-INDEX", INPUT, "has no index.gpkg; make chips with {c.chip}"),
     Rule("S2N-CHIPS-INDEX-UNREADABLE", INPUT, "chip index cannot be read ({error})"),
     Rule("S2N-CHIPS-INDEX-COLUMNS", INPUT, "chip index lacks column(s) {missing}"),
     Rule("S2N-CHIPS-MASK-SIZE", INPUT, "mask is {width} x {height} px; its image needs {fine_width} x {fine_height} "
@@ -515,8 +531,7 @@ RULES = _book(
     # runtime.py
     Rule("S2N-DEVICE-NO-CUDA", INPUT, "CUDA was asked for but no GPU is available"),
     Rule("S2N-WEIGHTS-BANDS", INPUT, "weights were trained on bands {trained}; s2s2net reads {reads}"),
-    Rule("S2N-INT8-NO-RANGES", INPUT, "weights carry no int8 ranges for {o.precision:int8} (s2s2net weights gate "
-                                      "records them)"),
+    Rule("S2N-INT8-NO-RANGES", INPUT, "weights carry no int8 ranges for {o.precision:int8} ({c.gate} records them)"),
     Rule("S2N-INT8-NOT-X86", INPUT, "{o.precision:int8} runs on x86 CPUs with AVX2 or AVX-512, not on {device}"),
     # safe.py
     Rule("S2N-SAFE-REMOTE", INPUT, "remote SAFE products are not read; give a local .SAFE folder or .zip, or the "

@@ -63,6 +63,11 @@ def test_a_finding_names_its_options_in_each_interface():
     assert found.at("DataArray").message().startswith("DataArray: ")
     assert RULES["S2N-OFFSET-MISSING"].settled_by("python") == ("offset",)
     assert RULES["S2N-LEAVE-OUT-NO-CRS"].settled_by("python") == ("leave_out",)
+    dropped = finding("S2N-TRAIN-CALIBRATION-DROPPED", "w", threshold=0.7, gain=16, plain=0.5, gate="")
+    assert dropped.message().endswith("calibrate them with s2s2net weights calibrate (and fit a gate with s2s2net "
+                                      "weights gate)")  # the commands a message points to, in each interface's terms
+    assert dropped.message("python").endswith("calibrate them with s2n.calibrate() (and fit a gate with s2n.gate())")
+    assert RULES["S2N-CHIPS-NO-INDEX"].text("python") == "has no index.gpkg; make chips with s2n.chip()"
 
 
 def test_refuse_gives_the_error_of_the_rules_kind_with_its_finding():
