@@ -169,7 +169,7 @@ def evaluate(pairs=(), *, manifests=(), weights=(), baselines=(), nodata: float 
     baselines = [baselines] if isinstance(baselines, str) else list(baselines)
     models = make_models(weights, baselines, predict_options)
     results = compare(models, pairs_from_options(_pairs(pairs), manifests), nodata, scene_options, save_predictions,
-                      plot, on_progress, degrade)
+                      plot, on_progress, degrade, overwrite)
     _warn_all(list(dict.fromkeys(w for r in results for img in r.images for w in img["warnings"])))
     return results
 

@@ -18,6 +18,7 @@ from safetensors.torch import load_file, save_file
 
 from . import __version__
 from .bands import BandSpec
+from .formats import WEIGHTS_FILE
 from .io import atomic_path, check_output
 from .model import MAX_NDWI_PRIOR, ModelConfig, S2S2Net, check_index_bands
 from .rulebook import refuse
@@ -162,7 +163,7 @@ def annotate_weights(src, dst, training_notes: dict, threshold: float | None = N
     """Copy weights from ``src`` to ``dst`` with ``training_notes`` added to the card (and its
     calibrated ``threshold`` and ``ndwi_prior`` set); an existing ``dst`` is replaced only with
     ``overwrite``."""
-    check_output(dst, overwrite)
+    check_output(dst, overwrite, kind=WEIGHTS_FILE)
     state, card = load_weights(src)
     card.training = {**card.training, **training_notes}
     if threshold is not None:

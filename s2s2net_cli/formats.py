@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 
 import numpy as np
 from rasterio.enums import ColorInterp, MaskFlags
@@ -19,6 +20,24 @@ from .rulebook import refuse
 LAND, WATER, NODATA = 0, 1, 255
 CHIP_SCALE = 10000.0  # chips (and synthetic scenes) store reflectance x 10000 as uint16, 0 nodata
 GEOTIFF_SUFFIXES = (".tif", ".tiff", "")  # names rasters are written under (GDAL's GTiff takes none too)
+
+
+@dataclass(frozen=True)
+class OutputKind:
+    """What an output file is written as: the suffixes its name may end in (any case; "" for
+    none), and how a refusal of another name says it."""
+
+    suffixes: tuple[str, ...]
+    writes: str
+
+
+OCCURRENCE_FILE = OutputKind(GEOTIFF_SUFFIXES, "occurrence writes a GeoTIFF")
+RIVERS_FILE = OutputKind((".gpkg",), "rivers are written as a GeoPackage")
+POLYGONS_FILE = OutputKind((".gpkg", ".geojson", ".json", ".shp", ".fgb"),
+                           "polygons are written in the format of their suffix")
+PLOT_FILE = OutputKind((".png", ""), "the plot is a PNG")
+TABLE_FILE = OutputKind((".csv", ".txt", ""), "the table is written as CSV")
+WEIGHTS_FILE = OutputKind((".safetensors",), "weights are written as safetensors")
 
 
 # A 2 m output's ``values`` tag: a 0/1 mask, or (True) a ``predict --probability`` raster.

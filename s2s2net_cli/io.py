@@ -19,6 +19,7 @@ from rasterio.io import MemoryFile
 from rasterio.shutil import copy as copy_dataset
 
 from .errors import S2S2NetError, first_line
+from .formats import OutputKind
 from .rulebook import refuse
 
 UMASK = os.umask(0o022)  # the process's umask, read (os.umask sets it too) and restored below
@@ -98,10 +99,13 @@ def _what_gdal_says(action) -> list[tuple[str | None, str]]:
     return said
 
 
-def check_output(path, overwrite: bool, inputs=()) -> Path:
+def check_output(path, overwrite: bool, inputs=(), kind: OutputKind | None = None) -> Path:
     """Refuse an existing ``path`` unless ``overwrite``, and always when it is one of ``inputs``
-    (check_not_inputs); check its folder can be written."""
+    (check_not_inputs), or named for another format than its ``kind``; check its folder can be
+    written."""
     path = Path(path)
+    if kind is not None:
+        check_suffix(path, kind)
     check_not_inputs([path], inputs)
     if path.exists() and not overwrite:
         raise refuse("S2N-OUTPUT-EXISTS", path)
@@ -109,6 +113,15 @@ def check_output(path, overwrite: bool, inputs=()) -> Path:
     if parent.exists() and not os.access(parent, os.W_OK):
         raise refuse("S2N-OUTPUT-PERMISSION", path, parent=parent)
     return path
+
+
+def check_suffix(path, kind: OutputKind) -> None:
+    """Refuse an output named for another format than the one it is written in (a GeoTIFF called
+    .png, a PNG called .tif): it would open as neither."""
+    if Path(path).suffix.lower() not in kind.suffixes:
+        named = [s for s in kind.suffixes if s]
+        named = " or ".join([", ".join(named[:-1]), named[-1]] if len(named) > 1 else named)
+        raise refuse("S2N-OUTPUT-SUFFIX", None, name=Path(path).name, writes=kind.writes, named=named)
 
 
 def check_not_inputs(paths, inputs) -> None:

@@ -13,7 +13,7 @@ from rasterio.windows import Window
 from shapely.geometry import shape
 from shapely.ops import unary_union
 
-from .formats import NODATA, WATER, probability_cut
+from .formats import NODATA, POLYGONS_FILE, WATER, probability_cut
 from .io import atomic_file_set, atomic_path, check_output
 
 STRIP_ROWS = 2048
@@ -65,7 +65,7 @@ MULTI_FILE_SUFFIXES = {".shp"}  # formats written as several files (.shp, .shx, 
 def write_water_polygons(mask_path, vector_path, overwrite: bool = False) -> Path:
     """The water polygons of ``mask_path`` written to ``vector_path`` (its format by its
     suffix; a GeoPackage's layer is "water"), whole or not at all."""
-    vector_path = check_output(vector_path, overwrite)
+    vector_path = check_output(vector_path, overwrite, kind=POLYGONS_FILE)
     gdf = water_polygons(mask_path)
     suffix = vector_path.suffix.lower()
     with (atomic_file_set if suffix in MULTI_FILE_SUFFIXES else atomic_path)(vector_path) as tmp:

@@ -192,6 +192,36 @@ def test_calibrate_and_gate_write_what_the_weights_commands_write(tmp_path, rand
     assert not (tmp_path / "x.safetensors").exists()
 
 
+def test_outputs_named_for_another_format_or_existing_are_refused_from_python_too(tmp_path, random_weights):
+    """Only the command line's callbacks checked a name's suffix: the library wrote a GeoPackage
+    called rivers.txt, a GeoTIFF called occ.png, a PNG called plot.jpg, and replaced an
+    existing plot without overwrite."""
+    scene, label, water = _flood(tmp_path)
+    mask = write_raster(tmp_path / "mask.tif", np.kron(water, np.ones((5, 5), "uint8")),
+                        transform=Affine(2, 0, 500000, 0, -2, 4000000), nodata=255)
+    calls = {"rivers.txt: rivers are written as a GeoPackage: name it .gpkg":
+             lambda: s2n.rivers(mask, tmp_path / "rivers.txt"),
+             "occ.png: occurrence writes a GeoTIFF: name it .tif or .tiff":
+             lambda: s2n.occurrence(mask, tmp_path / "occ.png", from_masks=True),
+             "plot.jpg: the plot is a PNG: name it .png": lambda: s2n.evaluate((scene, label), baselines="ndwi",
+                                                                              plot=tmp_path / "plot.jpg"),
+             "w.kml: polygons are written in the format of their suffix: name it .gpkg, .geojson, .json, .shp or "
+             ".fgb": lambda: s2n.predict(scene, tmp_path / "w.tif", vector=tmp_path / "w.kml", weights=random_weights),
+             "c.pt: weights are written as safetensors: name it .safetensors":
+             lambda: s2n.calibrate(random_weights, tmp_path / "c.pt", synthetic_scenes=1, synthetic_size=48)}
+    for message, call in calls.items():
+        with raises_rule("S2N-OUTPUT-SUFFIX") as refused:
+            call()
+        assert str(refused.value) == message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["label.tif", "mask.tif", "scene.tif"]
+    (tmp_path / "plot.png").write_text("keep")
+    with raises_rule("S2N-OUTPUT-EXISTS", tmp_path / "plot.png"):
+        s2n.evaluate((scene, label), baselines="ndwi", plot=tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").read_text() == "keep"
+    s2n.evaluate((scene, label), baselines="ndwi", plot=tmp_path / "plot.png", overwrite=True)
+    assert (tmp_path / "plot.png").read_bytes().startswith(b"\x89PNG")
+
+
 def test_load_model_gives_the_bundled_model_by_default():
     model, card = s2n.load_model()
     assert not model.training and card.bands.names == BANDS and 0 < card.threshold < 1

@@ -8,11 +8,10 @@ import logging
 
 import click
 
+from ..formats import PLOT_FILE, TABLE_FILE
 from ..inference.options import BASELINES, ModelOptions, PredictOptions
 from ..io import check_output
 from .options import (
-    CSV_SUFFIXES,
-    PNG_SUFFIXES,
     bad_parameter,
     degrade_option,
     exclusive,
@@ -73,7 +72,7 @@ def _score(ctx, scoring: dict, model: ModelOptions, weights, baselines, default_
             stderr.print(f"[dim]{pair_id}: {model_name}[/]")
 
     results = run_comparison(models, pairs, scoring["nodata"], scoring["scene"], scoring["save_predictions"],
-                             plot, progress, scoring["degrade"])
+                             plot, progress, scoring["degrade"], scoring["overwrite"])
     log_findings(w for r in results for img in r.images for w in img["warnings"])
     return results
 
@@ -120,8 +119,8 @@ def evaluate(ctx, model, baseline, scoring, as_json):
 @model_options(several=True)
 @click.option("--baseline", "baselines", multiple=True, type=click.Choice(BASELINES), help="Baseline (repeatable).")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
-              callback=named_as(CSV_SUFFIXES, "the table is written as CSV"), help="Write the table as CSV.")
-@click.option("--plot", type=click.Path(dir_okay=False), default=None, callback=named_as(PNG_SUFFIXES, "the plot is a PNG"),
+              callback=named_as(TABLE_FILE), help="Write the table as CSV.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None, callback=named_as(PLOT_FILE),
               help="Write a PNG: scene, reference and each prediction.")
 @scoring_options
 @click.pass_context

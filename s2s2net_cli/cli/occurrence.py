@@ -9,10 +9,9 @@ from pathlib import Path
 import click
 
 from ..api import occurrence as water_occurrence
-from ..formats import GEOTIFF_SUFFIXES
+from ..formats import OCCURRENCE_FILE, PLOT_FILE
 from ..io import check_output
 from .options import (
-    PNG_SUFFIXES,
     check_creation_options,
     creation_options,
     json_option,
@@ -29,7 +28,7 @@ log = logging.getLogger("s2s2net")
 @click.command()
 @click.argument("scenes", nargs=-1, required=True, metavar="SCENE...")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              callback=named_as(GEOTIFF_SUFFIXES, "occurrence writes a GeoTIFF"),
+              callback=named_as(OCCURRENCE_FILE),
               help="Output GeoTIFF: occurrence, water count, valid count (and class with --classes).")
 @click.option("--from-masks", is_flag=True, help="SCENE... are 2 m masks already predicted (0 land, 1 water, 255 nodata).")
 @click.option("--like", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -39,7 +38,7 @@ log = logging.getLogger("s2s2net")
 @click.option("--classes", is_flag=True, help="Add band 4: 0 never water, 1 seasonal, 2 permanent (>= 90 %), 255 unseen.")
 @click.option("--strict", is_flag=True, help="Stop at a date that fails (default: name it, skip it, count it).")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              callback=named_as(PNG_SUFFIXES, "the plot is a PNG"),
+              callback=named_as(PLOT_FILE),
               help="Write a PNG of water area through time.")
 @model_options
 @scene_options

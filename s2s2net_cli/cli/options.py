@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import fields
-from pathlib import Path
 
 import click
 
 from ..bands import BAND_NAMES, repeated_band
 from ..errors import S2S2NetError
+from ..formats import OutputKind
 from ..inference.options import (
     DEFAULT_OVERLAP,
     DEFAULT_TILE_SIZE,
@@ -20,7 +20,7 @@ from ..inference.options import (
     ModelOptions,
     is_device,
 )
-from ..io import creation_option_problems
+from ..io import check_suffix, creation_option_problems
 from ..manifest import pairs_from_options
 from ..rulebook import finding
 from ..sources.aoi import check_bbox
@@ -78,21 +78,15 @@ def parse_name_values(ctx, param, values) -> dict:
     return out
 
 
-PNG_SUFFIXES = (".png", "")
-CSV_SUFFIXES = (".csv", ".txt", "")
-GEOPACKAGE_SUFFIXES = (".gpkg",)
-
-
-def named_as(suffixes: tuple[str, ...], writes: str):
-    """A callback refusing an output path whose suffix (any case) is not one of ``suffixes`` (""
-    for none): a file written in one format under another's name (a GeoTIFF called .png, a PNG
-    called .tif) opens as neither."""
+def named_as(kind: OutputKind):
+    """A callback refusing an output path named for another format than its ``kind`` (the core's
+    check_suffix, said as Click says a bad value)."""
     def check(ctx, param, value):
-        if value is not None and Path(value).suffix.lower() not in suffixes:
-            named = [s for s in suffixes if s]
-            named = " or ".join([", ".join(named[:-1]), named[-1]] if len(named) > 1 else named)
-            raise bad_parameter(finding("S2N-OUTPUT-SUFFIX", name=Path(value).name, writes=writes, named=named),
-                                ctx, param)
+        if value is not None:
+            try:
+                check_suffix(value, kind)
+            except S2S2NetError as exc:
+                raise bad_parameter(exc.finding, ctx, param) from None
         return value
     return check
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
+from ..formats import POLYGONS_FILE, RIVERS_FILE
 from ..inference.options import DEFAULT_TILE_SIZE, PredictOptions
 from .options import (
-    GEOPACKAGE_SUFFIXES,
     bad_parameter,
     check_creation_options,
     creation_options,
@@ -24,7 +24,6 @@ from .options import (
 from .render import log_findings, progress_bar, report_error
 
 log = logging.getLogger("s2s2net")
-VECTOR_SUFFIXES = (".gpkg", ".geojson", ".json", ".shp", ".fgb")
 
 
 @click.command()
@@ -37,11 +36,11 @@ VECTOR_SUFFIXES = (".gpkg", ".geojson", ".json", ".shp", ".fgb")
 @click.option("--probability", is_flag=True, help="Write water probability as uint8 0-100 instead of a 0/1 mask.")
 @click.option("--cog", is_flag=True, help="Write a Cloud Optimized GeoTIFF with overviews (mode resampling).")
 @click.option("--vector", type=click.Path(dir_okay=False, path_type=Path),
-              callback=named_as(VECTOR_SUFFIXES, "polygons are written in the format of their suffix"),
+              callback=named_as(POLYGONS_FILE),
               help="Also write water polygons, with area (.gpkg, .geojson, .json, .shp, .fgb); into a folder of masks: "
                    "beside each mask, named like it, in this file's format.")
 @click.option("--rivers", type=click.Path(dir_okay=False, path_type=Path),
-              callback=named_as(GEOPACKAGE_SUFFIXES, "rivers are written as a GeoPackage"),
+              callback=named_as(RIVERS_FILE),
               help="Also write river centrelines and widths (.gpkg), as `s2s2net rivers` does with its defaults; "
                    "into a folder of masks: beside each mask, as <mask>_rivers.gpkg.")
 @creation_options

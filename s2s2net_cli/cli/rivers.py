@@ -7,14 +7,15 @@ from pathlib import Path
 
 import click
 
-from .options import GEOPACKAGE_SUFFIXES, json_option, named_as, overwrite_option
+from ..formats import RIVERS_FILE
+from .options import json_option, named_as, overwrite_option
 from .render import progress_bar, summary_table
 
 
 @click.command()
 @click.argument("mask", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              callback=named_as(GEOPACKAGE_SUFFIXES, "rivers are written as a GeoPackage"),
+              callback=named_as(RIVERS_FILE),
               help="GeoPackage to write (layers reaches and widths).")
 @click.option("--spacing", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
               help="Metres between width transects along a centreline.")

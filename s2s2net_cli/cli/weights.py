@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..evaluation.calibrate import GAINS, MIN_SYNTHETIC_SIZE, SYNTHETIC_SCENES, SYNTHETIC_SIZE
+from ..formats import WEIGHTS_FILE
 from ..rulebook import finding
 from .options import (
     bad_parameter,
@@ -53,7 +54,7 @@ def show(path):
 @weights.command()
 @click.argument("src", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("dst", type=click.Path(dir_okay=False, path_type=Path),
-                callback=named_as((".safetensors",), "weights are written as safetensors"))
+                callback=named_as(WEIGHTS_FILE))
 @click.option("--set", "notes", multiple=True, callback=parse_name_values, metavar="KEY=VALUE",
               help="A note added to the card's training record (repeatable).")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
@@ -79,7 +80,7 @@ def annotate(src, dst, notes, threshold, ndwi_prior, overwrite):
 @weights.command()
 @click.argument("src", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("dst", type=click.Path(dir_okay=False, path_type=Path),
-                callback=named_as((".safetensors",), "weights are written as safetensors"))
+                callback=named_as(WEIGHTS_FILE))
 @pair_option
 @manifest_option
 @click.option("--gains", default=",".join(f"{g:g}" for g in GAINS), show_default=True, metavar="G,G,...",
@@ -121,7 +122,7 @@ def calibrate(ctx, src, dst, pairs, manifests, gains, synthetic_scenes, syntheti
 @weights.command()
 @click.argument("src", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("dst", type=click.Path(dir_okay=False, path_type=Path),
-                callback=named_as((".safetensors",), "weights are written as safetensors"))
+                callback=named_as(WEIGHTS_FILE))
 @click.option("--scene", "scenes", multiple=True, type=click.Path(path_type=Path),
               help="A scene to fit on besides the synthetic ones (repeatable): any predict reads; no label needed.")
 @click.option("--synthetic-scenes", type=click.IntRange(0), default=None,

@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 import rasterio
 
-from ..formats import NODATA, percent_cut
+from ..formats import NODATA, WEIGHTS_FILE, percent_cut
 from ..grid import SCALE_FACTOR
 from ..manifest import Pair
 from ..option_checks import check_bounds
@@ -111,7 +111,7 @@ def calibrate_weights(src, dst, pairs=(), manifests=(), gains=GAINS, synthetic_s
         raise refuse("S2N-GAINS-RANGE", None, value=",".join(f"{g:g}" for g in gains))
     check_bounds(SimpleNamespace(synthetic_scenes=synthetic_scenes, synthetic_size=synthetic_size),
                  least={"synthetic_scenes": 1, "synthetic_size": MIN_SYNTHETIC_SIZE})
-    check_output(dst, overwrite, [src])
+    check_output(dst, overwrite, [src], kind=WEIGHTS_FILE)
     pairs = list(pairs)
     sources = {"pairs": pairs_from_options(pairs)} if pairs else {}
     for manifest in [manifests] if isinstance(manifests, (str, Path)) else manifests:

@@ -34,7 +34,7 @@ from rasterio.windows import Window
 
 from ..bands import BAND_NAMES
 from ..errors import InputError, S2S2NetError
-from ..formats import WATER, probability_cut
+from ..formats import OCCURRENCE_FILE, WATER, probability_cut
 from ..grid import grid_shift, row_pixel_areas
 from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, temporary_sibling
 from ..labels import MAX_VALUES_NAMED, NODATA_TAG, check_nodata_value, check_one_band, unexpected_values
@@ -126,7 +126,7 @@ def water_occurrence(dates: list[DateMask], out_path, grid: Grid, options: Occur
     out_path = Path(out_path)
     check_each_date_once(dates)
     if world.leads:
-        check_output(out_path, options.overwrite, inputs=[d.source for d in dates])
+        check_output(out_path, options.overwrite, inputs=[d.source for d in dates], kind=OCCURRENCE_FILE)
     if world.is_shared:
         world.join(PROCESS_GROUP_TIMEOUT)
     mine = dates[world.rank::world.size]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..formats import PLOT_FILE
 from ..io import atomic_path, check_output
 
 
@@ -14,7 +15,7 @@ def plot_water_area(dates: list, path, overwrite: bool = False) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    path = check_output(path, overwrite)
+    path = check_output(path, overwrite, kind=PLOT_FILE)
     labels = [d.date or Path(d.source).stem for d in dates]
     fig, ax = plt.subplots(figsize=(max(5, 0.5 * len(dates) + 2), 3.2), dpi=120)
     ax.plot(range(len(dates)), [d.water_km2 for d in dates], marker="o", color="#1f5fa8")

@@ -39,7 +39,7 @@ from shapely import line_merge
 from shapely.geometry import LineString, MultiLineString, Point, box
 from shapely.ops import substring
 
-from ..formats import NODATA, WATER, probability_cut
+from ..formats import NODATA, RIVERS_FILE, WATER, probability_cut
 from ..io import atomic_path, check_output
 from ..labels import NODATA_TAG, check_label, check_one_band, open_label
 from ..option_checks import check_bounds
@@ -97,7 +97,7 @@ class RiverSummary:
 def measure_rivers(mask_path, out_path, options: RiverOptions = RiverOptions(),
                    on_progress: Callable[[int, int], None] | None = None) -> RiverSummary:
     """Centrelines and widths of the water in ``mask_path`` written to ``out_path`` (GeoPackage)."""
-    out_path = check_output(out_path, options.overwrite)
+    out_path = check_output(out_path, options.overwrite, kind=RIVERS_FILE)
     reader = MaskReader(mask_path)
     pixel = reader.pixel_size
     margin = options.margin if options.margin is not None else int(np.ceil(options.max_width_m / pixel)) + 32

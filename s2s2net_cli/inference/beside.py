@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..formats import POLYGONS_FILE, RIVERS_FILE
 from ..io import check_output
 
 
@@ -32,9 +33,12 @@ class Beside:
         return [*([self.vector_path(mask)] if self.vector else []), *([self.rivers_path(mask)] if self.rivers else [])]
 
     def check(self, mask) -> None:
-        """OutputExistsError for a file beside ``mask`` that exists, unless ``overwrite``."""
-        for path in self.paths(mask):
-            check_output(path, self.overwrite)
+        """OutputExistsError for a file beside ``mask`` that exists, unless ``overwrite``; a
+        UsageError for one named for another format than it is written in."""
+        if self.vector:
+            check_output(self.vector_path(mask), self.overwrite, kind=POLYGONS_FILE)
+        if self.rivers:
+            check_output(self.rivers_path(mask), self.overwrite, kind=RIVERS_FILE)
 
     def write(self, mask, missing_only: bool = False) -> dict[str, str]:
         """The polygons and rivers of ``mask``; with ``missing_only``, only those not there (beside

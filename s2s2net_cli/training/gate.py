@@ -303,11 +303,12 @@ def gate_weights(src, dst, scenes: tuple = (), synthetic_scenes: int | None = No
     from itertools import chain
 
     from ..checkpoint import FINE_GATE_PREFIX, GATE_PREFIX, load_model, load_weights, save_weights, without_gate
+    from ..formats import WEIGHTS_FILE
     from ..inference.runtime import inference_network
     from ..io import check_output
     from ..rulebook import refuse
 
-    check_output(dst, overwrite, [src, *scenes])
+    check_output(dst, overwrite, [src, *scenes], kind=WEIGHTS_FILE)
     synthetic_scenes = SYNTHETIC_SCENES if synthetic_scenes is None else synthetic_scenes
     if not scenes and synthetic_scenes < 1:
         raise refuse("S2N-GATE-NO-INPUT", None)
