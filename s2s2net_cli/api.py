@@ -52,7 +52,7 @@ def _pairs(given) -> list:
 
 def _warn_all(findings: list[Finding]) -> None:
     for found in findings:
-        warn(found, stacklevel=3)
+        warn(found)  # at the caller's line, also from a callback deep in a batch
 
 
 def predict(scene, output=None, *, probability: bool = False, vector=None, rivers=None, cog: bool = False,

@@ -16,12 +16,15 @@ with its code, ``--json`` carries the code, notebooks get it as an :class:`S2S2N
 from __future__ import annotations
 
 import string
+import sys
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import InputError, OutputExistsError, S2S2NetError, UsageError, describe
 
+_PACKAGE = str(Path(__file__).parent) + "/"  # the package's frames start so
 WARNING, INPUT, USAGE, EXISTS, FAILURE = "warning", "input", "usage", "exists", "failure"
 ERRORS = {INPUT: InputError, USAGE: UsageError, EXISTS: OutputExistsError, FAILURE: S2S2NetError}
 INTERFACES = ("cli", "python")
@@ -218,9 +221,13 @@ def refuse(code: str, path=None, **values) -> S2S2NetError:
     return error
 
 
-def warn(found: Finding, stacklevel: int = 2) -> None:
-    """Say ``found`` to Python's warnings machinery, in Python's terms."""
-    warnings.warn(S2S2NetWarning(found), stacklevel=stacklevel + 1)
+def warn(found: Finding) -> None:
+    """Say ``found`` to Python's warnings machinery, in Python's terms, at the line that called
+    into the package (the first frame outside it: a finding may come from deep in a batch)."""
+    level, frame = 2, sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        level, frame = level + 1, frame.f_back
+    warnings.warn(S2S2NetWarning(found), stacklevel=level)
 
 
 def code_of(exc: BaseException) -> str | None:

@@ -84,6 +84,7 @@ def test_predict_warns_in_pythons_terms(tmp_path, random_weights):
         result = s2n.predict(bare, tmp_path / "w.tif", weights=random_weights, tile_size=32, overlap=8)
     told = [w.message for w in caught if isinstance(w.message, s2n.S2S2NetWarning)]
     assert said(told) == said(result.warnings) == ["S2N-BANDS-UNDESCRIBED"]
+    assert {w.filename for w in caught if isinstance(w.message, s2n.S2S2NetWarning)} == {__file__}  # the call's line
     assert "bands=3,2,1,4,5,6" in str(told[0])
 
 

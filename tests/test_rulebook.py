@@ -95,6 +95,7 @@ def test_notebooks_get_a_warning_category_with_the_code():
     assert len(caught) == 1 and issubclass(caught[0].category, S2S2NetWarning)
     assert caught[0].message.finding.code == "S2N-SCALE-IMPLAUSIBLE"
     assert "(see scale)" in str(caught[0].message)
+    assert caught[0].filename == __file__  # the line outside the package that led to it
 
 
 def _cli(*args, cwd=None):

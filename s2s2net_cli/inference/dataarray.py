@@ -73,7 +73,7 @@ def predict_dataarray(da, weights=None, probability: bool = False, **options):
         said = [in_notebook_terms(w) for w in predictor.predict_scene(scene, out).warnings]
         result = rioxarray.open_rasterio(out, mask_and_scale=False).squeeze("band", drop=True).load()
     for found in said:  # what predict warns of on stderr (an offset left out, the band order assumed)
-        warn(found, stacklevel=2)
+        warn(found)
     result.name = "water"
     result.attrs["long_name"] = "water probability (percent)" if probability else "water (1), land (0)"
     result.attrs["warnings"] = [found.message("python") for found in said]
