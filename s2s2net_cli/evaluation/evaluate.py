@@ -35,7 +35,7 @@ from ..rulebook import refuse
 from ..sources.checks import scene_warnings
 from ..sources.degraded import DEGRADED_READING, degrade_scene, degraded_shape
 from ..sources.open import OpenPair, open_pair
-from ..weights_header import default_weights
+from ..weights_header import default_weights, weights_file
 
 
 @dataclass
@@ -70,7 +70,7 @@ def make_models(weights: list, baselines: list[str], options: PredictOptions | N
     options = options or PredictOptions()
     forwards = [IndexBaseline(name) for name in baselines]  # an unknown name is refused before a model loads
     models = [Predictor(w, options) for w in weights]
-    for model, name in zip(models, distinct_names(weights)):
+    for model, name in zip(models, distinct_names([weights_file(w) for w in weights])):  # "default": its file
         model.forward.label = name
     models += [Predictor(f, options) for f in forwards]
     names = [m.model_name for m in models]

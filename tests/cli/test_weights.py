@@ -128,6 +128,13 @@ def test_predict_weights_default_is_the_bundled_model(tmp_path):
         assert result.returncode == 0, result.stderr
     with rasterio.open(tmp_path / "named.tif") as a, rasterio.open(tmp_path / "bundled.tif") as b:
         assert a.tags()["model_sha256"] == b.tags()["model_sha256"] and (a.read() == b.read()).all()
+    label = write_raster(tmp_path / "l.tif", rng.integers(0, 2, (32, 32)).astype("uint8"), nodata=255)
+    names = []  # compare called it "default" when named, "default.safetensors" (as the masks' tags) when not
+    for args in (["--weights", "default"], []):
+        result = run_cli("compare", "--pair", scene, label, "--precision", "32", "--json", *args, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        names.append(json.loads(result.stdout)["rows"][0]["model"])
+    assert names == ["default.safetensors", "default.safetensors"]
 
 
 def test_calibrate_chooses_the_best_threshold_and_gain_and_writes_them(tmp_path, random_weights):
