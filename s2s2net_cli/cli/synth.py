@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
 import click
 
-from .options import bands_option, offset_option, overwrite_option
+from .options import bands_option, json_option, offset_option, overwrite_option
 from .render import log_findings
 
 log = logging.getLogger("s2s2net")
@@ -30,9 +31,11 @@ log = logging.getLogger("s2s2net")
 @bands_option
 @offset_option
 @overwrite_option
+@json_option
 @click.pass_context
 def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, backgrounds: tuple[Path, ...],
-          landscape: str, manifest: bool, bands: tuple[int, ...] | None, offset: float, overwrite: bool) -> None:
+          landscape: str, manifest: bool, bands: tuple[int, ...] | None, offset: float, overwrite: bool,
+          as_json: bool) -> None:
     """Make synthetic Sentinel-2 scenes (6 bands, 10 m, uint16) with exact 2 m water masks.
 
     Each pair is OUT_DIR/synth_<seed>_scene.tif and OUT_DIR/synth_<seed>_mask.tif, on the
@@ -50,6 +53,7 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
     \b
     Example:
       s2s2net synth demo/ --count 4 --size 256 --seed 100
+      s2s2net synth demo/ --count 4 --json
       s2s2net synth rivers/ --landscape rivers --count 8 --size 128
       s2s2net synth painted/ --background real_l1c.tif --count 20 --size 192 --seed 5000
     """
@@ -59,6 +63,8 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
                            backgrounds=tuple(backgrounds), bands=bands, offset=offset, manifest=manifest,
                            overwrite=overwrite)
     quiet = ctx.obj.get("quiet")
-    make_synthetic_set(out_dir, options, on_background=log_findings,
-                       on_pair=None if quiet else lambda scene, mask, water: click.echo(
-                           f"{scene}  {mask}  water {water:.1%}", err=True))
+    summary = make_synthetic_set(out_dir, options, on_background=log_findings,
+                                 on_pair=None if quiet else lambda scene, mask, water: click.echo(
+                                     f"{scene}  {mask}  water {water:.1%}", err=True))
+    if as_json:
+        click.echo(json.dumps(summary.to_dict(), indent=2))

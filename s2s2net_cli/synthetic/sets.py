@@ -32,6 +32,10 @@ class SynthOptions:
 class SynthSummary:
     rows: list[dict] = field(default_factory=list)  # image, mask, id of each pair (the manifest's rows)
     warnings: list = field(default_factory=list)  # how the backgrounds were read
+    manifest: str | None = None  # the manifest written, if any
+
+    def to_dict(self) -> dict:
+        return {"pairs": self.rows, "manifest": self.manifest, "warnings": [w.to_dict() for w in self.warnings]}
 
 
 def make_synthetic_set(out_dir, options: SynthOptions, on_background: Callable[[list], None] | None = None,
@@ -46,12 +50,13 @@ def make_synthetic_set(out_dir, options: SynthOptions, on_background: Callable[[
         summary.warnings += said
         if on_background:
             on_background(said)
+    for s in range(options.seed, options.seed + options.count):  # every output, before the first is written
+        for path in _pair_paths(out_dir, s):
+            check_output(path, options.overwrite, options.backgrounds)
     out_dir.mkdir(parents=True, exist_ok=True)
     for i in range(options.count):
         s = options.seed + i
-        scene_path, mask_path = out_dir / f"synth_{s}_scene.tif", out_dir / f"synth_{s}_mask.tif"
-        check_output(scene_path, options.overwrite, options.backgrounds)
-        check_output(mask_path, options.overwrite, options.backgrounds)
+        scene_path, mask_path, rivers_path = _pair_paths(out_dir, s)
         if options.backgrounds:
             background = options.backgrounds[i % len(options.backgrounds)]
             pair = make_painted_pair(background, options.size, s, *readings[background])
@@ -60,10 +65,16 @@ def make_synthetic_set(out_dir, options: SynthOptions, on_background: Callable[[
                              landscape=options.landscape)
         write_pair(pair, scene_path, mask_path)
         if pair.rivers:
-            write_river_truth(pair, check_output(out_dir / f"synth_{s}_rivers.gpkg", options.overwrite))
+            write_river_truth(pair, rivers_path)
         summary.rows.append({"image": scene_path.name, "mask": mask_path.name, "id": f"synth_{s}"})
         if on_pair:
             on_pair(scene_path, mask_path, float((pair.mask == 1).mean()))
     if options.manifest:
         write_manifest(out_dir / "manifest.csv", summary.rows, overwrite=True)
+        summary.manifest = str(out_dir / "manifest.csv")
     return summary
+
+
+def _pair_paths(out_dir: Path, seed: int) -> tuple[Path, Path, Path]:
+    """The scene, mask and river truth of the pair of ``seed``."""
+    return tuple(out_dir / f"synth_{seed}_{part}" for part in ("scene.tif", "mask.tif", "rivers.gpkg"))

@@ -398,6 +398,22 @@ def test_global_flags_anywhere_on_the_line(tmp_path):
     assert r.returncode == 2 and "--count" in r.stderr and "No such option" not in r.stderr  # --debug was taken
 
 
+def test_synth_writes_no_pair_when_one_exists_and_lists_its_pairs_in_json(tmp_path):
+    """A set whose third pair existed was refused after the first two were written (and no
+    manifest): every output is checked before the first is written."""
+    (tmp_path / "set").mkdir()
+    (tmp_path / "set" / "synth_2_scene.tif").write_text("keep")
+    r = run_cli("synth", tmp_path / "set", "--count", 3, "--size", 16)
+    assert refused(r, "S2N-OUTPUT-EXISTS", 1, tmp_path / "set" / "synth_2_scene.tif")
+    assert [p.name for p in (tmp_path / "set").iterdir()] == ["synth_2_scene.tif"]
+    r = run_cli("synth", tmp_path / "set", "--count", 2, "--size", 16, "--json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert [p["id"] for p in summary["pairs"]] == ["synth_0", "synth_1"]
+    assert summary["manifest"] == str(tmp_path / "set" / "manifest.csv") and summary["warnings"] == []
+    assert (tmp_path / "set" / "manifest.csv").read_text().splitlines()[1] == "synth_0_scene.tif,synth_0_mask.tif,synth_0"
+
+
 @pytest.mark.slow
 def test_sigterm_exits_143_and_a_killed_runs_temporary_file_is_cleaned_next_time(tmp_path, random_weights):
     s = write_raster(tmp_path / "big.tif", np.random.default_rng(0).integers(100, 3000, (6, 256, 256)).astype("uint16"),
