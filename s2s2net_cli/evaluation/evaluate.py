@@ -28,6 +28,7 @@ import rasterio
 from ..formats import NODATA, safe_name
 from ..inference.baselines import IndexBaseline
 from ..inference.predictor import PredictOptions, Predictor
+from ..io import check_output
 from ..labels import binarise, check_transformable, label_resolution_in, open_label, warp_label
 from ..manifest import Pair
 from ..metrics import BOUNDARY_TOLERANCE, Counts, boundary_counts, count
@@ -146,6 +147,10 @@ def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | N
             check_degradable(opened[pair.id], pair, degrade)
     runs = [m.reading(DEGRADED_READING) for m in models] if degrade else models
     predictions_dir = Path(predictions_dir)
+    for pair in pairs:  # every prediction's file, before the first is written
+        for run in runs:
+            check_output(prediction_path(predictions_dir, pair, run.model_name), run.options.overwrite,
+                         inputs=(pair.image, pair.mask))
     predictions_dir.mkdir(parents=True, exist_ok=True)
     results = [ModelScores(m.model_name) for m in models]
     for pair in pairs:

@@ -360,3 +360,24 @@ def test_nodata_adds_to_the_labels_own_nodata_in_evaluate_and_chip(tmp_path):
     other = write_raster(tmp_path / "other.tif", label, transform=T10, nodata=255)
     result = run_cli("evaluate", "--baseline", "ndwi", "--pair", scene, other, "--nodata", "-1")
     assert refused(result, "S2N-MASK-VALUES", 1, other) and "nodata 255 and -1" in result.stderr
+
+
+def test_saved_predictions_are_checked_before_the_first_is_written(tmp_path):
+    """One existing prediction of the second pair was refused after the first pair's were
+    written: every prediction's file is now checked first, and nothing is written."""
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+
+    args = []
+    for k in (1, 2):
+        write_pair(make_pair(32, seed=20 + k, nodata_margin=False), tmp_path / f"s{k}.tif", tmp_path / f"m{k}.tif")
+        args += ["--pair", tmp_path / f"s{k}.tif", tmp_path / f"m{k}.tif"]
+    (tmp_path / "keep").mkdir()
+    (tmp_path / "keep" / "s2__ndwi.tif").write_text("keep")
+    r = run_cli("compare", *args, "--baseline", "ndwi", "--baseline", "mndwi", "--save-predictions", tmp_path / "keep")
+    assert refused(r, "S2N-OUTPUT-EXISTS", 1, tmp_path / "keep" / "s2__ndwi.tif")
+    assert [p.name for p in (tmp_path / "keep").iterdir()] == ["s2__ndwi.tif"]
+    r = run_cli("compare", *args, "--baseline", "ndwi", "--baseline", "mndwi", "--save-predictions", tmp_path / "keep",
+                "--overwrite")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (tmp_path / "keep").iterdir()) == ["s1__mndwi.tif", "s1__ndwi.tif", "s2__mndwi.tif",
+                                                                     "s2__ndwi.tif"]
