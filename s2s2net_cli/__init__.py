@@ -4,8 +4,8 @@
     >>> result = s2n.predict("scene.tif", "water.tif", offset=-1000)
 
 The commands as functions (``predict``, ``predict_scenes``, ``evaluate``, ``rivers``,
-``occurrence``, ``chip``, ``train``, ``calibrate``, ``gate``, ``load_model``), the option bundles (``ModelOptions``,
-``SceneOptions``) and what errors and warnings carry (``S2S2NetError``, ``S2S2NetWarning``,
+``occurrence``, ``chip``, ``train``, ``calibrate``, ``gate``, ``load_model``), the option
+bundles (``ModelOptions``, ``SceneOptions``) and what errors and warnings carry (``S2S2NetError``, ``S2S2NetWarning``,
 ``Finding``, ``RULES``). Each is imported when first used, so that ``import s2s2net_cli`` (and
 every command's start) stays light.
 """

@@ -341,7 +341,7 @@ def calibrate(weights, output, *, pairs=(), manifests=(), gains=None, synthetic_
     from .evaluation.calibrate import calibrate_weights  # heavy: torch
 
     given = {"gains": gains, "synthetic_scenes": synthetic_scenes, "synthetic_size": synthetic_size}
-    return calibrate_weights(weights, output, _pairs(pairs) if pairs else (), manifests, overwrite=overwrite,
+    return calibrate_weights(weights, output, _pairs(pairs), manifests, overwrite=overwrite,
                              on_progress=on_progress, **{k: v for k, v in given.items() if v is not None})
 
 
