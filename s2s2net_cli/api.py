@@ -144,7 +144,8 @@ def evaluate(pairs=(), *, manifests=(), weights=(), baselines=(), nodata: float 
     (``evaluate`` with one of them).
 
     Args:
-        pairs: (scene, reference mask) pairs, or one such pair.
+        pairs: (scene, reference) pairs, or one such pair: a reference is a mask raster (water 1,
+            land 0) or a vector file of water polygons.
         manifests: CSV manifests of pairs (image,mask[,id,split]).
         weights: weights files (or "default"); with neither weights nor baselines, the bundled model.
         baselines: water-index baselines by name (ndwi, mndwi, mndwi-bilinear, ...).
@@ -271,7 +272,8 @@ def chip(pairs=(), output=None, *, manifests=(), overwrite: bool = False, on_pro
     """Cut training chips from scenes and their masks, as ``s2s2net chip`` does.
 
     Args:
-        pairs: (scene, mask) pairs, or one such pair.
+        pairs: (scene, mask) pairs, or one such pair: a mask is a raster (water 1, land 0) at
+            any resolution, or a vector file of water polygons (exact 2 m truth).
         manifests: CSV manifests of pairs (image,mask[,id,split]).
         output: the chips folder (chips and index.gpkg, split train, val and test).
         overwrite: replace the chips a folder holds.

@@ -1,17 +1,22 @@
 """Water labels: rasters that say water or land (a reference mask, a high-resolution mask to
-chip, or a prediction), read and put on a grid.
+chip, or a prediction), or vector files of water polygons, read and put on a grid.
 
-A label is binarised first (water = value > 0; NaN, its own nodata value and ``nodata`` are
-nodata), then warped with rasterio onto the target grid (the exact 5x sub-grid of a scene, or
-any grid): averaged to a water fraction when the label is finer than the target (then 0/1 at
+A raster label is binarised first (water = value > 0; NaN, its own nodata value and ``nodata``
+are nodata), then warped with rasterio onto the target grid (the exact 5x sub-grid of a scene,
+or any grid): averaged to a water fraction when the label is finer than the target (then 0/1 at
 0.5), nearest when it is coarser. Only the part of the label that covers the target window is
 read, so memory is bounded by the window.
+
+A vector label (any file geopandas reads: GeoPackage, shapefile, GeoJSON...) is polygons of
+water with land everywhere else: it labels every pixel of the scene, and has no grid of its own.
+A target pixel is water when its centre lies in a polygon (rasterio's rasterize), so on a
+scene's 2 m sub-grid the polygons are exact truth. Only the polygons near the scene are read.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import rasterio
@@ -19,6 +24,7 @@ from pyproj import CRS, Transformer
 from pyproj.exceptions import CRSError as ProjCRSError
 from pyproj.exceptions import ProjError
 from rasterio.errors import CRSError, RasterioIOError
+from rasterio.features import rasterize
 from rasterio.warp import Resampling, reproject, transform_bounds
 from rasterio.windows import Window, from_bounds
 
@@ -40,6 +46,32 @@ class Label:
     nodata: tuple[float, ...] = ()  # the values that mean nodata besides NaN: the file's own and --nodata
 
 
+@dataclass(frozen=True)
+class VectorLabel:
+    """Water polygons (in ``crs``), land everywhere else: the whole scene labelled."""
+
+    path: str
+    crs: object  # rasterio's CRS
+    shapes: tuple  # the polygons near the scene, in crs
+    layers: tuple[str, ...]  # the file's layers; the first is read
+    nodata: tuple[float, ...] = ()  # a vector label has none
+    _projected: dict = field(default_factory=dict, compare=False, repr=False)  # CRS WKT -> (shapes, STRtree)
+
+    def shapes_in(self, crs):
+        """The polygons in ``crs`` and a spatial index of them (made once per CRS)."""
+        key = crs.to_wkt()
+        if key not in self._projected:
+            import geopandas as gpd  # heavy: only a vector label needs it
+            import shapely
+
+            try:
+                shapes = list(gpd.GeoSeries(list(self.shapes), crs=self.crs.to_wkt()).to_crs(key))
+            except Exception as exc:  # PROJ raises various errors
+                raise refuse("S2N-MASK-CRS-TO-SCENE", self.path, error=exc) from exc
+            self._projected[key] = (shapes, shapely.STRtree(shapes))
+        return self._projected[key]
+
+
 def nodata_values(*values) -> tuple[float, ...]:
     """The distinct values among ``values`` (numbers, None, or tuples of them) that mean nodata
     besides NaN, which always does: None and NaN left out."""
@@ -56,21 +88,67 @@ def said_nodata(values: tuple[float, ...]) -> str:
     return " and ".join(f"{v:g}" for v in values)
 
 
-def open_label(path, nodata: float | None = None) -> Label:
+def open_label(path, nodata: float | None = None, near: tuple | None = None) -> Label | VectorLabel:
     """A label raster, checked: readable, georeferenced, north-up; ``nodata`` (--nodata) adds to
     the file's own nodata value, as both mean nodata, except a tag of land's 0 or water's 1 (a
-    GDAL tool's mistake, refused by check_nodata_value), which --nodata replaces."""
+    GDAL tool's mistake, refused by check_nodata_value), which --nodata replaces. A file that is
+    no raster is read as water polygons (open_vector_label), those near ``near`` (a CRS and
+    bounds in it: the scene's) when given."""
     try:
         with rasterio.open(path) as src:
             own = None if nodata is not None and src.nodata in (0, 1) else src.nodata
             info = Label(str(path), src.crs, src.transform, src.width, src.height, nodata_values(own, nodata))
     except RasterioIOError as exc:
-        raise refuse("S2N-MASK-UNREADABLE", path) from exc
+        vector = open_vector_label(path, near)
+        if vector is None:
+            raise refuse("S2N-MASK-UNREADABLE", path) from exc
+        return vector
     if info.crs is None:
         raise refuse("S2N-MASK-NO-CRS", path)
     if is_rotated(info.transform):
         raise refuse("S2N-MASK-ROTATED", path)
     return info
+
+
+def open_vector_label(path, near: tuple | None = None) -> VectorLabel | None:
+    """Water polygons from the first layer of the vector file ``path``, those whose bounding
+    boxes meet ``near`` (a CRS and bounds in it) when given; None when no vector driver reads it.
+    InputError when it has no CRS, holds no polygon, or holds geometries that are not polygons
+    (lines and points have no area)."""
+    import pyogrio
+    import shapely
+
+    try:
+        layers = tuple(str(name) for name, _ in pyogrio.list_layers(path))
+        info = pyogrio.read_info(path, layer=0) if layers else None
+    except Exception:  # pyogrio raises its own errors: not a vector file
+        return None
+    if info is not None and info["geometry_type"] is None:  # a table (a CSV): no geometries at all
+        return None
+    if not layers or info["features"] == 0:
+        raise refuse("S2N-MASK-VECTOR-EMPTY", path)
+    if info["crs"] is None:
+        raise refuse("S2N-MASK-NO-CRS", path)
+    crs = rasterio.crs.CRS.from_user_input(info["crs"])
+    bbox = None
+    if near is not None:
+        near_crs, bounds = near
+        check_transformable(path, near_crs, crs)
+        try:
+            bbox = transform_bounds(near_crs, crs, *bounds, densify_pts=21)
+        except Exception as exc:  # PROJ raises various errors
+            raise refuse("S2N-MASK-CRS-TO-SCENE", path, error=exc) from exc
+    try:
+        geometries = pyogrio.read_dataframe(path, layer=0, bbox=bbox, columns=[], read_geometry=True).geometry
+    except Exception as exc:
+        raise refuse("S2N-MASK-READ-FAILED", path, error=first_line(exc)) from exc
+    geometries = geometries[~(geometries.isna() | geometries.is_empty)]
+    kinds = set(geometries.geom_type)
+    if kinds - {"Polygon", "MultiPolygon"}:
+        others = ", ".join(sorted(kinds - {"Polygon", "MultiPolygon"}))
+        raise refuse("S2N-MASK-VECTOR-NOT-POLYGONS", path, kinds=others)
+    shapes = tuple(g if g.is_valid else shapely.make_valid(g) for g in geometries)
+    return VectorLabel(str(path), crs, shapes, layers)
 
 
 def check_transformable(path, src_crs, dst_crs) -> None:
@@ -88,9 +166,15 @@ def _crs_name(crs) -> str:
     return repr(CRS.from_wkt(crs.to_wkt()).name)
 
 
-def label_bounds_in(label: Label, crs) -> tuple[float, float, float, float]:
-    """The label's bounds in ``crs``; InputError when the CRSs cannot be transformed."""
+def label_bounds_in(label: Label | VectorLabel, crs) -> tuple[float, float, float, float]:
+    """The label's bounds in ``crs`` (a vector label's: its polygons'; NaN when none are near
+    the scene); InputError when the CRSs cannot be transformed."""
     check_transformable(label.path, label.crs, crs)
+    if isinstance(label, VectorLabel):
+        import shapely
+
+        shapes, _ = label.shapes_in(crs)
+        return tuple(shapely.total_bounds(shapes).tolist()) if shapes else (math.nan,) * 4
     left, top = label.transform.c, label.transform.f
     right, bottom = label.transform @ (label.width, label.height)
     try:
@@ -102,14 +186,19 @@ def label_bounds_in(label: Label, crs) -> tuple[float, float, float, float]:
     return bounds
 
 
-def label_resolution_in(label: Label, crs) -> float:
-    """The label's mean pixel size in the units of ``crs``."""
+def label_resolution_in(label: Label | VectorLabel, crs) -> float:
+    """The label's mean pixel size in the units of ``crs``: 0 for polygons, finer than any grid."""
+    if isinstance(label, VectorLabel):
+        return 0.0
     left, bottom, right, top = label_bounds_in(label, crs)
     return math.sqrt(abs((right - left) * (top - bottom)) / (label.width * label.height))
 
 
-def warp_label(label: Label, dst_transform, dst_crs, shape: tuple[int, int], finer: bool) -> np.ndarray:
-    """The label on the target grid as float32: 0/1, NaN where it has no valid pixel."""
+def warp_label(label: Label | VectorLabel, dst_transform, dst_crs, shape: tuple[int, int], finer: bool) -> np.ndarray:
+    """The label on the target grid as float32: 0/1, NaN where it has no valid pixel (a vector
+    label has one everywhere: rasterise_label)."""
+    if isinstance(label, VectorLabel):
+        return rasterise_label(label, dst_transform, dst_crs, shape)
     height, width = shape
     dst_left, dst_top = dst_transform.c, dst_transform.f
     dst_right, dst_bottom = dst_transform @ (width, height)
@@ -141,6 +230,22 @@ def warp_label(label: Label, dst_transform, dst_crs, shape: tuple[int, int], fin
     return out
 
 
+def rasterise_label(label: VectorLabel, dst_transform, dst_crs, shape: tuple[int, int]) -> np.ndarray:
+    """Water polygons on the target grid as float32: 1 where a pixel's centre lies in one, else 0."""
+    import shapely
+
+    shapes, tree = label.shapes_in(dst_crs)
+    height, width = shape
+    left, top = dst_transform.c, dst_transform.f
+    right, bottom = dst_transform @ (width, height)
+    near = tree.query(shapely.box(min(left, right), min(top, bottom), max(left, right), max(top, bottom)))
+    if not len(near):
+        return np.zeros(shape, dtype=np.float32)
+    burnt = rasterize(((shapes[i], 1) for i in sorted(near)), out_shape=shape, transform=dst_transform,
+                      fill=0, dtype="uint8")
+    return burnt.astype(np.float32)
+
+
 def binarise(raw: np.ndarray, nodata) -> np.ndarray:
     """Water 1.0, land 0.0, nodata NaN (NaN, and the value or values ``nodata``)."""
     data = raw.astype(np.float32)
@@ -155,13 +260,19 @@ def binarise(raw: np.ndarray, nodata) -> np.ndarray:
 NODATA_OPTION, NODATA_TAG = DECLARE_NODATA_OPTION, DECLARE_NODATA_TAG  # how a command is told which value is nodata
 
 
-def check_label(label: Label, declare_nodata: Phrase = NODATA_OPTION) -> list[str]:
+def check_label(label: Label | VectorLabel, declare_nodata: Phrase = NODATA_OPTION) -> list[str]:
     """InputError when the label holds no valid pixel, or values other than water 1, land 0 and
     its nodata (NaN, the file's nodata value or --nodata): a 255 or -1 that no tag declares as
     nodata would otherwise count as water or land; then a nodata of 0 or 1 (check_nodata_value).
     ``declare_nodata`` says how a command is told which value is nodata. Read block by block.
     Returns its warnings: a mask with no water whose nodata value (above 1) it holds may be a
-    0/255 mask whose water a GDAL tool tagged as nodata (its scores, or chips, would hold no water)."""
+    0/255 mask whose water a GDAL tool tagged as nodata (its scores, or chips, would hold no water).
+    A vector label was checked as it was read; its warning: a file of several layers, of which
+    the first was read."""
+    if isinstance(label, VectorLabel):
+        if len(label.layers) > 1:
+            return [finding("S2N-MASK-VECTOR-LAYERS", label.path, count=len(label.layers), layer=label.layers[0])]
+        return []
     others: set = set()
     any_valid = any_water = False
     declared = bool(label.nodata)

@@ -341,6 +341,7 @@ RULES = _book(
                                               "{value}), make it 1 and give it another nodata value"),
     Rule("S2N-MASK-VALUES", INPUT, "holds values {shown} besides water 1, land 0{declared}: {declare_nodata}, or make "
                                    "water 1 and land 0"),
+    Rule("S2N-MASK-VECTOR-LAYERS", WARNING, "holds {count} layers; the first, {layer}, is read as the water polygons"),
     # training/chips.py
     Rule("S2N-TRAIN-CALIBRATION-DROPPED", WARNING, "was calibrated (threshold {threshold:g}, NDWI prior gain {gain:g}{gate}); "
                                                    "the weights this run wrote are trained plain, with threshold "
@@ -458,7 +459,10 @@ RULES = _book(
                                        "the output elsewhere"),
     Rule("S2N-OUTPUT-WRITE-FAILED", FAILURE, "could not be written ({error})"),
     # labels.py
-    Rule("S2N-MASK-UNREADABLE", INPUT, "not a readable raster mask"),
+    Rule("S2N-MASK-UNREADABLE", INPUT, "neither a raster mask nor a vector file of water polygons that GDAL reads"),
+    Rule("S2N-MASK-VECTOR-EMPTY", INPUT, "holds no water polygon"),
+    Rule("S2N-MASK-VECTOR-NOT-POLYGONS", INPUT, "holds {kinds} geometries, where a vector mask holds water polygons "
+                                                "(lines and points have no area: buffer them to the water's extent)"),
     Rule("S2N-MASK-NO-CRS", INPUT, "mask has no CRS"),
     Rule("S2N-MASK-ROTATED", INPUT, "mask has a rotated transform; only north-up grids are supported"),
     Rule("S2N-MASK-CRS-UNTRANSFORMABLE", INPUT, "CRS {source_crs} cannot be transformed to {target_crs}"),

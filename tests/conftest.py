@@ -135,3 +135,17 @@ def raises_rule(code: str, names=None):
         yield info
     assert code_of(info.value) == code, f"{code_of(info.value)}: {info.value}"
     assert names is None or str(names) in str(info.value), str(info.value)
+
+
+def write_polygons(path, mask, transform, crs=UTM, to_crs=None, **to_file):
+    """The water (1) of a (h, w) mask on ``transform`` traced into polygons, written as a vector
+    file (reprojected to ``to_crs`` when given); returns the path."""
+    import geopandas as gpd
+    from rasterio.features import shapes
+    from shapely.geometry import shape
+
+    water = np.asarray(mask) == 1
+    polygons = [shape(g) for g, _ in shapes(water.astype("uint8"), mask=water, transform=transform)]
+    frame = gpd.GeoDataFrame({"water": [1] * len(polygons)}, geometry=polygons, crs=crs)
+    (frame.to_crs(to_crs) if to_crs else frame).to_file(path, **to_file)
+    return path

@@ -174,7 +174,8 @@ degrade_option = click.option(
 
 
 pair_option = click.option("--pair", "pairs", nargs=2, multiple=True, type=str, metavar="SCENE MASK",
-                           help="A scene (stack, product, STAC item) and its mask (repeatable).")
+                           help="A scene (stack, product, STAC item) and its mask: a raster (water 1, land 0) or a "
+                                "vector file of water polygons (repeatable).")
 manifest_option = click.option("--manifest", "manifests", type=click.Path(dir_okay=False), multiple=True,
                                help="CSV with columns image,mask (optional id, split); paths relative to the file "
                                     "(repeatable).")

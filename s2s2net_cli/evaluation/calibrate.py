@@ -21,6 +21,7 @@ import rasterio
 
 from ..formats import NODATA, WEIGHTS_FILE, percent_cut
 from ..grid import SCALE_FACTOR
+from ..labels import VectorLabel, open_label, rasterise_label
 from ..manifest import Pair
 from ..option_checks import check_bounds
 from ..rulebook import refuse
@@ -127,10 +128,27 @@ def calibrate_weights(src, dst, pairs=(), manifests=(), gains=GAINS, synthetic_s
 
 
 def _check_grid(pair: Pair) -> None:
-    with rasterio.open(pair.image) as scene, rasterio.open(pair.mask) as label:
+    """InputError unless ``pair``'s label is on its scene's 10 m or 2 m grid, or is water polygons
+    (drawn on the prediction's grid)."""
+    label = open_label(pair.mask)
+    if isinstance(label, VectorLabel):
+        return
+    with rasterio.open(pair.image) as scene:
         if (label.height, label.width) not in ((scene.height, scene.width),
                                                (scene.height * SCALE_FACTOR, scene.width * SCALE_FACTOR)):
             raise refuse("S2N-CALIBRATE-GRID", pair.mask, scene=pair.image)
+
+
+def _label_on_grid(pair: Pair, prediction) -> tuple[np.ndarray, np.ndarray]:
+    """``pair``'s label and where it is valid, on its own grid (its scene's 10 m or 2 m one);
+    water polygons drawn on the grid of the open ``prediction``, valid everywhere."""
+    label = open_label(pair.mask, near=(prediction.crs, tuple(prediction.bounds)))
+    if isinstance(label, VectorLabel):
+        truth = rasterise_label(label, prediction.transform, prediction.crs, prediction.shape)
+        return truth.astype(np.uint8), np.ones(truth.shape, bool)
+    with rasterio.open(pair.mask) as lab:
+        truth, nodata = lab.read(1), lab.nodata
+    return truth, np.isin(truth, (0, 1)) & ((truth != nodata) if nodata is not None else True)
 
 
 def _score(weights: Path, work: Path, synthetic: list, sources: dict[str, list[Pair]]) -> dict[str, list[float]]:
@@ -153,12 +171,13 @@ def _score(weights: Path, work: Path, synthetic: list, sources: dict[str, list[P
         for k, pair in enumerate(pairs):
             out = work / f"source_{s}_pair_{k}_prob.tif"
             real.predict_scene(pair.image, out)
-            with rasterio.open(out) as src, rasterio.open(pair.mask) as lab:
-                prob, truth, nodata = src.read(1), lab.read(1), lab.nodata
+            with rasterio.open(out) as src:
+                prob = src.read(1)
+                truth, labelled = _label_on_grid(pair, src)
             factor = SCALE_FACTOR if truth.shape != prob.shape else 1
             h, w = truth.shape
             seen = (prob.reshape(h, factor, w, factor) != NODATA).all(axis=(1, 3))
-            valid = seen & np.isin(truth, (0, 1)) & ((truth != nodata) if nodata is not None else True)
+            valid = seen & labelled
             pooled += counts_at(prob, truth, valid, factor=factor)
         scores[name] = [f1(*c) for c in pooled]
     return scores

@@ -29,7 +29,15 @@ from ..formats import NODATA, safe_name
 from ..inference.baselines import IndexBaseline
 from ..inference.predictor import PredictOptions, Predictor
 from ..io import check_output
-from ..labels import binarise, check_transformable, label_resolution_in, open_label, warp_label
+from ..labels import (
+    VectorLabel,
+    binarise,
+    check_transformable,
+    label_resolution_in,
+    open_label,
+    rasterise_label,
+    warp_label,
+)
 from ..manifest import Pair
 from ..metrics import BOUNDARY_TOLERANCE, Counts, boundary_counts, count
 from ..rulebook import refuse
@@ -97,20 +105,27 @@ def score_pair(prediction_path, pair: Pair, nodata: float | None = None) -> Coun
 
 
 def score_predictions(prediction_paths: list, pair: Pair, nodata: float | None = None, block: int = 1024) -> list[Counts]:
-    """Counts of each 2 m prediction against ``pair.mask``, on the reference's grid, over the
-    same pixels for all: those valid in the reference and in every prediction (a baseline's
-    undefined index, a model's clouds), read a block of the reference at a time."""
-    ref = open_label(pair.mask, nodata)
+    """Counts of each 2 m prediction against ``pair.mask``, on the reference's grid (water
+    polygons, which have none: the first prediction's), over the same pixels for all: those
+    valid in the reference and in every prediction (a baseline's undefined index, a model's
+    clouds), read a block of the reference at a time."""
+    with rasterio.open(prediction_paths[0]) as first:
+        ref = open_label(pair.mask, nodata, near=(first.crs, tuple(first.bounds)))
+    polygons = isinstance(ref, VectorLabel)
     preds = [open_label(path, NODATA) for path in prediction_paths]
+    grid = prediction_paths[0] if polygons else pair.mask
+    with rasterio.open(grid) as src:
+        grid_crs, pixel = src.crs, abs(src.transform.a)
     for pred in preds:
         check_transformable(pair.mask, ref.crs, pred.crs)
-    finer = [label_resolution_in(pred, ref.crs) < abs(ref.transform.a) * 0.999 for pred in preds]
+    finer = [label_resolution_in(pred, grid_crs) < pixel * 0.999 for pred in preds]
     counts = [Counts() for _ in preds]
-    with rasterio.open(pair.mask) as src:
+    with rasterio.open(grid) as src:
         for window, core in _blocks(src.width, src.height, block, margin=BOUNDARY_TOLERANCE + 1):
-            reference = binarise(src.read(1, window=window), ref.nodata)
-            predicted = [warp_label(pred, src.window_transform(window), ref.crs, reference.shape, f)
-                         for pred, f in zip(preds, finer)]
+            transform, shape = src.window_transform(window), (int(window.height), int(window.width))
+            reference = (rasterise_label(ref, transform, grid_crs, shape) if polygons
+                         else binarise(src.read(1, window=window), ref.nodata))
+            predicted = [warp_label(pred, transform, grid_crs, shape, f) for pred, f in zip(preds, finer)]
             valid = ~np.isnan(reference)
             for p in predicted:
                 valid &= ~np.isnan(p)

@@ -12,7 +12,7 @@ import rasterio.windows
 from rasterio.enums import Resampling
 
 from ..io import atomic_path
-from ..labels import binarise, nodata_values
+from ..labels import binarise, nodata_values, open_label, warp_label
 from ..manifest import Pair
 from ..sources.degraded import DEGRADED_READING, degrade_scene
 from ..sources.open import open_scene
@@ -61,11 +61,20 @@ def false_colour(scene_path, max_side: int = 400, scene_options=None) -> np.ndar
     return out
 
 
-def _mask_preview(path, shape, nodata: float | None = None) -> np.ndarray:
-    """A water mask decimated to ``shape`` (nearest): 1, 0, NaN at its nodata (the file's and ``nodata``)."""
-    with rasterio.open(path) as src:
-        raw = src.read(1, out_shape=shape, resampling=Resampling.nearest)
-        return binarise(raw, nodata_values(src.nodata, nodata))
+def _mask_preview(path, shape, nodata: float | None = None, grid=None) -> np.ndarray:
+    """A water mask decimated to ``shape`` (nearest): 1, 0, NaN at its nodata (the file's and
+    ``nodata``); water polygons drawn over the extent of the raster ``grid`` (a prediction)."""
+    try:
+        with rasterio.open(path) as src:
+            raw = src.read(1, out_shape=shape, resampling=Resampling.nearest)
+            return binarise(raw, nodata_values(src.nodata, nodata))
+    except rasterio.errors.RasterioIOError:
+        if grid is None:
+            raise
+    with rasterio.open(grid) as src:
+        crs, bounds = src.crs, tuple(src.bounds)
+    label = open_label(path, near=(crs, bounds))
+    return warp_label(label, rasterio.transform.from_bounds(*bounds, shape[1], shape[0]), crs, shape, True)
 
 
 def degraded_colour(scene_path, factor: int, shape: tuple[int, int], scene_options=None) -> np.ndarray:
@@ -105,7 +114,8 @@ def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predict
         title = "scene (SWIR/NIR/green)"
         if degrade:
             rgb, title = degraded_colour(pair.image, degrade, shape, scene_options), f"scene degraded {degrade}x"
-        panels = [(title, rgb), ("reference", _mask_preview(pair.mask, shape, nodata))]
+        first = prediction_path(predictions_dir, pair, results[0].model)
+        panels = [(title, rgb), ("reference", _mask_preview(pair.mask, shape, nodata, grid=first))]
         for r in results:
             img = next(x for x in r.images if x["id"] == pair.id)
             f1 = "undefined" if img["f1"] is None else f"{img['f1']:.3f}"

@@ -19,7 +19,7 @@ from rasterio.errors import RasterioIOError
 from ..bands import BAND_NAMES, DEFAULT_SCALE
 from ..errors import first_line
 from ..formats import check_exists, valid_mask
-from ..labels import Label, check_label, label_bounds_in, open_label
+from ..labels import Label, VectorLabel, check_label, label_bounds_in, open_label
 from ..rulebook import refuse
 from . import safe, stac
 from .aoi import restrict_to_aoi
@@ -116,8 +116,8 @@ class OpenPair(NamedTuple):
     """A scene and its water label, opened and checked."""
 
     scene: Scene
-    label: Label
-    bounds: tuple  # the label's, in the scene's CRS
+    label: Label | VectorLabel
+    bounds: tuple  # what the label covers, in the scene's CRS (a vector label: the whole scene)
     warnings: list  # what the label's values say (check_label)
 
 
@@ -126,9 +126,11 @@ def open_pair(image, label_path, options: SceneOptions | None = None, nodata: fl
     readable with valid pixels, CRSs that transform, and overlapping."""
     scene = open_scene(image, options or SceneOptions())
     check_has_valid_pixels(scene)
-    label = open_label(label_path, nodata)
+    label = open_label(label_path, nodata, near=(scene.crs, scene.bounds))
     bounds = label_bounds_in(label, scene.crs)
     if not _overlap(bounds, scene.bounds):
         raise refuse("S2N-MASK-NO-OVERLAP", label_path, scene_name=scene.name)
+    if isinstance(label, VectorLabel):  # polygons label the whole scene, on no grid of their own
+        return OpenPair(scene, label, scene.bounds, check_label(label))
     return OpenPair(scene, label, bounds, check_label(label) + grid_warnings(label_path, label.crs, label.transform, scene))
 

@@ -182,6 +182,31 @@ def test_calibrate_chooses_the_best_threshold_and_gain_and_writes_them(tmp_path,
     assert not (tmp_path / "x.safetensors").exists() and not list(tmp_path.glob(".*"))
 
 
+def test_calibrate_scores_water_polygons_as_the_2m_label_they_trace(tmp_path, random_weights):
+    import numpy as np
+    from affine import Affine
+
+    from ..conftest import write_polygons, write_raster
+
+    rng = np.random.default_rng(2)
+    water = rng.random((40, 40)) < 0.3
+    dn = np.where(water, np.array([600, 900, 500, 300, 200, 100])[:, None, None],
+                  np.array([600, 700, 600, 3000, 2500, 1500])[:, None, None]).astype("uint16")
+    t10 = Affine(10, 0, 500000, 0, -10, 4000000)
+    scene = write_raster(tmp_path / "scene.tif", dn, transform=t10, nodata=0,
+                         descriptions=("B02", "B03", "B04", "B08", "B11", "B12"))
+    fine = np.repeat(np.repeat(water, 5, 0), 5, 1).astype("uint8")
+    label = write_raster(tmp_path / "label2m.tif", fine, transform=t10 @ Affine.scale(1 / 5), nodata=255)
+    polygons = write_polygons(tmp_path / "water.gpkg", fine, t10 @ Affine.scale(1 / 5))
+    found = []
+    for k, mask in enumerate((label, polygons)):
+        r = run_cli("weights", "calibrate", random_weights, tmp_path / f"c{k}.safetensors", "--pair", scene, mask,
+                    "--gains", "0,16", "--synthetic-scenes", 1, "--synthetic-size", 48, "--json")
+        assert r.returncode == 0, r.stderr
+        found.append(json.loads(r.stdout))
+    assert found[1]["scores"] == found[0]["scores"] and found[1]["threshold"] == found[0]["threshold"]
+
+
 def _mask_and_tags(path):
     import rasterio
 

@@ -12,7 +12,7 @@ from s2s2net_cli.inference.predictor import Predictor
 from s2s2net_cli.manifest import Pair
 from s2s2net_cli.metrics import Counts, count
 
-from ..conftest import refused, run_cli, write_raster
+from ..conftest import refused, run_cli, write_polygons, write_raster
 
 T10 = Affine(10, 0, 500000, 0, -10, 4000000)
 T2 = T10 @ Affine.scale(1 / 5)
@@ -82,6 +82,37 @@ def test_same_grid_finer_and_other_crs_references(tmp_path, truth_pair):
     ref = write_raster(tmp_path / "marked.tif", marked, transform=T2)
     c = score_pair(pred, Pair(scene, ref, "x"), nodata=99)
     assert (c.fp, c.fn) == (0, 0) and c.pixels == truth.size - 5 * 120
+
+
+def test_water_polygons_are_scored_on_the_predictions_grid(tmp_path, truth_pair):
+    """A vector reference has no grid: it is drawn on the 2 m prediction's, land wherever no
+    polygon lies, and scores as the raster it traces; a lake left out of it is that many misses."""
+    scene, truth, pred = truth_pair
+    polygons = write_polygons(tmp_path / "water.gpkg", truth, T2)
+    c = score_pair(pred, Pair(scene, polygons, "x"))
+    assert (c.tp, c.fp, c.fn, c.pixels) == (int(truth.sum()), 0, 0, truth.size)
+    assert c.scores()["boundary_f1"] == 1.0
+    no_lake = truth.copy()
+    no_lake[10:40, 10:60] = 0
+    no_lake[10:40, 77:80] = 1  # the canal crossed the lake
+    c = score_pair(pred, Pair(scene, write_polygons(tmp_path / "canals.shp", no_lake, T2), "x"))
+    assert (c.fp, c.fn, c.pixels) == (int(truth.sum() - no_lake.sum()), 0, truth.size)
+
+
+def test_compare_draws_and_scores_a_vector_reference_as_its_raster(tmp_path, truth_pair):
+    scene, truth, _ = truth_pair
+    raster = write_raster(tmp_path / "water.tif", truth.astype("uint8"), transform=T2, nodata=255)
+    polygons = write_polygons(tmp_path / "water.geojson", truth, T2, to_crs="EPSG:4326")
+    rows = {}
+    for label in (raster, polygons):
+        r = run_cli("compare", "--pair", scene, label, "--baseline", "mndwi", "--baseline", "ndwi", "--json",
+                    "--plot", tmp_path / f"{label.suffix[1:]}.png")
+        assert r.returncode == 0, r.stderr
+        rows[label] = {row["model"]: row for row in json.loads(r.stdout)["rows"]}
+        assert (tmp_path / f"{label.suffix[1:]}.png").stat().st_size > 0
+    for model, row in rows[raster].items():
+        assert rows[polygons][model]["pixels"] == row["pixels"] == truth.size
+        assert rows[polygons][model]["f1"] == pytest.approx(row["f1"], abs=0.01)
 
 
 def test_nodata_in_the_image_is_left_out(tmp_path, truth_pair):

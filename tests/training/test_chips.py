@@ -12,7 +12,7 @@ from shapely.geometry import Polygon, box
 
 from s2s2net_cli.synthetic.scenes import make_pair, write_pair
 
-from ..conftest import codes, refused, run_cli, write_raster
+from ..conftest import codes, refused, run_cli, write_polygons, write_raster
 
 
 @pytest.fixture
@@ -55,6 +55,72 @@ def test_mask_on_the_five_times_grid_comes_out_cell_for_cell(tmp_path):
         assert row.water_fraction == pytest.approx(p.mask[5 * r0:5 * r0 + 160, 5 * c0:5 * c0 + 160].mean())
     summary = json.loads(r.stdout)
     assert sum(summary["chips"].values()) == 4
+
+
+def test_water_polygons_chip_as_the_2m_mask_they_trace(tmp_path):
+    """A vector mask labels the whole scene (water in its polygons, land elsewhere) on the 5x
+    sub-grid: the polygons traced from a 2 m mask give that mask back chip for chip, and in
+    another CRS all but the pixels that reprojection moves across a shore."""
+    p = make_pair(64, seed=3, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    fine = p.transform @ Affine.scale(1 / 5)
+    same = write_polygons(tmp_path / "water.gpkg", p.mask, fine, crs=p.crs)
+    other = write_polygons(tmp_path / "water.geojson", p.mask, fine, crs=p.crs, to_crs="EPSG:4326")
+    for label, out in ((same, "chips"), (other, "chips4326")):
+        r = run_cli("chip", "--pair", tmp_path / "s.tif", label, "-o", tmp_path / out, "--size", 32, "--json")
+        assert r.returncode == 0, r.stderr
+        index = gpd.read_file(tmp_path / out / "index.gpkg")
+        assert len(index) == 4 and set(index.label_scale) == {1}
+        for row in index.itertuples():
+            msk, _ = read(tmp_path / out / row.mask)
+            truth = p.mask[5 * row.row:5 * row.row + 160, 5 * row.col:5 * row.col + 160].astype("uint8")
+            if label == same:
+                assert np.array_equal(msk[0], truth)
+            else:
+                assert (msk[0] == truth).mean() > 0.99 and (msk[0] != 255).all()
+
+
+@pytest.mark.parametrize("case", ["lines", "empty", "no_crs", "far", "table"])
+def test_a_vector_mask_that_holds_no_water_polygons_near_the_scene_is_refused(tmp_path, pairs, case):
+    p = make_pair(72, seed=21, nodata_margin=False)
+    fine = p.transform @ Affine.scale(1 / 5)
+    mask = write_polygons(tmp_path / "water.gpkg", p.mask, fine, crs=p.crs)
+    frame = gpd.read_file(mask)
+    if case == "lines":
+        mask = tmp_path / "shores.gpkg"
+        frame.assign(geometry=frame.boundary).to_file(mask)
+    elif case == "empty":
+        mask = tmp_path / "none.gpkg"
+        frame.iloc[:0].to_file(mask)
+    elif case == "no_crs":
+        mask = tmp_path / "water.shp"
+        frame.to_file(mask)
+        (tmp_path / "water.prj").unlink()
+    elif case == "far":
+        mask = tmp_path / "far.gpkg"
+        frame.assign(geometry=frame.translate(200000, 0)).to_file(mask)
+    elif case == "table":
+        mask = tmp_path / "water.csv"
+        mask.write_text("water,area\n1,20\n")
+    code = {"lines": "S2N-MASK-VECTOR-NOT-POLYGONS", "empty": "S2N-MASK-VECTOR-EMPTY", "no_crs": "S2N-MASK-NO-CRS",
+            "far": "S2N-MASK-NO-OVERLAP", "table": "S2N-MASK-UNREADABLE"}[case]
+    out = tmp_path / "chips"
+    r = run_cli("chip", "--pair", pairs / "s21.tif", mask, "-o", out, "--size", 24)
+    assert refused(r, code, 1, mask), r.stderr
+    assert r.stderr.count("\n") == 1 and not out.exists()
+
+
+def test_a_vector_mask_of_several_layers_is_read_from_its_first_with_a_warning(tmp_path):
+    p = make_pair(64, seed=3, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    fine = p.transform @ Affine.scale(1 / 5)
+    mask = write_polygons(tmp_path / "water.gpkg", p.mask, fine, crs=p.crs, layer="lakes")
+    write_polygons(mask, np.ones((10, 10)), fine, crs=p.crs, layer="zzz")  # a second layer, all water
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", mask, "-o", tmp_path / "chips", "--size", 32, "--json")
+    assert r.returncode == 0, r.stderr
+    assert "S2N-MASK-VECTOR-LAYERS" in codes(r.stderr) and "the first, lakes, is read" in r.stderr
+    index = gpd.read_file(tmp_path / "chips" / "index.gpkg")
+    assert index.water_fraction.sum() == pytest.approx(p.mask.mean() * 4, rel=1e-6)
 
 
 @pytest.mark.parametrize("cell_m", [10, 20, 5])
