@@ -521,11 +521,11 @@ RULES = _book(
     Rule("S2N-BACKGROUND-BANDS", INPUT, "background must be 6 uint16 bands B02..B12 (has {count} {dtype})"),
     Rule("S2N-BACKGROUND-LEVEL", INPUT, "tag level={level!r} is not L1C or L2A"),
     # rivers.py
-    Rule("S2N-RIVERS-NOT-PROJECTED", INPUT, "mask has no projected CRS (widths are measured in metres: reproject it "
-                                            "to UTM first)"),
-    Rule("S2N-RIVERS-NOT-METRES", INPUT, "mask's CRS unit is the {units}, not the metre (widths and lengths are "
-                                         "measured in metres: reproject it to UTM first)"),
-    Rule("S2N-RIVERS-NOT-SQUARE", INPUT, "mask pixels are not square and north-up"),
+    Rule("S2N-RIVERS-NOT-PROJECTED", INPUT, "has no projected CRS, and river widths are measured in metres: "
+                                            "reproject it to UTM first"),
+    Rule("S2N-RIVERS-NOT-METRES", INPUT, "its CRS unit is the {units}, not the metre, in which river widths and "
+                                         "lengths are measured: reproject it to UTM first"),
+    Rule("S2N-RIVERS-NOT-SQUARE", INPUT, "its pixels are not square and north-up, as river widths need"),
     # run_folder.py
     Rule("S2N-RESUME-NOTHING", INPUT, "nothing to resume (no checkpoints/latest)"),
     Rule("S2N-RUN-EXISTS", EXISTS, "already exists (use {o.resume} to continue or {o.overwrite} to start over)"),

@@ -155,6 +155,19 @@ def _worker_start(parent: int) -> None:
         os._exit(1)
 
 
+def check_measurable(path, crs, transform) -> None:
+    """InputError unless a raster on ``crs`` and ``transform`` (a mask, or the scene a mask will
+    be made of) has square north-up pixels in a projected CRS of metres: river widths and
+    lengths are measured in metres."""
+    if crs is None or crs.is_geographic:
+        raise refuse("S2N-RIVERS-NOT-PROJECTED", path)
+    units, metres = crs.linear_units_factor
+    if metres != 1.0:
+        raise refuse("S2N-RIVERS-NOT-METRES", path, units=units)
+    if abs(abs(transform.a) - abs(transform.e)) > 1e-6 * abs(transform.a) or transform.b or transform.d:
+        raise refuse("S2N-RIVERS-NOT-SQUARE", path)
+
+
 class MaskReader:
     """Water and validity of a mask, a window at a time: 0/1 with nodata, or a probability
     raster of ``predict --probability`` (percent) cut at the threshold in its tags."""
@@ -167,14 +180,7 @@ class MaskReader:
                 self.nodata, tags, self.count = src.nodata, src.tags(), src.count
         except rasterio.errors.RasterioIOError as exc:
             raise refuse("S2N-RASTER-UNREADABLE", self.path) from exc
-        if self.crs is None or self.crs.is_geographic:
-            raise refuse("S2N-RIVERS-NOT-PROJECTED", self.path)
-        units, metres = self.crs.linear_units_factor
-        if metres != 1.0:
-            raise refuse("S2N-RIVERS-NOT-METRES", self.path, units=units)
-        if abs(abs(self.transform.a) - abs(self.transform.e)) > 1e-6 * abs(self.transform.a) or self.transform.b or \
-                self.transform.d:
-            raise refuse("S2N-RIVERS-NOT-SQUARE", self.path)
+        check_measurable(self.path, self.crs, self.transform)
         check_one_band(self.path, self.count)
         self.cut = probability_cut(tags)
         if self.cut is None:

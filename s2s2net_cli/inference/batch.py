@@ -138,6 +138,16 @@ def predict_batch(scenes: list, output, options: PredictOptions, beside_vector=N
     for mask in masks:
         if not (skip_existing and mask.exists()):
             beside.check(mask)
+    if beside.rivers:  # a scene whose mask rivers would refuse, before any is written
+        from ..hydrology.rivers import check_measurable  # heavy: geopandas, which rivers needs anyway
+
+        for scene, mask in targets:
+            if not (skip_existing and mask.exists()):
+                try:
+                    read = open_scene(scene, options.scene, len(BAND_NAMES))
+                except S2S2NetError:  # an unreadable scene fails in its turn, as without --rivers
+                    continue
+                check_measurable(scene, read.crs, read.transform)
     weights = options.weights or default_weights()
 
     def make_predictor() -> Predictor:

@@ -6,7 +6,7 @@ import json
 import numpy as np
 from affine import Affine
 
-from ..conftest import codes, run_cli, write_raster
+from ..conftest import codes, refused, run_cli, write_raster
 
 
 def _scene(tmp_path, name, size, transform, crs):
@@ -27,6 +27,16 @@ def test_a_scene_in_degrees_is_warned_of_with_its_utm_zone(tmp_path, random_weig
     # the mask is in degrees: rivers refuses it, as the warning said
     rivers = run_cli("rivers", tmp_path / "w.tif", "-o", tmp_path / "r.gpkg")
     assert rivers.returncode == 1 and codes(rivers.stderr) == ["S2N-RIVERS-NOT-PROJECTED"]
+    # asked of predict, rivers refuses the scene before its mask or polygons are written
+    out = tmp_path / "again"
+    r = run_cli("predict", scene, "-o", out / "w.tif", "--vector", out / "w.gpkg", "--rivers", out / "r.gpkg",
+                "--weights", random_weights)
+    assert refused(r, "S2N-RIVERS-NOT-PROJECTED", 1, scene) and r.stderr.count("\n") == 1
+    assert not out.exists()
+    # in a batch, before the first scene is mapped
+    utm = _scene(tmp_path, "utm.tif", 64, Affine(10, 0, 500000, 0, -10, 4000000), "EPSG:32633")
+    r = run_cli("predict", utm, scene, "-o", out, "--rivers", "r.gpkg", "--weights", random_weights)
+    assert refused(r, "S2N-RIVERS-NOT-PROJECTED", 1, scene) and not out.exists()
 
 
 def test_a_small_scene_is_warned_of_and_a_large_one_is_not(tmp_path, random_weights):
