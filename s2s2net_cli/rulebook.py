@@ -365,6 +365,8 @@ RULES = _book(
     Rule("S2N-VECTOR-UNREADABLE", INPUT, "not a vector file geopandas can read ({error})"),
     Rule("S2N-AOI-NO-CRS", INPUT, "AOI has no CRS"),
     Rule("S2N-AOI-EMPTY", INPUT, "AOI holds no geometry"),
+    Rule("S2N-AOI-NOT-POLYGONS", INPUT, "AOI holds {kinds} geometries, where an area of interest is polygons (buffer "
+                                        "lines and points to the area you want)"),
     Rule("S2N-AOI-CRS", INPUT, "AOI cannot be transformed to the scene's CRS ({error})"),
     Rule("S2N-AOI-NO-OVERLAP", INPUT, "AOI does not overlap the scene {scene_name}"),
     # baselines.py

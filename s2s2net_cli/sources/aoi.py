@@ -58,6 +58,9 @@ def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
         shapes = frame.geometry[~(frame.geometry.is_empty | frame.geometry.isna())]
         if shapes.empty:
             raise refuse("S2N-AOI-EMPTY", aoi)
+        kinds = set(shapes.geom_type) - {"Polygon", "MultiPolygon"}
+        if kinds:  # a line or a point would keep only the pixels it touches
+            raise refuse("S2N-AOI-NOT-POLYGONS", aoi, kinds=", ".join(sorted(kinds)))
         label = str(aoi)
     try:
         shapes = shapes.to_crs(scene.crs)

@@ -10,7 +10,7 @@ import rasterio
 from affine import Affine
 from click.testing import CliRunner
 from rasterio.windows import Window
-from shapely.geometry import Polygon
+from shapely.geometry import LineString, Point, Polygon
 
 from s2s2net_cli.cli.main import cli
 from s2s2net_cli.formats import gdal_path, source_name, source_stem
@@ -284,12 +284,19 @@ def test_bad_products_items_and_areas_get_one_line_and_leave_nothing(tmp_path, c
     dangling = write_item(tmp_path / "dangling.json", {**files, "B03": "gone/B03.tif"})
     far = tmp_path / "far.geojson"
     gpd.GeoDataFrame(geometry=[Polygon([(0, 0), (1, 0), (1, 1)])], crs="EPSG:4326").to_file(far)
+    with rasterio.open(stack) as src:
+        middle = src.xy(src.height // 2, src.width // 2)
+        line, point = tmp_path / "river.gpkg", tmp_path / "gauge.gpkg"
+        gpd.GeoDataFrame(geometry=[LineString([src.xy(0, 0), middle])], crs=src.crs).to_file(line)
+        gpd.GeoDataFrame(geometry=[Point(middle)], crs=src.crs).to_file(point)
     cases = [
         ([broken], 1, "band file GRANULE/L2A_T18SVG_A033753_20230823T155553/IMG_DATA/R20m/T18SVG_20230823T155559_B11_20m.jp2 is missing"),
         ([notzip], 1, "holiday.zip: is not a Sentinel-2 product: no MTD_MSIL1C.xml or MTD_MSIL2A.xml in the zip"),
         ([no_swir], 1, "noswir.json: item has no asset for band B12"),
         ([dangling], 1, "dangling.json: asset href gone/B03.tif does not exist"),
         ([stack, "--aoi", far], 1, "far.geojson: AOI does not overlap the scene virginia.tif"),
+        ([stack, "--aoi", line], 1, "river.gpkg: AOI holds LineString geometries, where an area of interest is polygons"),
+        ([stack, "--aoi", point], 1, "gauge.gpkg: AOI holds Point geometries"),
         ([stack, "--bbox", "10,0,9,1"], 2, "west 10 is not less than east 9"),
         ([stack, "--bbox", "-190,0,9,1"], 2, "longitudes must lie in -180..180"),
         ([stack, "--bbox", "1,2,3"], 2, "needs four numbers"),
