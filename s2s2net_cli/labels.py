@@ -31,6 +31,7 @@ from rasterio.windows import Window, from_bounds
 from .errors import InputError, first_line
 from .formats import VALUES_TAG, gdal_empty, gdal_masked
 from .grid import is_rotated
+from .polygons import polygons_only
 from .rulebook import DECLARE_NODATA_OPTION, DECLARE_NODATA_TAG, Phrase, finding, refuse
 
 MAX_VALUES_NAMED = 5  # unexpected label values an error names
@@ -116,7 +117,6 @@ def open_vector_label(path, near: tuple | None = None) -> VectorLabel | None:
     InputError when it has no CRS, holds no polygon, or holds geometries that are not polygons
     (lines and points have no area)."""
     import pyogrio
-    import shapely
 
     try:
         layers = tuple(str(name) for name, _ in pyogrio.list_layers(path))
@@ -142,13 +142,7 @@ def open_vector_label(path, near: tuple | None = None) -> VectorLabel | None:
         geometries = pyogrio.read_dataframe(path, layer=0, bbox=bbox, columns=[], read_geometry=True).geometry
     except Exception as exc:
         raise refuse("S2N-MASK-READ-FAILED", path, error=first_line(exc)) from exc
-    geometries = geometries[~(geometries.isna() | geometries.is_empty)]
-    kinds = set(geometries.geom_type)
-    if kinds - {"Polygon", "MultiPolygon"}:
-        others = ", ".join(sorted(kinds - {"Polygon", "MultiPolygon"}))
-        raise refuse("S2N-MASK-VECTOR-NOT-POLYGONS", path, kinds=others)
-    shapes = tuple(g if g.is_valid else shapely.make_valid(g) for g in geometries)
-    return VectorLabel(str(path), crs, shapes, layers)
+    return VectorLabel(str(path), crs, polygons_only(path, geometries), layers)
 
 
 def check_transformable(path, src_crs, dst_crs) -> None:

@@ -361,12 +361,13 @@ RULES = _book(
                                              "leaves nodata out of the loss: a higher {o.max_nodata} keeps them; a "
                                              "scene reprojected to another grid has nodata corners, labels often "
                                              "leave clouds out)"),
+    # polygons.py
+    Rule("S2N-VECTOR-NOT-POLYGONS", INPUT, "holds {kinds} geometries, where polygons are needed (lines and points "
+                                           "have no area: buffer them to the area they stand for)"),
     # aoi.py
     Rule("S2N-VECTOR-UNREADABLE", INPUT, "not a vector file geopandas can read ({error})"),
     Rule("S2N-AOI-NO-CRS", INPUT, "AOI has no CRS"),
     Rule("S2N-AOI-EMPTY", INPUT, "AOI holds no geometry"),
-    Rule("S2N-AOI-NOT-POLYGONS", INPUT, "AOI holds {kinds} geometries, where an area of interest is polygons (buffer "
-                                        "lines and points to the area you want)"),
     Rule("S2N-AOI-CRS", INPUT, "AOI cannot be transformed to the scene's CRS ({error})"),
     Rule("S2N-AOI-NO-OVERLAP", INPUT, "AOI does not overlap the scene {scene_name}"),
     # baselines.py
@@ -463,8 +464,6 @@ RULES = _book(
     # labels.py
     Rule("S2N-MASK-UNREADABLE", INPUT, "neither a raster mask nor a vector file of water polygons that GDAL reads"),
     Rule("S2N-MASK-VECTOR-EMPTY", INPUT, "holds no water polygon"),
-    Rule("S2N-MASK-VECTOR-NOT-POLYGONS", INPUT, "holds {kinds} geometries, where a vector mask holds water polygons "
-                                                "(lines and points have no area: buffer them to the water's extent)"),
     Rule("S2N-MASK-NO-CRS", INPUT, "mask has no CRS"),
     Rule("S2N-MASK-ROTATED", INPUT, "mask has a rotated transform; only north-up grids are supported"),
     Rule("S2N-MASK-CRS-UNTRANSFORMABLE", INPUT, "CRS {source_crs} cannot be transformed to {target_crs}"),

@@ -17,6 +17,7 @@ from affine import Affine
 
 from ..errors import first_line
 from ..grid import PAD_MULTIPLE
+from ..polygons import polygons_only
 from ..rulebook import option, refuse
 from .scene import Scene
 
@@ -58,15 +59,13 @@ def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
         shapes = frame.geometry[~(frame.geometry.is_empty | frame.geometry.isna())]
         if shapes.empty:
             raise refuse("S2N-AOI-EMPTY", aoi)
-        kinds = set(shapes.geom_type) - {"Polygon", "MultiPolygon"}
-        if kinds:  # a line or a point would keep only the pixels it touches
-            raise refuse("S2N-AOI-NOT-POLYGONS", aoi, kinds=", ".join(sorted(kinds)))
+        shapes = gpd.GeoSeries(polygons_only(aoi, shapes), crs=frame.crs)  # a line would keep only its pixels
         label = str(aoi)
     try:
         shapes = shapes.to_crs(scene.crs)
     except Exception as exc:
         raise refuse("S2N-AOI-CRS", label, error=exc) from exc
-    shapes = [g if g.is_valid else g.buffer(0) for g in shapes if g is not None and not g.is_empty]
+    shapes = [g if g.is_valid else g.buffer(0) for g in shapes if g is not None and not g.is_empty]  # --bbox's too
     left, bottom, right, top = shapely.union_all(shapes).bounds
     if not all(math.isfinite(v) for v in (left, bottom, right, top)):  # far from the scene's projection
         raise refuse("S2N-AOI-NO-OVERLAP", label, scene_name=scene.name)

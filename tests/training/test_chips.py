@@ -102,7 +102,7 @@ def test_a_vector_mask_that_holds_no_water_polygons_near_the_scene_is_refused(tm
     elif case == "table":
         mask = tmp_path / "water.csv"
         mask.write_text("water,area\n1,20\n")
-    code = {"lines": "S2N-MASK-VECTOR-NOT-POLYGONS", "empty": "S2N-MASK-VECTOR-EMPTY", "no_crs": "S2N-MASK-NO-CRS",
+    code = {"lines": "S2N-VECTOR-NOT-POLYGONS", "empty": "S2N-MASK-VECTOR-EMPTY", "no_crs": "S2N-MASK-NO-CRS",
             "far": "S2N-MASK-NO-OVERLAP", "table": "S2N-MASK-UNREADABLE"}[case]
     out = tmp_path / "chips"
     r = run_cli("chip", "--pair", pairs / "s21.tif", mask, "-o", out, "--size", 24)
