@@ -31,7 +31,7 @@ from rasterio.windows import Window, from_bounds
 from .errors import InputError, first_line
 from .formats import VALUES_TAG, gdal_empty, gdal_masked
 from .grid import is_rotated
-from .polygons import polygons_only
+from .polygons import open_layer
 from .rulebook import DECLARE_NODATA_OPTION, DECLARE_NODATA_TAG, Phrase, finding, refuse
 
 MAX_VALUES_NAMED = 5  # unexpected label values an error names
@@ -116,33 +116,16 @@ def open_vector_label(path, near: tuple | None = None) -> VectorLabel | None:
     boxes meet ``near`` (a CRS and bounds in it) when given; None when no vector driver reads it.
     InputError when it has no CRS, holds no polygon, or holds geometries that are not polygons
     (lines and points have no area)."""
-    import pyogrio
-
-    try:
-        layers = tuple(str(name) for name, _ in pyogrio.list_layers(path))
-        info = pyogrio.read_info(path, layer=0) if layers else None
-    except Exception:  # pyogrio raises its own errors: not a vector file
+    layer = open_layer(path)
+    if layer is None:
         return None
-    if info is not None and info["geometry_type"] is None:  # a table (a CSV): no geometries at all
-        return None
-    if not layers or info["features"] == 0:
+    if layer.features == 0:
         raise refuse("S2N-MASK-VECTOR-EMPTY", path)
-    if info["crs"] is None:
+    if layer.crs is None:
         raise refuse("S2N-MASK-NO-CRS", path)
-    crs = rasterio.crs.CRS.from_user_input(info["crs"])
-    bbox = None
     if near is not None:
-        near_crs, bounds = near
-        check_transformable(path, near_crs, crs)
-        try:
-            bbox = transform_bounds(near_crs, crs, *bounds, densify_pts=21)
-        except Exception as exc:  # PROJ raises various errors
-            raise refuse("S2N-MASK-CRS-TO-SCENE", path, error=exc) from exc
-    try:
-        geometries = pyogrio.read_dataframe(path, layer=0, bbox=bbox, columns=[], read_geometry=True).geometry
-    except Exception as exc:
-        raise refuse("S2N-MASK-READ-FAILED", path, error=first_line(exc)) from exc
-    return VectorLabel(str(path), crs, polygons_only(path, geometries), layers)
+        check_transformable(path, near[0], layer.crs)
+    return VectorLabel(str(path), layer.crs, layer.read(near), layer.layers)
 
 
 def check_transformable(path, src_crs, dst_crs) -> None:

@@ -1,8 +1,10 @@
-"""Polygons read from a vector file (an area of interest, water polygons): only polygons, each
-valid. A line or a point has no area, so where polygons are needed it is refused, not drawn as
-the pixels it touches."""
+"""Polygons read from a vector file (an area of interest, water polygons, pixels to leave out):
+only polygons, each valid, from the file's first layer. A line or a point has no area, so where
+polygons are needed it is refused, not drawn as the pixels it touches."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from .rulebook import refuse
 
@@ -19,3 +21,54 @@ def polygons_only(path, geometries) -> tuple:
     if kinds:
         raise refuse("S2N-VECTOR-NOT-POLYGONS", path, kinds=", ".join(sorted(kinds)))
     return tuple(g if g.is_valid else shapely.make_valid(g) for g in geometries)
+
+
+@dataclass(frozen=True)
+class PolygonLayer:
+    """The first layer of a vector file: its CRS (rasterio's; None when it has none), how many
+    features it holds (-1 when its driver cannot tell without reading them) and the file's
+    layer names."""
+
+    path: str
+    crs: object | None
+    features: int
+    layers: tuple[str, ...]
+
+    def read(self, near: tuple | None = None) -> tuple:
+        """Its polygons (polygons_only), those whose bounding boxes meet ``near`` (a CRS and
+        bounds in it) when given."""
+        import pyogrio
+        from rasterio.warp import transform_bounds
+
+        bbox = None
+        if near is not None and self.crs is not None:
+            try:
+                bbox = transform_bounds(near[0], self.crs, *near[1], densify_pts=21)
+            except Exception:  # PROJ raises various errors: read them all, the caller's reprojection says why
+                bbox = None
+        try:
+            frame = pyogrio.read_dataframe(self.path, layer=0, bbox=bbox, columns=[], read_geometry=True)
+        except Exception as exc:  # pyogrio raises its own errors
+            from .errors import first_line
+
+            raise refuse("S2N-VECTOR-UNREADABLE", self.path, error=first_line(exc)) from exc
+        return polygons_only(self.path, frame.geometry)
+
+
+def open_layer(path) -> PolygonLayer | None:
+    """The first layer of the vector file ``path``; None when no vector driver reads it, or it
+    is a table with no geometries (a CSV)."""
+    import pyogrio
+    from rasterio.crs import CRS
+
+    try:
+        layers = tuple(str(name) for name, _ in pyogrio.list_layers(path))
+        info = pyogrio.read_info(path, layer=0) if layers else None
+    except Exception:  # pyogrio raises its own errors: not a vector file
+        return None
+    if info is None:
+        return PolygonLayer(str(path), None, 0, layers)
+    if info["geometry_type"] is None:
+        return None
+    return PolygonLayer(str(path), CRS.from_user_input(info["crs"]) if info["crs"] else None, int(info["features"]),
+                        layers)

@@ -510,7 +510,8 @@ RULES = _book(
     Rule("S2N-SCENE-SCALE-CONTRADICTED", INPUT, "its band metadata say reflectance = DN x {stored_scale:g} + "
                                                 "{stored_offset:g} ({o.scale:{scale:g}} {o.offset:{offset:g}}), which"
                                                 " {o.scale}/{o.offset} contradict: leave them out"),
-    Rule("S2N-LEAVE-OUT-UNREADABLE", INPUT, "{o.mask} is not a readable raster ({error})"),
+    Rule("S2N-LEAVE-OUT-UNREADABLE", INPUT, "{o.mask} is neither a readable raster nor a vector file of polygons "
+                                            "({error})"),
     Rule("S2N-LEAVE-OUT-NO-CRS", INPUT, "{o.mask} has no CRS"),
     Rule("S2N-LEAVE-OUT-NO-OVERLAP", INPUT, "{o.mask} does not overlap the scene {scene_name}, so it would leave "
                                             "nothing out"),

@@ -204,7 +204,8 @@ keep_clouds_option = click.option("--keep-clouds", is_flag=True,
                                   help="Keep L2A pixels classed cloud, cloud shadow, cirrus, snow or defective "
                                        "(SCL 1, 3, 8, 9, 10, 11); by default they are nodata and left out of scores.")
 mask_option = click.option("--mask", "leave_out", type=click.Path(dir_okay=False, exists=True), default=None,
-                           help="Raster on any grid whose nonzero pixels are left out (nodata in outputs, not scored).")
+                           help="Raster on any grid whose nonzero pixels are left out, or a vector file of polygons "
+                                "whose pixels are (nodata in outputs, not scored).")
 
 
 def _parse_bbox(ctx, param, value):

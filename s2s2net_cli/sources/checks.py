@@ -176,7 +176,7 @@ def grid_warnings(path, crs, transform, scene: Scene) -> list:
 
 def leave_out_grid_warnings(scene: Scene) -> list:
     """grid_warnings of the scene's --mask raster, when it has one."""
-    if not scene.leave_out:
+    if not scene.leave_out or scene.leave_out_shapes:  # polygons are on no grid
         return []
     with rasterio.open(scene.leave_out) as src:
         return grid_warnings(scene.leave_out, src.crs, src.transform, scene)

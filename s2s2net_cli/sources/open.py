@@ -19,7 +19,8 @@ from rasterio.errors import RasterioIOError
 from ..bands import BAND_NAMES, DEFAULT_SCALE
 from ..errors import first_line
 from ..formats import check_exists, valid_mask
-from ..labels import Label, VectorLabel, check_label, label_bounds_in, open_label
+from ..labels import Label, VectorLabel, check_label, check_transformable, label_bounds_in, open_label
+from ..polygons import open_layer
 from ..rulebook import refuse
 from . import safe, stac
 from .aoi import restrict_to_aoi
@@ -52,7 +53,8 @@ def open_scene(source, options: SceneOptions = SceneOptions(), n_bands: int = le
             raise refuse("S2N-OFFSET-NOT-STACK", text, kind=band_files.kind, offsets=', '.join(f'{v:g}' for v in band_files.offset))
         scene = band_files_scene(band_files, keep_clouds=options.keep_clouds)
     if options.leave_out:
-        scene = replace(scene, leave_out=check_leave_out_file(options.leave_out, scene))
+        shapes = leave_out_of(options.leave_out, scene)
+        scene = replace(scene, leave_out=str(options.leave_out), leave_out_shapes=shapes)
     if options.bbox or options.aoi:
         scene = restrict_to_aoi(scene, bbox=options.bbox, aoi=options.aoi)
     return scene
@@ -92,19 +94,39 @@ def holds_float_reflectance(scene: Scene) -> bool:
     return bool(np.nanpercentile(values, 99) <= 2.0 and np.nanmin(values) >= -0.5)
 
 
-def check_leave_out_file(path, scene: Scene) -> str:
-    """A --mask raster of pixels to leave out: readable, georeferenced, in a CRS that
-    transforms to the scene's, and overlapping the scene (else it would leave nothing out)."""
+def leave_out_of(path, scene: Scene) -> tuple:
+    """A --mask of pixels to leave out, checked: a raster (its nonzero pixels; returns ()) or a
+    vector file of polygons (returns them, in the scene's CRS), readable, georeferenced, in a CRS
+    that transforms to the scene's, and overlapping the scene (else it would leave nothing out)."""
     try:
         with rasterio.open(path) as src:
             crs = src.crs
     except RasterioIOError as exc:
-        raise refuse("S2N-LEAVE-OUT-UNREADABLE", path, error=first_line(exc)) from exc
+        layer = open_layer(path)
+        if layer is None:
+            raise refuse("S2N-LEAVE-OUT-UNREADABLE", path, error=first_line(exc)) from exc
+        return _leave_out_polygons(path, layer, scene)
     if crs is None:
         raise refuse("S2N-LEAVE-OUT-NO-CRS", path)
     if not _overlap(label_bounds_in(open_label(path), scene.crs), scene.bounds):
         raise refuse("S2N-LEAVE-OUT-NO-OVERLAP", path, scene_name=scene.name)
-    return str(path)
+    return ()
+
+
+def _leave_out_polygons(path, layer, scene: Scene) -> tuple:
+    """The polygons of a vector --mask that lie on ``scene``, in its CRS."""
+    import geopandas as gpd  # heavy: only polygons need it
+    import shapely
+
+    if layer.crs is None:
+        raise refuse("S2N-LEAVE-OUT-NO-CRS", path)
+    check_transformable(path, layer.crs, scene.crs)
+    shapes = tuple(gpd.GeoSeries(list(layer.read(near=(scene.crs, scene.bounds))), crs=layer.crs.to_wkt())
+                   .to_crs(scene.crs.to_wkt()))
+    on_scene = [g for g in shapes if _overlap(g.bounds, scene.bounds)]
+    if not on_scene:
+        raise refuse("S2N-LEAVE-OUT-NO-OVERLAP", path, scene_name=scene.name)
+    return tuple(shapely.make_valid(g) if not g.is_valid else g for g in on_scene)
 
 
 def _overlap(a: tuple, b: tuple) -> bool:

@@ -16,7 +16,7 @@ class SceneOptions:
     scale: float | None = None  # None: 10000, or 1 for a float stack of reflectance (values 0-2)
     offset: float = 0.0  # added to a stack's DNs before dividing by scale
     keep_clouds: bool = False
-    leave_out: str | None = None  # raster on any grid whose nonzero pixels are left out (--mask)
+    leave_out: str | None = None  # raster whose nonzero pixels, or polygons whose pixels, are left out (--mask)
     bbox: tuple[float, float, float, float] | None = None  # lon/lat W, S, E, N
     aoi: str | None = None  # vector file
 

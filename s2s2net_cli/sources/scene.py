@@ -37,7 +37,8 @@ class Scene:
     ``dataset`` is what GDAL opens (the stack itself, or a VRT of a product's band files).
     The grid (crs, transform, width, height) is the part read: the whole dataset, or the
     window ``origin`` (row, col) of an area of interest. Reflectance = (DN + offset) / scale.
-    Pixels of ``cloud_band`` in CLOUD_CLASSES, nonzero in ``leave_out`` (a raster on any grid)
+    Pixels of ``cloud_band`` in CLOUD_CLASSES, nonzero in ``leave_out`` (a raster on any grid),
+    touched by ``leave_out_shapes`` (its polygons, in the scene's CRS, when it is a vector file)
     or outside ``aoi`` (shapes in the scene's CRS) are left out of outputs and scores but still
     seen as context.
     """
@@ -59,6 +60,7 @@ class Scene:
     cloud_band: int | None = None
     order_assumed: bool = False  # a stack whose bands say nothing, read in the model's order
     leave_out: str | None = None
+    leave_out_shapes: tuple = ()
     origin: tuple[int, int] = (0, 0)
     dataset_shape: tuple[int, int] = (0, 0)
     aoi: tuple = ()
@@ -183,7 +185,7 @@ class SceneReader:
         self.masked_by_gdal = gdal_masked(self.src)  # an alpha band, an internal or .msk mask
         self.leave_out_src = self.leave_out_vrt = None
         try:
-            if scene.leave_out:
+            if scene.leave_out and not scene.leave_out_shapes:
                 self.leave_out_src = rasterio.open(scene.leave_out)
                 height, width = scene.dataset_shape
                 self.leave_out_vrt = WarpedVRT(self.leave_out_src, crs=scene.crs, transform=scene.dataset_transform,
@@ -234,6 +236,9 @@ class SceneReader:
                 left_out |= self.leave_out_vrt.read(1, window=inner) != 0
             except RasterioIOError as exc:
                 raise refuse("S2N-LEAVE-OUT-READ-FAILED", scene.leave_out, error=first_line(exc)) from exc
+        if scene.leave_out_shapes:
+            left_out |= ~geometry_mask(scene.leave_out_shapes, out_shape=valid.shape,
+                                       transform=self.src.window_transform(inner), all_touched=True)
         if scene.aoi:
             left_out |= geometry_mask(scene.aoi, out_shape=valid.shape, transform=self.src.window_transform(inner),
                                       all_touched=True)

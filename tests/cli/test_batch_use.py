@@ -391,6 +391,39 @@ def test_a_mask_off_the_scene_is_refused_and_one_on_it_is_in_the_tags(tmp_path, 
     assert tags["left_out"] == "near.tif" and (mask[:50, :50] == 255).all() and tags["area_of_interest"] == "none"
 
 
+def test_polygons_given_as_mask_leave_out_the_pixels_they_touch(tmp_path, random_weights):
+    """A vector --mask (clouds, a harbour drawn by hand) leaves out every 10 m pixel its polygons
+    touch, in any CRS, as a raster of those pixels would; lines are refused, as is one off the scene."""
+    import geopandas as gpd
+    from shapely.geometry import LineString, box
+
+    s = scene(tmp_path)
+    pixels = np.zeros((40, 40), "uint8")
+    pixels[5:15, 20:32] = 1  # the box below, and the pixels it only touches
+    raster = write_raster(tmp_path / "cloud.tif", pixels, transform=T10)
+    polygons = tmp_path / "cloud.geojson"
+    x0, y0 = T10 * (20.5, 14.5)  # inside pixel (14, 20) ...
+    x1, y1 = T10 * (31.5, 5.5)  # ... to inside pixel (5, 31)
+    gpd.GeoDataFrame(geometry=[box(x0, y0, x1, y1)], crs="EPSG:32633").to_crs("EPSG:4326").to_file(polygons)
+    masks = {}
+    for given in (raster, polygons):
+        out = tmp_path / f"o_{given.suffix[1:]}.tif"
+        r = run_cli("predict", s, "-o", out, "--weights", random_weights, *FAST, "--mask", given)
+        assert r.returncode == 0, r.stderr
+        masks[given], tags = read(out)
+        assert tags["left_out"] == given.name
+    assert np.array_equal(masks[polygons], masks[raster])
+    assert (masks[raster][25:75, 100:160] == 255).all() and (masks[raster] == 255).sum() == 50 * 60
+    line = tmp_path / "line.gpkg"
+    gpd.GeoDataFrame(geometry=[LineString([(x0, y0), (x1, y1)])], crs="EPSG:32633").to_file(line)
+    r = run_cli("predict", s, "-o", tmp_path / "x.tif", "--weights", random_weights, "--mask", line)
+    assert refused(r, "S2N-VECTOR-NOT-POLYGONS", 1, line) and not (tmp_path / "x.tif").exists()
+    far = tmp_path / "far.gpkg"
+    gpd.GeoDataFrame(geometry=[box(900000, 100000, 900100, 100100)], crs="EPSG:32633").to_file(far)
+    r = run_cli("predict", s, "-o", tmp_path / "x.tif", "--weights", random_weights, "--mask", far)
+    assert refused(r, "S2N-LEAVE-OUT-NO-OVERLAP", 1, far) and not (tmp_path / "x.tif").exists()
+
+
 def test_global_flags_anywhere_on_the_line(tmp_path):
     r = run_cli("synth", tmp_path, "--size", 8, "-q")
     assert r.returncode == 0 and r.stderr == ""
