@@ -31,7 +31,7 @@ from rasterio.windows import Window, from_bounds
 from .errors import InputError, first_line
 from .formats import VALUES_TAG, gdal_empty, gdal_masked
 from .grid import is_rotated
-from .polygons import open_layer
+from .polygons import PolygonLayer, layers_warnings, open_layer
 from .rulebook import DECLARE_NODATA_OPTION, DECLARE_NODATA_TAG, Phrase, finding, refuse
 
 MAX_VALUES_NAMED = 5  # unexpected label values an error names
@@ -54,7 +54,7 @@ class VectorLabel:
     path: str
     crs: object  # rasterio's CRS
     shapes: tuple  # the polygons near the scene, in crs
-    layers: tuple[str, ...]  # the file's layers; the first is read
+    layer: PolygonLayer  # the file's first layer, which these are read from
     nodata: tuple[float, ...] = ()  # a vector label has none
     _projected: dict = field(default_factory=dict, compare=False, repr=False)  # CRS WKT -> (shapes, STRtree)
 
@@ -125,7 +125,7 @@ def open_vector_label(path, near: tuple | None = None) -> VectorLabel | None:
         raise refuse("S2N-MASK-NO-CRS", path)
     if near is not None:
         check_transformable(path, near[0], layer.crs)
-    return VectorLabel(str(path), layer.crs, layer.read(near), layer.layers)
+    return VectorLabel(str(path), layer.crs, layer.read(near), layer)
 
 
 def check_transformable(path, src_crs, dst_crs) -> None:
@@ -247,9 +247,7 @@ def check_label(label: Label | VectorLabel, declare_nodata: Phrase = NODATA_OPTI
     A vector label was checked as it was read; its warning: a file of several layers, of which
     the first was read."""
     if isinstance(label, VectorLabel):
-        if len(label.layers) > 1:
-            return [finding("S2N-MASK-VECTOR-LAYERS", label.path, count=len(label.layers), layer=label.layers[0])]
-        return []
+        return layers_warnings(label.layer)
     others: set = set()
     any_valid = any_water = False
     declared = bool(label.nodata)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .rulebook import refuse
+from .rulebook import finding, refuse
 
 POLYGONAL = {"Polygon", "MultiPolygon"}
 
@@ -72,3 +72,10 @@ def open_layer(path) -> PolygonLayer | None:
         return None
     return PolygonLayer(str(path), CRS.from_user_input(info["crs"]) if info["crs"] else None, int(info["features"]),
                         layers)
+
+
+def layers_warnings(layer: PolygonLayer) -> list:
+    """That only the first layer of a file of several was read."""
+    if len(layer.layers) > 1:
+        return [finding("S2N-VECTOR-LAYERS", layer.path, count=len(layer.layers), layer=layer.layers[0])]
+    return []

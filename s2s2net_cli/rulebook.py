@@ -341,7 +341,6 @@ RULES = _book(
                                               "{value}), make it 1 and give it another nodata value"),
     Rule("S2N-MASK-VALUES", INPUT, "holds values {shown} besides water 1, land 0{declared}: {declare_nodata}, or make "
                                    "water 1 and land 0"),
-    Rule("S2N-MASK-VECTOR-LAYERS", WARNING, "holds {count} layers; the first, {layer}, is read as the water polygons"),
     # training/chips.py
     Rule("S2N-TRAIN-CALIBRATION-DROPPED", WARNING, "was calibrated (threshold {threshold:g}, NDWI prior gain {gain:g}{gate}); "
                                                    "the weights this run wrote are trained plain, with threshold "
@@ -362,6 +361,7 @@ RULES = _book(
                                              "scene reprojected to another grid has nodata corners, labels often "
                                              "leave clouds out)"),
     # polygons.py
+    Rule("S2N-VECTOR-LAYERS", WARNING, "holds {count} layers; the first, {layer}, is read"),
     Rule("S2N-VECTOR-NOT-POLYGONS", INPUT, "holds {kinds} geometries, where polygons are needed (lines and points "
                                            "have no area: buffer them to the area they stand for)"),
     # aoi.py

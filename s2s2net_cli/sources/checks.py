@@ -14,6 +14,7 @@ from rasterio.crs import CRS
 from ..bands import BAND_NAMES, BandSpec, band_token
 from ..formats import valid_mask
 from ..grid import grid_shift, row_pixel_areas
+from ..polygons import layers_warnings, open_layer
 from ..rulebook import Finding, finding
 from .scene import Scene, check_has_valid_pixels
 
@@ -29,7 +30,7 @@ def scene_warnings(scene: Scene, spec: BandSpec) -> list[Finding]:
     scale = None if negative else scale_warning(scene, sample, valid)
     found = (resolution_warning(scene), geographic_warning(scene), scale, offset_warning(scene, sample, valid),
              negative)
-    return warnings + [w for w in found if w] + leave_out_grid_warnings(scene)
+    return warnings + [w for w in found if w] + leave_out_warnings(scene)
 
 
 def band_order_warnings(scene: Scene, spec: BandSpec) -> list[Finding]:
@@ -174,9 +175,12 @@ def grid_warnings(path, crs, transform, scene: Scene) -> list:
     return [finding("S2N-GRID-SHIFT", path, scene_name=scene.name, dx=shift[0], dy=shift[1])]
 
 
-def leave_out_grid_warnings(scene: Scene) -> list:
-    """grid_warnings of the scene's --mask raster, when it has one."""
-    if not scene.leave_out or scene.leave_out_shapes:  # polygons are on no grid
+def leave_out_warnings(scene: Scene) -> list:
+    """grid_warnings of the scene's --mask raster, when it has one; for polygons, which are on
+    no grid, that only the first of the file's layers was read."""
+    if not scene.leave_out:
         return []
+    if scene.leave_out_shapes:
+        return layers_warnings(open_layer(scene.leave_out))
     with rasterio.open(scene.leave_out) as src:
         return grid_warnings(scene.leave_out, src.crs, src.transform, scene)

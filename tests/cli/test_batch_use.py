@@ -413,6 +413,12 @@ def test_polygons_given_as_mask_leave_out_the_pixels_they_touch(tmp_path, random
         masks[given], tags = read(out)
         assert tags["left_out"] == given.name
     assert np.array_equal(masks[polygons], masks[raster])
+    layers = tmp_path / "layers.gpkg"
+    gpd.read_file(polygons).to_file(layers, layer="clouds")
+    gpd.GeoDataFrame(geometry=[box(*T10 * (0, 40), *T10 * (40, 0))], crs="EPSG:32633").to_file(layers, layer="tile")
+    r = run_cli("predict", s, "-o", tmp_path / "o_layers.tif", "--weights", random_weights, *FAST, "--mask", layers)
+    assert r.returncode == 0 and "S2N-VECTOR-LAYERS" in codes(r.stderr), r.stderr
+    assert np.array_equal(read(tmp_path / "o_layers.tif")[0], masks[raster])  # the clouds, not the whole tile
     assert (masks[raster][25:75, 100:160] == 255).all() and (masks[raster] == 255).sum() == 50 * 60
     line = tmp_path / "line.gpkg"
     gpd.GeoDataFrame(geometry=[LineString([(x0, y0), (x1, y1)])], crs="EPSG:32633").to_file(line)

@@ -118,7 +118,7 @@ def test_a_vector_mask_of_several_layers_is_read_from_its_first_with_a_warning(t
     write_polygons(mask, np.ones((10, 10)), fine, crs=p.crs, layer="zzz")  # a second layer, all water
     r = run_cli("chip", "--pair", tmp_path / "s.tif", mask, "-o", tmp_path / "chips", "--size", 32, "--json")
     assert r.returncode == 0, r.stderr
-    assert "S2N-MASK-VECTOR-LAYERS" in codes(r.stderr) and "the first, lakes, is read" in r.stderr
+    assert "S2N-VECTOR-LAYERS" in codes(r.stderr) and "holds 2 layers; the first, lakes, is read" in r.stderr
     index = gpd.read_file(tmp_path / "chips" / "index.gpkg")
     assert index.water_fraction.sum() == pytest.approx(p.mask.mean() * 4, rel=1e-6)
 
