@@ -8,19 +8,30 @@ from dataclasses import dataclass
 
 from .rulebook import finding, refuse
 
-POLYGONAL = {"Polygon", "MultiPolygon"}
+POLYGON, MULTIPOLYGON = 3, 6  # shapely's geometry type ids
 
 
 def polygons_only(path, geometries) -> tuple:
-    """The polygons of ``geometries`` (a GeoSeries read from ``path``), empty ones left out and
-    invalid ones made valid; InputError naming ``path`` when any other kind is among them."""
+    """The polygons of ``geometries`` (a GeoSeries read from ``path``; a collection stands for
+    its parts), empty ones left out and invalid ones made valid (the slivers and spikes that
+    leaves, lines and points, dropped); InputError naming ``path`` when any other kind is among
+    them."""
     import shapely
 
     geometries = geometries[~(geometries.isna() | geometries.is_empty)]
-    kinds = set(geometries.geom_type) - POLYGONAL
+    parts = shapely.get_parts(geometries.to_numpy())
+    kinds = {g.geom_type for g in parts if shapely.get_type_id(g) not in (POLYGON, MULTIPOLYGON)}
     if kinds:
         raise refuse("S2N-VECTOR-NOT-POLYGONS", path, kinds=", ".join(sorted(kinds)))
-    return tuple(g if g.is_valid else shapely.make_valid(g) for g in geometries)
+    out = []
+    for g in parts:
+        if not g.is_valid:  # a self-crossing ring: its polygons, without the lines making it valid may leave
+            g = shapely.make_valid(g)
+            g = shapely.union_all([p for p in shapely.get_parts(g)
+                                   if shapely.get_type_id(p) in (POLYGON, MULTIPOLYGON)])
+        if not g.is_empty:
+            out.append(g)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
