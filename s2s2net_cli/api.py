@@ -16,11 +16,13 @@ The command line calls these same functions.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import fields
 from pathlib import Path
 from typing import Callable
 
 from .inference.options import ModelOptions, PredictOptions
+from .option_checks import check_kinds
 from .rulebook import Finding, refuse, warn
 from .sources.options import SceneOptions
 from .world import World
@@ -163,6 +165,7 @@ def evaluate(pairs=(), *, manifests=(), weights=(), baselines=(), nodata: float 
     from .evaluation.evaluate import make_models
     from .manifest import pairs_from_options
 
+    check_kinds({"nodata": nodata, "degrade": degrade, "overwrite": overwrite}, typing.get_type_hints(evaluate))
     model, scene = _split(options, ModelOptions, SceneOptions)
     scene_options = SceneOptions(**scene)
     predict_options = PredictOptions(**model, scene=scene_options, overwrite=overwrite or save_predictions is None)

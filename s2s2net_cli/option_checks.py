@@ -1,10 +1,61 @@
-"""The checks every options bundle makes of its own fields (ranges, options that exclude each
-other), as the rulebook words them: the command line's types refuse the same values first;
-the library's calls meet them here."""
+"""The checks every options bundle makes of its own fields (kinds, ranges, options that exclude
+each other), as the rulebook words them: the command line's types refuse the same values
+first; the library's calls meet them here."""
 
 from __future__ import annotations
 
+import dataclasses
+import numbers
+import os
+import types
+import typing
+
 from .rulebook import FLAG_NAMES, option, refuse
+
+# what a field annotated so takes, and how a message says it
+KINDS = {
+    int: ("a whole number", lambda v: isinstance(v, numbers.Integral) and not _is_bool(v)),
+    float: ("a number", lambda v: isinstance(v, numbers.Real) and not _is_bool(v)),
+    bool: ("True or False", lambda v: _is_bool(v)),
+    str: ("a string or path", lambda v: isinstance(v, (str, os.PathLike))),
+}
+
+
+def _is_bool(value) -> bool:
+    return isinstance(value, bool) or type(value).__name__ == "bool_"  # numpy's too
+
+
+def precision_text(value):
+    """A precision as the choices spell it: 32 and 16, as Python callers write them, are "32" and "16"."""
+    return str(value) if isinstance(value, numbers.Integral) and not _is_bool(value) else value
+
+
+def check_types(bundle) -> None:
+    """Refuse a field of the options dataclass ``bundle`` whose value is not of the kind its
+    annotation says (a whole number, a number, True or False, a string or path; or None where
+    it may be), as ``S2N-OPTION-TYPE``: a string where a number belongs would fail deep inside,
+    and a bool field's "no" would run as True. Fields of other kinds are their own checks'."""
+    check_kinds({f.name: getattr(bundle, f.name) for f in dataclasses.fields(bundle)},
+                typing.get_type_hints(type(bundle)))
+
+
+def check_kinds(values: dict, hints: dict) -> None:
+    """check_types of ``values`` by name against the annotations ``hints`` (a dataclass's, or a
+    function's own: ``typing.get_type_hints(evaluate)`` for its loose keywords)."""
+    for name, value in values.items():
+        kinds = _scalar_kinds(hints.get(name))
+        if kinds is None or (value is None and type(None) in kinds):
+            continue
+        allowed = [KINDS[k] for k in kinds if k in KINDS]
+        if not any(accepts(value) for _, accepts in allowed):
+            raise refuse("S2N-OPTION-TYPE", None, given=option(FLAG_NAMES.get(name, name), repr(value)),
+                         kind=" or ".join(said for said, _ in allowed))
+
+
+def _scalar_kinds(hint) -> tuple | None:
+    """The kinds a scalar annotation allows (``int``, ``float | None``...); None for others."""
+    args = hint.__args__ if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
+    return args if all(a in KINDS or a is type(None) for a in args) else None
 
 
 def check_bounds(bundle, least: dict | None = None, above: dict | None = None, most: dict | None = None) -> None:

@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -159,6 +160,37 @@ def test_option_bundles_refuse_what_the_command_line_types_refuse(tmp_path):
             with said_as("cli"):  # the same rule on the command line names the flag
                 assert str(refused.value) == "--spacing -1 is out of range: it is not above 0"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["label.tif", "mask.tif", "scene.tif"]
+
+
+def test_option_bundles_refuse_values_of_another_kind_and_take_precision_as_a_number(tmp_path, random_weights):
+    """A string where a number belongs failed deep inside (tile_size="256": "'<' not supported",
+    nodata="x" in evaluate and chip), offset="-1000" ran, and a bool field's "no" ran as True
+    (flips="no" made eight times the work). precision=32, as Python callers write it, was
+    refused as not one of "auto, 32, ...": it is "32"."""
+    scene, label, _ = _flood(tmp_path)
+    out = tmp_path / "out.tif"
+    calls = {
+        "tile_size='256' is not a whole number": lambda: s2n.predict(scene, out, tile_size="256"),
+        "threshold='0.5' is not a number": lambda: s2n.predict(scene, out, threshold="0.5"),
+        "offset='-1000' is not a number": lambda: s2n.predict(scene, out, offset="-1000"),
+        "flips='no' is not True or False": lambda: s2n.predict(scene, out, flips="no"),
+        "size=64.0 is not a whole number": lambda: s2n.chip([(scene, label)], tmp_path / "chips", size=64.0),
+        "nodata='x' is not a number": lambda: s2n.chip([(scene, label)], tmp_path / "chips", nodata="x"),
+        "leave_out=5 is not a string or path": lambda: s2n.predict(scene, out, leave_out=5),
+        "batch_size='8' is not a whole number": lambda: s2n.train([tmp_path], tmp_path / "run", batch_size="8"),
+        "window=4096.5 is not a whole number": lambda: s2n.rivers(label, tmp_path / "r.gpkg", window=4096.5),
+    }
+    for message, call in calls.items():
+        with raises_rule("S2N-OPTION-TYPE") as refused:
+            call()
+        assert str(refused.value) == message
+    with raises_rule("S2N-OPTION-TYPE") as refused:
+        s2n.evaluate((scene, label), baselines="ndwi", nodata="x")
+    assert str(refused.value) == "nodata='x' is not a number"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["label.tif", "scene.tif"]
+    result = s2n.predict(scene, out, weights=random_weights, precision=32, threshold=np.float32(0.5),
+                         tile_size=np.int64(48))  # numpy's numbers are numbers
+    assert Path(result.output) == out and result.precision == "fp32"
 
 
 def test_calibrate_and_gate_write_what_the_weights_commands_write(tmp_path, random_weights):

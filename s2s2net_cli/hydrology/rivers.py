@@ -42,7 +42,7 @@ from shapely.ops import substring
 from ..formats import NODATA, RIVERS_FILE, WATER, probability_cut
 from ..io import atomic_path, check_output
 from ..labels import NODATA_TAG, check_label, check_one_band, open_label
-from ..option_checks import check_bounds
+from ..option_checks import check_bounds, check_types
 from ..rulebook import refuse
 from .bridges import bridge_gaps
 from .centrelines import centreline_branches, label_8
@@ -72,6 +72,7 @@ class RiverOptions:
     overwrite: bool = False
 
     def __post_init__(self):
+        check_types(self)
         check_bounds(self, least={"min_width_m": 0, "min_area_m2": 0, "max_bridge_m": 0, "bridge_span_m": 0,
                                   "prune": 0, "window": MIN_WINDOW, "margin": 0, "workers": 1},
                      above={"spacing_m": 0, "max_width_m": 0})

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, fields
 
+from ..option_checks import check_types, precision_text
 from ..rulebook import refuse
 from ..sources.options import SceneOptions
 
@@ -35,6 +36,8 @@ class ModelOptions:
     full_head: bool = False  # run the head everywhere, even where the weights' water gate rules water out
 
     def __post_init__(self):
+        self.precision = precision_text(self.precision)
+        check_types(self)
         if self.overlap is None:
             self.overlap = min(DEFAULT_OVERLAP, self.tile_size or DEFAULT_TILE_SIZE)
         check_model_options(self)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..option_checks import check_bounds, check_exclusive
+from ..option_checks import check_bounds, check_exclusive, check_types
 
 
 @dataclass(frozen=True)
@@ -21,5 +21,6 @@ class SceneOptions:
     aoi: str | None = None  # vector file
 
     def __post_init__(self):
+        check_types(self)
         check_bounds(self, above={"scale": 0})
         check_exclusive(self, "bbox", "aoi")

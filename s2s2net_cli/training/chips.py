@@ -37,7 +37,7 @@ from ..grid import SCALE_FACTOR, fine_transform, to_fine
 from ..io import atomic_path, geotiff_profile, lies_in, remove_stale_siblings, staged_folder
 from ..labels import Label, label_resolution_in, warp_label
 from ..manifest import Pair, write_manifest
-from ..option_checks import check_bounds, check_exclusive
+from ..option_checks import check_bounds, check_exclusive, check_types
 from ..rulebook import Phrase, finding, option, refuse
 from ..sources.checks import scene_warnings
 from ..sources.degraded import DEGRADED_READING, degrade_scene
@@ -65,6 +65,7 @@ class ChipOptions:
     overwrite: bool = False
 
     def __post_init__(self):
+        check_types(self)
         if self.stride is None:
             self.stride = self.size
         check_bounds(self, least={"size": MIN_CHIP_SIZE, "stride": 1, "max_nodata": 0, "val_fraction": 0},

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..inference.options import PRECISIONS
-from ..option_checks import check_bounds, check_exclusive
+from ..option_checks import check_bounds, check_exclusive, check_types, precision_text
 from ..rulebook import option, refuse
 
 LABEL_EDGES = ("whole", "majority")
@@ -48,6 +48,8 @@ class TrainOptions:
     water_indices: bool = False  # give the network NDWI and MNDWI as inputs (widening --init-weights that lack them)
 
     def __post_init__(self):
+        self.precision = precision_text(self.precision)
+        check_types(self)
         check_train_options(self)
 
 
