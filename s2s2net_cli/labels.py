@@ -31,7 +31,7 @@ from rasterio.windows import Window, from_bounds
 from .errors import InputError, first_line
 from .formats import VALUES_TAG, gdal_empty, gdal_masked
 from .grid import is_rotated
-from .polygons import PolygonLayer, layers_warnings, open_layer
+from .polygons import PolygonLayer, layers_warnings, open_layer, polygons_in
 from .rulebook import DECLARE_NODATA_OPTION, DECLARE_NODATA_TAG, Phrase, finding, refuse
 
 MAX_VALUES_NAMED = 5  # unexpected label values an error names
@@ -62,11 +62,10 @@ class VectorLabel:
         """The polygons in ``crs`` and a spatial index of them (made once per CRS)."""
         key = crs.to_wkt()
         if key not in self._projected:
-            import geopandas as gpd  # heavy: only a vector label needs it
             import shapely
 
             try:
-                shapes = list(gpd.GeoSeries(list(self.shapes), crs=self.crs.to_wkt()).to_crs(key))
+                shapes = polygons_in(self.shapes, self.crs, crs)
             except Exception as exc:  # PROJ raises various errors
                 raise refuse("S2N-MASK-CRS-TO-SCENE", self.path, error=exc) from exc
             self._projected[key] = (shapes, shapely.STRtree(shapes))

@@ -23,15 +23,27 @@ def polygons_only(path, geometries) -> tuple:
     kinds = {g.geom_type for g in parts if shapely.get_type_id(g) not in (POLYGON, MULTIPOLYGON)}
     if kinds:
         raise refuse("S2N-VECTOR-NOT-POLYGONS", path, kinds=", ".join(sorted(kinds)))
-    out = []
-    for g in parts:
-        if not g.is_valid:  # a self-crossing ring: its polygons, without the lines making it valid may leave
-            g = shapely.make_valid(g)
-            g = shapely.union_all([p for p in shapely.get_parts(g)
-                                   if shapely.get_type_id(p) in (POLYGON, MULTIPOLYGON)])
-        if not g.is_empty:
-            out.append(g)
-    return tuple(out)
+    return tuple(g for g in map(_valid, parts) if not g.is_empty)
+
+
+def _valid(polygon):
+    """``polygon`` made valid where it is not (a self-crossing ring, a ring bent by reprojection):
+    its polygons, without the lines that making it valid may leave."""
+    import shapely
+
+    if polygon.is_valid:
+        return polygon
+    made = shapely.get_parts(shapely.make_valid(polygon))
+    return shapely.union_all([p for p in made if shapely.get_type_id(p) in (POLYGON, MULTIPOLYGON)])
+
+
+def polygons_in(shapes, src_crs, dst_crs) -> list:
+    """``shapes`` (polygons in ``src_crs``, rasterio's CRSs) reprojected to ``dst_crs``, made
+    valid again where reprojection bent them. PROJ's errors are the caller's to word."""
+    import geopandas as gpd  # heavy: only polygons need it
+
+    moved = gpd.GeoSeries(list(shapes), crs=src_crs.to_wkt()).to_crs(dst_crs.to_wkt())
+    return [g for g in map(_valid, moved) if not g.is_empty]
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from ..bands import BAND_NAMES, DEFAULT_SCALE
 from ..errors import first_line
 from ..formats import check_exists, valid_mask
 from ..labels import Label, VectorLabel, check_label, check_transformable, label_bounds_in, open_label
-from ..polygons import open_layer
+from ..polygons import open_layer, polygons_in
 from ..rulebook import refuse
 from . import safe, stac
 from .aoi import restrict_to_aoi
@@ -115,18 +115,14 @@ def leave_out_of(path, scene: Scene) -> tuple:
 
 def _leave_out_polygons(path, layer, scene: Scene) -> tuple:
     """The polygons of a vector --mask that lie on ``scene``, in its CRS."""
-    import geopandas as gpd  # heavy: only polygons need it
-    import shapely
-
     if layer.crs is None:
         raise refuse("S2N-LEAVE-OUT-NO-CRS", path)
     check_transformable(path, layer.crs, scene.crs)
-    shapes = tuple(gpd.GeoSeries(list(layer.read(near=(scene.crs, scene.bounds))), crs=layer.crs.to_wkt())
-                   .to_crs(scene.crs.to_wkt()))
-    on_scene = [g for g in shapes if _overlap(g.bounds, scene.bounds)]
+    shapes = polygons_in(layer.read(near=(scene.crs, scene.bounds)), layer.crs, scene.crs)
+    on_scene = tuple(g for g in shapes if _overlap(g.bounds, scene.bounds))
     if not on_scene:
         raise refuse("S2N-LEAVE-OUT-NO-OVERLAP", path, scene_name=scene.name)
-    return tuple(shapely.make_valid(g) if not g.is_valid else g for g in on_scene)
+    return on_scene
 
 
 def _overlap(a: tuple, b: tuple) -> bool:
