@@ -24,6 +24,7 @@ from ..errors import first_line
 from ..formats import gdal_empty, gdal_masked, source_name, valid_mask
 from ..grid import is_rotated
 from ..io import gdal_threads
+from ..polygons import open_layer
 from ..rulebook import refuse
 
 _REFLECTANCE_DTYPES = {"uint16", "int16", "uint32", "int32", "float32", "float64"}
@@ -115,6 +116,8 @@ def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(
             nodata, descriptions = src.nodata, tuple(src.descriptions)
             named = tuple(band_name(d) or band_name(c.name) for d, c in zip(src.descriptions, src.colorinterp))
     except RasterioIOError as exc:
+        if open_layer(path) is not None:  # water polygons given where the scene belongs
+            raise refuse("S2N-SCENE-IS-VECTOR", path) from exc
         raise refuse("S2N-SCENE-UNREADABLE", path, error=first_line(exc)) from exc
     scl = [i for i, d in enumerate(descriptions, start=1) if d and d.strip().upper() in SCL_NAMES]
     check_grid(path, crs, transform)

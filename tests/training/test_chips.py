@@ -110,6 +110,17 @@ def test_a_vector_mask_that_holds_no_water_polygons_near_the_scene_is_refused(tm
     assert r.stderr.count("\n") == 1 and not out.exists()
 
 
+def test_water_polygons_given_first_are_named_as_a_vector_not_a_scene(tmp_path, pairs):
+    p = make_pair(72, seed=21, nodata_margin=False)
+    polygons = write_polygons(tmp_path / "water.gpkg", p.mask, p.transform @ Affine.scale(1 / 5), crs=p.crs)
+    for command in (["chip", "--pair", polygons, pairs / "s21.tif", "-o", tmp_path / "chips"],
+                    ["evaluate", "--pair", polygons, pairs / "s21.tif"], ["predict", polygons, "-o", tmp_path / "w.tif"]):
+        r = run_cli(*command)
+        assert refused(r, "S2N-SCENE-IS-VECTOR", 1, polygons), r.stderr
+        assert "the scene comes first and its mask second" in r.stderr
+    assert not (tmp_path / "chips").exists() and not (tmp_path / "w.tif").exists()
+
+
 def test_a_vector_mask_of_several_layers_is_read_from_its_first_with_a_warning(tmp_path):
     p = make_pair(64, seed=3, nodata_margin=False)
     write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
