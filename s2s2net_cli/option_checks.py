@@ -34,9 +34,14 @@ def check_types(bundle) -> None:
     """Refuse a field of the options dataclass ``bundle`` whose value is not of the kind its
     annotation says (a whole number, a number, True or False, a string or path; or None where
     it may be), as ``S2N-OPTION-TYPE``: a string where a number belongs would fail deep inside,
-    and a bool field's "no" would run as True. Fields of other kinds are their own checks'."""
-    check_kinds({f.name: getattr(bundle, f.name) for f in dataclasses.fields(bundle)},
-                typing.get_type_hints(type(bundle)))
+    and a bool field's "no" would run as True. Fields of other kinds are their own checks'.
+    A numpy number is taken, as the Python number it holds."""
+    hints = typing.get_type_hints(type(bundle))
+    check_kinds({f.name: getattr(bundle, f.name) for f in dataclasses.fields(bundle)}, hints)
+    for field in dataclasses.fields(bundle):  # numpy's numbers kept as Python's, so results write as JSON
+        value = getattr(bundle, field.name)
+        if _scalar_kinds(hints.get(field.name)) and type(value).__module__ == "numpy":
+            object.__setattr__(bundle, field.name, value.item())
 
 
 def check_kinds(values: dict, hints: dict) -> None:

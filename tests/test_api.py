@@ -191,6 +191,7 @@ def test_option_bundles_refuse_values_of_another_kind_and_take_precision_as_a_nu
     result = s2n.predict(scene, out, weights=random_weights, precision=32, threshold=np.float32(0.5),
                          tile_size=np.int64(48))  # numpy's numbers are numbers
     assert Path(result.output) == out and result.precision == "fp32"
+    assert json.loads(json.dumps(result.to_dict()))["tile_size"] == 48
 
 
 def test_calibrate_and_gate_write_what_the_weights_commands_write(tmp_path, random_weights):
