@@ -25,6 +25,7 @@ import ctypes
 import multiprocessing
 import os
 import signal
+import sys
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -123,9 +124,10 @@ def measure_rivers(mask_path, out_path, options: RiverOptions = RiverOptions(),
 
 def _measured(reader: "MaskReader", windows: list, margin: int, options: RiverOptions):
     """Each window's measures, in the windows' order: in ``options.workers`` processes (spawned,
-    each reading its own windows) when there is more than one window, else here."""
+    each reading its own windows) when there is more than one window and workers can start,
+    else here."""
     workers = min(options.workers or _cores(), len(windows))
-    if workers <= 1:
+    if workers <= 1 or not _spawnable():
         for window in windows:
             yield _measure_window(reader, window, margin, options)
         return
@@ -133,6 +135,15 @@ def _measured(reader: "MaskReader", windows: list, margin: int, options: RiverOp
     # exit terminates its workers, so an interrupted run stops at once
     with multiprocessing.get_context("spawn").Pool(workers, _worker_start, (os.getpid(),)) as pool:
         yield from pool.imap(partial(_measure_window, reader, margin=margin, options=options), windows)
+
+
+def _spawnable() -> bool:
+    """Whether spawned workers can start: each runs the main script again from its path, which a
+    script read from stdin (``python - < job.py``: "<stdin>") has not; its workers would die as
+    they start and the pool start new ones without end. Notebooks and ``python -c`` have none
+    to run, scripts a real one."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    return path is None or os.path.exists(path)
 
 
 def _cores() -> int:

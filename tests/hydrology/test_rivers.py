@@ -65,6 +65,25 @@ def test_reaches_are_joined_across_windows_and_split_at_junctions(tmp_path):
     assert np.median(b.width_m) == pytest.approx(np.median(a.width_m), abs=1.0)
 
 
+def test_a_script_read_from_stdin_measures_its_windows_here_and_ends(tmp_path):
+    """Spawned workers run the main script again from its path; a script read from stdin has
+    none ("<stdin>"), so each worker died as it started and the pool started new ones without
+    end: the script hung. Its windows are measured in its own process instead."""
+    import subprocess
+    import sys
+
+    main = LineString([(0, 150), (200, 180), (400, 140)])
+    mask = mask_of([main.buffer(8)], path=tmp_path / "m.tif")
+    script = (f"from s2s2net_cli.hydrology.rivers import RiverOptions, measure_rivers\n"
+              f"s = measure_rivers({str(mask)!r}, {str(tmp_path / 'r.gpkg')!r}, "
+              f"RiverOptions(window=256, margin=64, workers=2))\n"
+              f"print(s.windows, s.reaches)\n")
+    r = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.split() == ["4", "1"], r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    assert len(layers(tmp_path / "r.gpkg")[0]) == 1
+
+
 def test_widths_on_synthetic_rivers_match_what_was_drawn(tmp_path):
     """The issue's goal on truth masks: median absolute width error within 1 px (2 m) for
     channels 10-80 m wide, centrelines within 2 m for 95 % of their length."""
