@@ -137,21 +137,29 @@ def test_predict_weights_default_is_the_bundled_model(tmp_path):
     assert names == ["default.safetensors", "default.safetensors"]
 
 
-def test_calibrate_chooses_the_best_threshold_and_gain_and_writes_them(tmp_path, random_weights):
-    """The threshold and NDWI prior written are those whose mean F1 (synthetic scenes, labelled
-    pairs) is the best of the table calibrate prints; a label on no grid of its scene is refused."""
+def _water_scene(path, seed: int):
+    """A 40 x 40 px scene whose random water pixels (30 %) have water's spectra: (scene, water, t10)."""
     import numpy as np
     from affine import Affine
 
     from ..conftest import write_raster
 
-    rng = np.random.default_rng(1)
-    water = rng.random((40, 40)) < 0.3
+    water = np.random.default_rng(seed).random((40, 40)) < 0.3
     dn = np.where(water, np.array([600, 900, 500, 300, 200, 100])[:, None, None],
                   np.array([600, 700, 600, 3000, 2500, 1500])[:, None, None]).astype("uint16")
     t10 = Affine(10, 0, 500000, 0, -10, 4000000)
-    scene = write_raster(tmp_path / "scene.tif", dn, transform=t10, nodata=0,
-                         descriptions=("B02", "B03", "B04", "B08", "B11", "B12"))
+    return write_raster(path, dn, transform=t10, nodata=0, descriptions=("B02", "B03", "B04", "B08", "B11", "B12")), \
+        water, t10
+
+
+def test_calibrate_chooses_the_best_threshold_and_gain_and_writes_them(tmp_path, random_weights):
+    """The threshold and NDWI prior written are those whose mean F1 (synthetic scenes, labelled
+    pairs) is the best of the table calibrate prints; a label on no grid of its scene is refused."""
+    import numpy as np
+
+    from ..conftest import write_raster
+
+    scene, water, t10 = _water_scene(tmp_path / "scene.tif", seed=1)
     label = write_raster(tmp_path / "label.tif", water.astype("uint8"), transform=t10, nodata=255)
     out = tmp_path / "calibrated.safetensors"
     (tmp_path / "labels.csv").write_text("image,mask\nscene.tif,label.tif\n")
@@ -188,13 +196,7 @@ def test_calibrate_scores_water_polygons_as_the_2m_label_they_trace(tmp_path, ra
 
     from ..conftest import write_polygons, write_raster
 
-    rng = np.random.default_rng(2)
-    water = rng.random((40, 40)) < 0.3
-    dn = np.where(water, np.array([600, 900, 500, 300, 200, 100])[:, None, None],
-                  np.array([600, 700, 600, 3000, 2500, 1500])[:, None, None]).astype("uint16")
-    t10 = Affine(10, 0, 500000, 0, -10, 4000000)
-    scene = write_raster(tmp_path / "scene.tif", dn, transform=t10, nodata=0,
-                         descriptions=("B02", "B03", "B04", "B08", "B11", "B12"))
+    scene, water, t10 = _water_scene(tmp_path / "scene.tif", seed=2)
     fine = np.repeat(np.repeat(water, 5, 0), 5, 1).astype("uint8")
     label = write_raster(tmp_path / "label2m.tif", fine, transform=t10 @ Affine.scale(1 / 5), nodata=255)
     polygons = write_polygons(tmp_path / "water.gpkg", fine, t10 @ Affine.scale(1 / 5))
