@@ -18,9 +18,7 @@ def dated_series(scenes, from_masks: bool = False, dates_csv=None) -> list[DateM
     """A DateMask for each source of ``scenes`` (an ItemCollection's items named
     ``collection.json#ITEM_ID``), dated by ``dates_csv`` (scene,date) where it names the source,
     else by its own name or metadata; with ``from_masks`` the sources are the masks."""
-    sources = []
-    for s in scenes:
-        sources += stac.collection_items(s) if stac.is_item_collection(s) else [str(s)]
+    sources = [str(s) for s in stac.expand_collections(scenes)]
     if not sources:  # none given, or an ItemCollection without items
         raise refuse("S2N-SCENES-MISSING")
     for s in sources:

@@ -120,14 +120,15 @@ def predict_batch(scenes: list, output, options: PredictOptions, beside_vector=N
                   skip_existing: bool = False, world: World = World(), progress: Callable | None = None,
                   on_result: Callable[[SceneResult], None] | None = None,
                   on_failure: Callable[[S2S2NetError], None] | None = None) -> BatchSummary | None:
-    """Predict ``scenes`` into ``output`` (a mask file for one scene, else a folder), with their
-    water polygons (``beside_vector``) and rivers (``beside_rivers``) beside each mask when given:
+    """Predict ``scenes`` (a local STAC ItemCollection standing for its items) into ``output``
+    (a mask file for one scene, else a folder), with their water polygons (``beside_vector``) and rivers (``beside_rivers``) beside each mask when given:
     what ``s2s2net predict`` does. Every output is checked before the first scene runs (none
     may be an input; an existing one is refused unless ``options.overwrite``, or skipped with
     ``skip_existing`` when it holds that scene's mask). The summary on rank 0, None elsewhere;
     ``progress``, ``on_result`` (before what goes beside) and ``on_failure`` as predict_scenes."""
     if options.overwrite and skip_existing:
         raise refuse("S2N-OPTIONS-EXCLUSIVE", None, first=option("overwrite"), second=option("skip_existing"))
+    scenes = stac.expand_collections(scenes)  # a saved STAC search: each of its items
     targets = output_targets(scenes, output)
     beside = Beside(beside_vector, beside_rivers, one_file=len(scenes) == 1 and not is_folder(output),
                     overwrite=options.overwrite)

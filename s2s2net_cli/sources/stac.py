@@ -148,6 +148,12 @@ def collection_items(source: str) -> list[str]:
     return [f"{source}#{item.id}" for item in items]
 
 
+def expand_collections(sources) -> list:
+    """``sources`` with each local ItemCollection standing for its items (collection_items);
+    the others as given."""
+    return [item for s in sources for item in (collection_items(s) if is_item_collection(s) else [s])]
+
+
 def item_bands(source: str) -> BandFiles:
     item = read_item(source)
     files, offsets, scales = {}, [], []

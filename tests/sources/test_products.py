@@ -188,6 +188,28 @@ def test_stac_item_with_relative_hrefs_gives_the_stacks_mask(tmp_path, crop, sta
     assert (got[cirrus] == 255).all() and np.array_equal(got[~cirrus], expected[~cirrus])
 
 
+def test_predict_maps_each_item_of_a_saved_stac_search(tmp_path, crop, stack):
+    """A saved search (an ItemCollection, as stac-client search --save writes it) stands for its
+    items, as it does for occurrence: predict refused it as "not a STAC item"."""
+    files = write_band_files(tmp_path / "bands", *crop)
+    features = []
+    for ident, when in (("late", "2023-09-02T15:55:59Z"), ("early", "2023-08-23T15:55:59Z")):
+        item = json.loads(write_item(tmp_path / f"{ident}.json", {b: f"bands/{p.name}" for b, p in files.items()},
+                                     {"datetime": when}).read_text())
+        features.append(item | {"id": ident})
+    search = tmp_path / "search.json"
+    search.write_text(json.dumps({"type": "FeatureCollection", "features": features}))
+    r = invoke("predict", search, "-o", tmp_path / "masks", "--tile-size", SIZE, "--overlap", 16, "--json")
+    assert r.exit_code == 0, r.output
+    done = json.loads(r.stdout)["scenes"]
+    assert [d["scene"] for d in done] == [f"{search}#early", f"{search}#late"]
+    expected, _, _ = predict(stack, tmp_path / "stack.tif")
+    for ident in ("early", "late"):
+        assert np.array_equal(read_mask(tmp_path / "masks" / f"{ident}_water.tif")[0], expected)
+    r = invoke("predict", search, "-o", tmp_path / "one.tif")
+    assert r.exit_code == 2 and "2 scenes (search.json#early, search.json#late) need a folder" in r.stderr
+
+
 def test_stac_offset_already_applied_and_remote_hrefs_are_left_to_gdal(tmp_path, crop):
     files = write_band_files(tmp_path / "b", *crop, offset=0)
     item = write_item(tmp_path / "i.json", {b: p.resolve() for b, p in files.items()},
