@@ -6,7 +6,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from .formats import is_remote, source_stem
+from .formats import is_remote, source_file, source_stem
 from .io import atomic_path
 from .rulebook import Phrase, option, refuse
 
@@ -29,7 +29,7 @@ def pairs_from_options(pairs: list[tuple[str, str]] | None, manifests=()) -> lis
         out.extend(read_manifest(manifest))
     for p in out:
         for f in (p.image, p.mask):
-            if not is_remote(f) and not Path(f).exists():
+            if not is_remote(f) and not Path(source_file(f)).exists():  # an item: its collection's file
                 raise refuse("S2N-MANIFEST-FILE-MISSING", f)
     ids = [p.id for p in out]
     dup = {i for i in ids if ids.count(i) > 1}

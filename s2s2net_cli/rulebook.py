@@ -586,6 +586,8 @@ RULES = _book(
     # stac.py
     Rule("S2N-STAC-EMPTY", INPUT, "ItemCollection holds no items"),
     Rule("S2N-STAC-NOT-ITEM", INPUT, "is not a STAC item (a GeoJSON Feature with assets)"),
+    Rule("S2N-STAC-COLLECTION-NOT-ITEM", INPUT, "is a STAC ItemCollection of {count} items, where one scene belongs: "
+                                                "name one of them as FILE#ITEM_ID (e.g. {example})"),
     Rule("S2N-STAC-NO-ASSET", INPUT, "item has no asset for band {band} (looked for {looked_for})"),
     Rule("S2N-STAC-NO-HREF", INPUT, "asset {key!r} has no href"),
     Rule("S2N-STAC-SCALES-DIFFER", INPUT, "the bands' raster:bands scales differ ({scales})"),

@@ -71,7 +71,11 @@ def read_item(source: str) -> pystac.Item:
     resolving against where it was read from."""
     location, ident = _split(source)
     data = _read(location)
-    if ident is not None and isinstance(data, dict) and data.get("type") == "FeatureCollection":
+    if isinstance(data, dict) and data.get("type") == "FeatureCollection":
+        if ident is None:  # a saved search where one scene belongs (a pair's image)
+            ids = [f.get("id") for f in data.get("features") or [] if isinstance(f, dict)]
+            example = f"{os.path.basename(location)}#{ids[0] if ids else 'ITEM_ID'}"
+            raise refuse("S2N-STAC-COLLECTION-NOT-ITEM", source, count=len(ids), example=example)
         data = next((f for f in data.get("features") or [] if isinstance(f, dict) and f.get("id") == ident), None)
     item = _item_of(data, source)
     item.set_self_href(location if is_remote(location) else os.path.abspath(location))

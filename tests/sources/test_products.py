@@ -208,6 +208,16 @@ def test_predict_maps_each_item_of_a_saved_stac_search(tmp_path, crop, stack):
         assert np.array_equal(read_mask(tmp_path / "masks" / f"{ident}_water.tif")[0], expected)
     r = invoke("predict", search, "-o", tmp_path / "one.tif")
     assert r.exit_code == 2 and "2 scenes (search.json#early, search.json#late) need a folder" in r.stderr
+    # one item of it as a pair's scene, in a manifest; the whole search where one scene belongs is refused
+    label = write_raster(tmp_path / "label.tif", (expected[::5, ::5] == 1).astype("uint8"), transform=crop[1],
+                         crs=crop[2], nodata=255)
+    (tmp_path / "pairs.csv").write_text("image,mask\nsearch.json#late,label.tif\n")
+    r = invoke("evaluate", "--manifest", tmp_path / "pairs.csv", "--baseline", "ndwi", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["rows"][0]["images"][0]["id"] == "search.json#late"
+    r = invoke("evaluate", "--pair", search, label, "--baseline", "ndwi")
+    assert r.exit_code == 1 and "S2N-STAC-COLLECTION-NOT-ITEM" in r.stderr
+    assert "name one of them as FILE#ITEM_ID (e.g. search.json#late)" in r.stderr
 
 
 def test_stac_offset_already_applied_and_remote_hrefs_are_left_to_gdal(tmp_path, crop):
