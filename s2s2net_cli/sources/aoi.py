@@ -51,7 +51,7 @@ def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
         label = option("bbox", f"{west:g},{south:g},{east:g},{north:g}")
     else:
         try:
-            frame = gpd.read_file(aoi)
+            frame = gpd.read_file(aoi, layer=0)  # the first layer; aoi_warnings says so when there are more
         except Exception as exc:  # pyogrio raises its own errors
             raise refuse("S2N-VECTOR-UNREADABLE", aoi, error=first_line(exc)) from exc
         if frame.crs is None:

@@ -6,6 +6,7 @@ Sentinel-2's 10 m."""
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import rasterio
@@ -30,7 +31,7 @@ def scene_warnings(scene: Scene, spec: BandSpec) -> list[Finding]:
     scale = None if negative else scale_warning(scene, sample, valid)
     found = (resolution_warning(scene), geographic_warning(scene), scale, offset_warning(scene, sample, valid),
              negative)
-    return warnings + [w for w in found if w] + leave_out_warnings(scene)
+    return warnings + [w for w in found if w] + leave_out_warnings(scene) + aoi_warnings(scene)
 
 
 def band_order_warnings(scene: Scene, spec: BandSpec) -> list[Finding]:
@@ -173,6 +174,14 @@ def grid_warnings(path, crs, transform, scene: Scene) -> list:
     if shift is None:
         return []
     return [finding("S2N-GRID-SHIFT", path, scene_name=scene.name, dx=shift[0], dy=shift[1])]
+
+
+def aoi_warnings(scene: Scene) -> list:
+    """That only the first layer of an --aoi file of several was read."""
+    if not scene.aoi or not os.path.isfile(scene.aoi_name):  # none, or a --bbox
+        return []
+    layer = open_layer(scene.aoi_name)
+    return layers_warnings(layer) if layer is not None else []
 
 
 def leave_out_warnings(scene: Scene) -> list:

@@ -49,3 +49,21 @@ def test_a_small_scene_is_warned_of_and_a_large_one_is_not(tmp_path, random_weig
     assert "S2N-SCENE-SMALL" in said[str(small)] and "S2N-SCENE-SMALL" not in said[str(large)]
     line = next(line for line in r.stderr.splitlines() if "S2N-SCENE-SMALL" in line)
     assert "100 x 100 px" in line and "128 px" in line
+
+
+def test_an_aoi_file_of_several_layers_is_read_from_its_first_with_one_warning(tmp_path, random_weights):
+    import geopandas as gpd
+    from shapely.geometry import box
+
+    scene = _scene(tmp_path, "s.tif", 64, Affine(10, 0, 500000, 0, -10, 4000000), "EPSG:32633")
+    aoi = tmp_path / "areas.gpkg"
+    gpd.GeoDataFrame(geometry=[box(500000, 3999680, 500320, 4000000)], crs="EPSG:32633").to_file(aoi, layer="study")
+    gpd.GeoDataFrame(geometry=[box(500000, 3999360, 500640, 4000000)], crs="EPSG:32633").to_file(aoi, layer="zone")
+    r = run_cli("predict", scene, "-o", tmp_path / "w.tif", "--aoi", aoi, "--weights", random_weights, "--json")
+    assert r.returncode == 0, r.stderr
+    assert codes(r.stderr).count("S2N-VECTOR-LAYERS") == 1 and "the first, study, is read" in r.stderr
+    assert "UserWarning" not in r.stderr  # pyogrio's own, about the same thing
+    import rasterio
+
+    with rasterio.open(tmp_path / "w.tif") as src:
+        assert src.width == 32 * 5  # the study area's 32 px, not the zone's 64
