@@ -38,6 +38,7 @@ from ..io import atomic_path, geotiff_profile, lies_in, remove_stale_siblings, s
 from ..labels import Label, label_resolution_in, warp_label
 from ..manifest import Pair, write_manifest
 from ..option_checks import check_bounds, check_exclusive, check_types
+from ..polygons import layers_warnings, open_layer
 from ..rulebook import Phrase, finding, option, refuse
 from ..sources.checks import scene_warnings
 from ..sources.degraded import DEGRADED_READING, degrade_scene
@@ -122,6 +123,8 @@ def _chip_pairs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degraded
     if 2 * summary.skipped["nodata"] > windows:  # the defaults lose most of a cloudy label's chips: say so
         summary.warnings.append(finding("S2N-CHIP-NODATA-SKIPPED", out_dir, skipped=summary.skipped["nodata"],
                                         windows=windows, max_nodata=options.max_nodata))
+    if options.test_regions:
+        summary.warnings += layers_warnings(open_layer(options.test_regions))
     if summary.test_manifest:
         summary.test_manifest = str(out_dir / "test_manifest.csv")
     return summary
@@ -406,7 +409,7 @@ def _read_regions(path):
     import geopandas as gpd  # heavy, as for the index
 
     try:
-        regions = gpd.read_file(path)
+        regions = gpd.read_file(path, layer=0)  # the first layer: _chip_pairs says so when there are more
     except Exception as exc:
         raise refuse("S2N-VECTOR-UNREADABLE", path, error=first_line(exc)) from exc
     if regions.empty or regions.crs is None:

@@ -321,6 +321,14 @@ def test_hold_out_by_region_is_geographically_separate(tmp_path):
     assert json.loads(r.stdout)["skipped"]["overlaps_test"] > 0
     kept = {f"images/{p.name}" for p in (tmp_path / "chips" / "images").iterdir()}
     assert kept == set(index.image)
+    # the region as the first of two layers: read from it, and said, once
+    region.to_file(tmp_path / "regions.gpkg", layer="holdout")
+    region.assign(geometry=region.translate(0.001, 0)).to_file(tmp_path / "regions.gpkg", layer="zzz_shifted")
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips2", "--size", 16,
+                "--stride", 8, "--test-regions", tmp_path / "regions.gpkg", "--json")
+    assert r.returncode == 0 and "UserWarning" not in r.stderr, r.stderr
+    assert [w["code"] for w in json.loads(r.stdout)["warnings"]] == ["S2N-VECTOR-LAYERS"]
+    assert sorted(gpd.read_file(tmp_path / "chips2" / "index.gpkg").image) == sorted(index.image)
 
 
 def test_rerun_is_refused_without_overwrite(pairs):
