@@ -37,11 +37,11 @@ def check_types(bundle) -> None:
     and a bool field's "no" would run as True. Fields of other kinds are their own checks'.
     A numpy number is taken, as the Python number it holds."""
     hints = typing.get_type_hints(type(bundle))
-    check_kinds({f.name: getattr(bundle, f.name) for f in dataclasses.fields(bundle)}, hints)
     for field in dataclasses.fields(bundle):  # numpy's numbers kept as Python's, so results write as JSON
         value = getattr(bundle, field.name)
-        if _scalar_kinds(hints.get(field.name)) and type(value).__module__ == "numpy":
+        if type(value).__module__ == "numpy" and _scalar_kinds(hints.get(field.name)):
             object.__setattr__(bundle, field.name, value.item())
+    check_kinds({f.name: getattr(bundle, f.name) for f in dataclasses.fields(bundle)}, hints)
 
 
 def check_kinds(values: dict, hints: dict) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import first_line
 from .rulebook import finding, refuse
 
 POLYGON, MULTIPOLYGON = 3, 6  # shapely's geometry type ids
@@ -72,8 +73,6 @@ class PolygonLayer:
         try:
             frame = pyogrio.read_dataframe(self.path, layer=0, bbox=bbox, columns=[], read_geometry=True)
         except Exception as exc:  # pyogrio raises its own errors
-            from .errors import first_line
-
             raise refuse("S2N-VECTOR-UNREADABLE", self.path, error=first_line(exc)) from exc
         return polygons_only(self.path, frame.geometry)
 

@@ -113,14 +113,12 @@ def score_predictions(prediction_paths: list, pair: Pair, nodata: float | None =
         ref = open_label(pair.mask, nodata, near=(first.crs, tuple(first.bounds)))
     polygons = isinstance(ref, VectorLabel)
     preds = [open_label(path, NODATA) for path in prediction_paths]
-    grid = prediction_paths[0] if polygons else pair.mask
-    with rasterio.open(grid) as src:
-        grid_crs, pixel = src.crs, abs(src.transform.a)
     for pred in preds:
         check_transformable(pair.mask, ref.crs, pred.crs)
-    finer = [label_resolution_in(pred, grid_crs) < pixel * 0.999 for pred in preds]
     counts = [Counts() for _ in preds]
-    with rasterio.open(grid) as src:
+    with rasterio.open(prediction_paths[0] if polygons else pair.mask) as src:
+        grid_crs = src.crs
+        finer = [label_resolution_in(pred, grid_crs) < abs(src.transform.a) * 0.999 for pred in preds]
         for window, core in _blocks(src.width, src.height, block, margin=BOUNDARY_TOLERANCE + 1):
             transform, shape = src.window_transform(window), (int(window.height), int(window.width))
             reference = (rasterise_label(ref, transform, grid_crs, shape) if polygons

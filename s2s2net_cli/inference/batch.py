@@ -121,7 +121,8 @@ def predict_batch(scenes: list, output, options: PredictOptions, beside_vector=N
                   on_result: Callable[[SceneResult], None] | None = None,
                   on_failure: Callable[[S2S2NetError], None] | None = None) -> BatchSummary | None:
     """Predict ``scenes`` (a local STAC ItemCollection standing for its items) into ``output``
-    (a mask file for one scene, else a folder), with their water polygons (``beside_vector``) and rivers (``beside_rivers``) beside each mask when given:
+    (a mask file for one scene, else a folder), with their water polygons (``beside_vector``)
+    and rivers (``beside_rivers``) beside each mask when given:
     what ``s2s2net predict`` does. Every output is checked before the first scene runs (none
     may be an input; an existing one is refused unless ``options.overwrite``, or skipped with
     ``skip_existing`` when it holds that scene's mask). The summary on rank 0, None elsewhere;

@@ -114,7 +114,8 @@ def test_water_polygons_given_first_are_named_as_a_vector_not_a_scene(tmp_path, 
     p = make_pair(72, seed=21, nodata_margin=False)
     polygons = write_polygons(tmp_path / "water.gpkg", p.mask, p.transform @ Affine.scale(1 / 5), crs=p.crs)
     for command in (["chip", "--pair", polygons, pairs / "s21.tif", "-o", tmp_path / "chips"],
-                    ["evaluate", "--pair", polygons, pairs / "s21.tif"], ["predict", polygons, "-o", tmp_path / "w.tif"]):
+                    ["evaluate", "--pair", polygons, pairs / "s21.tif"],
+                    ["predict", polygons, "-o", tmp_path / "w.tif"]):
         r = run_cli(*command)
         assert refused(r, "S2N-SCENE-IS-VECTOR", 1, polygons), r.stderr
         assert "the scene comes first and its mask second" in r.stderr
