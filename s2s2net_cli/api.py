@@ -290,6 +290,8 @@ def chip(pairs=(), output=None, *, manifests=(), overwrite: bool = False, on_pro
     from .manifest import pairs_from_options
     from .training.chips import ChipOptions, chip_pairs
 
+    if output is None:
+        raise TypeError("chip() needs an output folder for the chips")
     chip_fields, scene = _split(options, ChipOptions, SceneOptions)
     chip_fields.pop("scene", None)
     chip_options = ChipOptions(scene=SceneOptions(**scene), overwrite=overwrite, **chip_fields)

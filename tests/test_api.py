@@ -128,6 +128,8 @@ def test_chip_cuts_what_the_command_cuts(tmp_path):
                    "--json").returncode == 0
     names = {d: sorted(p.name for p in (tmp_path / d / "images").iterdir()) for d in ("api", "cli")}
     assert summary.chips["train"] == len(names["api"]) == 9 and names["api"] == names["cli"]  # rows, cols 0, 16, 24
+    with pytest.raises(TypeError, match="chip\\(\\) needs an output folder"):  # not "expected str ... NoneType"
+        s2n.chip([(scene, label)], size=16)
 
 
 def test_option_bundles_refuse_what_the_command_line_types_refuse(tmp_path):

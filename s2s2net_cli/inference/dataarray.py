@@ -7,7 +7,9 @@ warning. What predict warns of (an offset left out, the order assumed) is warned
 (an ``S2S2NetWarning`` of the rulebook, its ``.finding.code`` the rule) and kept in the result's ``attrs["warnings"]`` (their codes in ``attrs["warning_codes"]``).
 The array goes through the same streaming predictor as ``s2s2net predict`` (written to a
 temporary GeoTIFF, so a lazy dask array is computed window by window) and comes back with
-``.rio`` CRS and transform on the exact 5x sub-grid: transform x Affine.scale(1/5).
+``.rio`` CRS and transform on the exact 5x sub-grid: transform x Affine.scale(1/5). An array
+whose y runs south to north (or x east to west) is read north-up and its mask handed back in the
+array's own order, lining up with it.
 
     >>> from s2s2net_cli.inference.dataarray import predict_dataarray
     >>> water = predict_dataarray(stack.sel(time=t), offset=-1000)
@@ -23,6 +25,7 @@ import numpy as np
 import rasterio
 
 from ..bands import BAND_NAMES
+from ..errors import S2S2NetError
 from ..rulebook import Finding, refuse, warn
 from ..sources.stac import ASSET_NAMES
 from ..weights_header import default_weights
@@ -61,6 +64,10 @@ def predict_dataarray(da, weights=None, probability: bool = False, **options):
     if da.rio.crs is None:
         raise refuse("S2N-DATAARRAY-NO-CRS", DATAARRAY)
     stack, named = select_bands(da)
+    flipped = reversed_axes(stack)
+    if flipped:  # north-up, as a GeoTIFF is read; its transform from its coordinates, not a stale cache
+        stack = stack.isel({dim: slice(None, None, -1) for dim in flipped})
+        stack = stack.rio.write_transform(stack.rio.transform(recalc=True))
     stack = stack.fillna(0) if np.issubdtype(stack.dtype, np.floating) else stack
     nodata = stack.rio.nodata if stack.rio.nodata is not None else 0
     predictor = Predictor(weights or default_weights(), PredictOptions.from_flat(probability=probability, **options))
@@ -70,8 +77,17 @@ def predict_dataarray(da, weights=None, probability: bool = False, **options):
         if named:  # chosen by name: the file says so, and no order is assumed
             with rasterio.open(scene, "r+") as dst:
                 dst.descriptions = BAND_NAMES
-        said = [in_notebook_terms(w) for w in predictor.predict_scene(scene, out).warnings]
+        try:
+            said = [in_notebook_terms(w) for w in predictor.predict_scene(scene, out).warnings]
+        except S2S2NetError as exc:  # said of the DataArray, not of its temporary file
+            if getattr(exc, "finding", None) is None:
+                raise
+            raise refuse(exc.finding.code, DATAARRAY, **exc.finding.values) from None
         result = rioxarray.open_rasterio(out, mask_and_scale=False).squeeze("band", drop=True).load()
+    if flipped:  # back in the DataArray's own order, so that it lines up with it
+        result = result.isel({result.rio.y_dim if dim == stack.rio.y_dim else result.rio.x_dim: slice(None, None, -1)
+                              for dim in flipped})
+        result = result.rio.write_transform(result.rio.transform(recalc=True))
     for found in said:  # what predict warns of on stderr (an offset left out, the band order assumed)
         warn(found)
     result.name = "water"
@@ -79,6 +95,17 @@ def predict_dataarray(da, weights=None, probability: bool = False, **options):
     result.attrs["warnings"] = [found.message("python") for found in said]
     result.attrs["warning_codes"] = [found.code for found in said]
     return result
+
+
+def reversed_axes(da) -> list[str]:
+    """The spatial dimensions of ``da`` that run against a GeoTIFF's order (y from south to
+    north, as a DataArray sorted by ``sortby("y")`` has it; x from east to west)."""
+    axes = []
+    for dim, sign in ((da.rio.y_dim, -1), (da.rio.x_dim, 1)):
+        values = np.asarray(da[dim].values) if dim in da.coords else np.arange(2)
+        if values.size > 1 and np.sign(values[1] - values[0]) == -sign:
+            axes.append(dim)
+    return axes
 
 
 def in_notebook_terms(found: Finding) -> Finding:

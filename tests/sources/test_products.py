@@ -13,6 +13,7 @@ from rasterio.windows import Window
 from shapely.geometry import LineString, Point, Polygon
 
 from s2s2net_cli.cli.main import cli
+from s2s2net_cli.errors import S2S2NetError
 from s2s2net_cli.formats import gdal_path, source_name, source_stem
 from s2s2net_cli.inference.predictor import PredictOptions, Predictor
 from s2s2net_cli.rulebook import S2S2NetWarning
@@ -397,6 +398,34 @@ def test_a_dataarray_is_warned_of_as_a_scene_is(tmp_path, crop, stack):
         water = predict_dataarray(unnamed, tile_size=SIZE, overlap=16)
     assert said(water.attrs["warning_codes"]) == ["S2N-DATAARRAY-BANDS-UNNAMED"]
     assert said([w.message for w in caught if isinstance(w.message, S2S2NetWarning)]) == ["S2N-DATAARRAY-BANDS-UNNAMED"]
+
+
+def test_a_dataarray_sorted_south_to_north_gives_its_mask_in_its_own_order(tmp_path, stack):
+    """A DataArray whose y runs south to north (``sortby("y")``, as netCDF cubes come) was refused
+    as "/tmp/s2s2net-da-.../scene.tif: has no usable geotransform": a file the user never named.
+    It is read north-up and its mask comes back in its own order, lining up with it; what
+    predict refuses of its temporary file is said of the DataArray."""
+    import rasterio
+    import rioxarray
+
+    from s2s2net_cli.inference.dataarray import predict_dataarray
+
+    da = rioxarray.open_rasterio(stack)
+    north_up = predict_dataarray(da, tile_size=SIZE, overlap=16)
+    south_up = predict_dataarray(da.sortby("y"), tile_size=SIZE, overlap=16)
+    assert np.array_equal(south_up.values, north_up.values[::-1])
+    assert np.array_equal(south_up["y"].values, north_up["y"].values[::-1])
+    assert np.array_equal(south_up["x"].values, north_up["x"].values)
+    south_up.rio.to_raster(tmp_path / "south_up.tif")
+    north_up.rio.to_raster(tmp_path / "north_up.tif")
+    with rasterio.open(tmp_path / "south_up.tif") as s, rasterio.open(tmp_path / "north_up.tif") as n:
+        assert s.transform.e == -n.transform.e == 2.0  # a south-up GeoTIFF, on the same ground
+        assert (s.bounds.left, s.bounds.right) == (n.bounds.left, n.bounds.right)
+        assert sorted([s.bounds.top, s.bounds.bottom]) == sorted([n.bounds.top, n.bounds.bottom])
+    both = predict_dataarray(da.sortby("y").sortby("x", ascending=False), tile_size=SIZE, overlap=16)
+    assert np.array_equal(both.values, north_up.values[::-1, ::-1])
+    with pytest.raises(S2S2NetError, match="^DataArray: has no valid pixel"):
+        predict_dataarray(da * 0, tile_size=SIZE, overlap=16)
 
 
 def test_a_stac_item_given_by_url_is_fetched(tmp_path, crop, stack):
