@@ -12,6 +12,19 @@ from .rulebook import finding, refuse
 POLYGON, MULTIPOLYGON = 3, 6  # shapely's geometry type ids
 
 
+def unreadable(path, exc: Exception):
+    """The refusal of ``path``, which no vector driver read (``exc``, pyogrio's error): a raster
+    said to be one, where polygons are needed; else the driver's first sentence."""
+    import rasterio
+
+    try:
+        with rasterio.open(path):
+            return refuse("S2N-VECTOR-IS-RASTER", path)
+    except rasterio.errors.RasterioError:
+        pass
+    return refuse("S2N-VECTOR-UNREADABLE", path, error=first_line(exc).split("; It might help")[0])  # GDAL's hint
+
+
 def polygons_only(path, geometries) -> tuple:
     """The polygons of ``geometries`` (a GeoSeries read from ``path``; a collection stands for
     its parts), empty ones left out and invalid ones made valid (the slivers and spikes that
@@ -73,7 +86,7 @@ class PolygonLayer:
         try:
             frame = pyogrio.read_dataframe(self.path, layer=0, bbox=bbox, columns=[], read_geometry=True)
         except Exception as exc:  # pyogrio raises its own errors
-            raise refuse("S2N-VECTOR-UNREADABLE", self.path, error=first_line(exc)) from exc
+            raise unreadable(self.path, exc) from exc
         return polygons_only(self.path, frame.geometry)
 
 

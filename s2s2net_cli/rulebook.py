@@ -365,8 +365,10 @@ RULES = _book(
     Rule("S2N-VECTOR-LAYERS", WARNING, "holds {count} layers; the first, {layer}, is read"),
     Rule("S2N-VECTOR-NOT-POLYGONS", INPUT, "holds {kinds} geometries, where polygons are needed (lines and points "
                                            "have no area: buffer them to the area they stand for)"),
-    # aoi.py
     Rule("S2N-VECTOR-UNREADABLE", INPUT, "not a vector file geopandas can read ({error})"),
+    Rule("S2N-VECTOR-IS-RASTER", INPUT, "is a raster, where a vector file of polygons is needed (polygonise the "
+                                        "area first, with gdal_polygonize.py say)"),
+    # aoi.py
     Rule("S2N-AOI-NO-CRS", INPUT, "AOI has no CRS"),
     Rule("S2N-AOI-EMPTY", INPUT, "AOI holds no geometry"),
     Rule("S2N-AOI-CRS", INPUT, "AOI cannot be transformed to the scene's CRS ({error})"),

@@ -15,9 +15,8 @@ from dataclasses import replace
 import shapely
 from affine import Affine
 
-from ..errors import first_line
 from ..grid import PAD_MULTIPLE
-from ..polygons import polygons_only
+from ..polygons import polygons_only, unreadable
 from ..rulebook import option, refuse
 from .scene import Scene
 
@@ -53,7 +52,7 @@ def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
         try:
             frame = gpd.read_file(aoi, layer=0)  # the first layer; aoi_warnings says so when there are more
         except Exception as exc:  # pyogrio raises its own errors
-            raise refuse("S2N-VECTOR-UNREADABLE", aoi, error=first_line(exc)) from exc
+            raise unreadable(aoi, exc) from exc
         if frame.crs is None:
             raise refuse("S2N-AOI-NO-CRS", aoi)
         shapes = frame.geometry[~(frame.geometry.is_empty | frame.geometry.isna())]

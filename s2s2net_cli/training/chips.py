@@ -31,14 +31,13 @@ from shapely import STRtree
 from shapely.geometry import box
 
 from ..bands import BAND_NAMES, BandSpec
-from ..errors import first_line
 from ..formats import NODATA, reflectance_to_dn, safe_name
 from ..grid import SCALE_FACTOR, fine_transform, to_fine
 from ..io import atomic_path, geotiff_profile, lies_in, remove_stale_siblings, staged_folder
 from ..labels import Label, label_resolution_in, warp_label
 from ..manifest import Pair, write_manifest
 from ..option_checks import check_bounds, check_exclusive, check_types
-from ..polygons import layers_warnings, open_layer
+from ..polygons import layers_warnings, open_layer, unreadable
 from ..rulebook import Phrase, finding, option, refuse
 from ..sources.checks import scene_warnings
 from ..sources.degraded import DEGRADED_READING, degrade_scene
@@ -411,7 +410,7 @@ def _read_regions(path):
     try:
         regions = gpd.read_file(path, layer=0)  # the first layer: _chip_pairs says so when there are more
     except Exception as exc:
-        raise refuse("S2N-VECTOR-UNREADABLE", path, error=first_line(exc)) from exc
+        raise unreadable(path, exc) from exc
     if regions.empty or regions.crs is None:
         raise refuse("S2N-CHIP-TEST-REGIONS", path)
     return regions
