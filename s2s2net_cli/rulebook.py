@@ -361,6 +361,12 @@ RULES = _book(
                                              "leaves nodata out of the loss: a higher {o.max_nodata} keeps them; a "
                                              "scene reprojected to another grid has nodata corners, labels often "
                                              "leave clouds out)"),
+    # world.py
+    Rule("S2N-WORLD-NOT-COUNT", USAGE, "is not a whole number of {least} or more (a launcher, torchrun or deepspeed, "
+                                       "sets RANK, LOCAL_RANK and WORLD_SIZE; for one process leave them unset)"),
+    Rule("S2N-WORLD-RANK", USAGE, "lies outside a world of WORLD_SIZE={size} ranks (0 to WORLD_SIZE - 1)"),
+    Rule("S2N-WORLD-NO-MASTER", USAGE, "several ranks meet where rank 0 listens, but {missing} unset (a launcher sets "
+                                       "MASTER_ADDR and MASTER_PORT; without one set them beside RANK and WORLD_SIZE)"),
     # polygons.py
     Rule("S2N-VECTOR-LAYERS", WARNING, "holds {count} layers; the first, {layer}, is read"),
     Rule("S2N-VECTOR-NOT-POLYGONS", INPUT, "holds {kinds} geometries, where polygons are needed (lines and points "

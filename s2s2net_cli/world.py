@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Callable
 
+from .rulebook import refuse
+
 
 @dataclass(frozen=True)
 class World:
@@ -23,11 +25,19 @@ class World:
 
     @classmethod
     def from_environment(cls, local_rank: int | None = None) -> "World":
-        """The launcher's world (``local_rank``: DeepSpeed's --local_rank, where LOCAL_RANK is unset)."""
-        rank = int(os.environ.get("RANK", 0))
+        """The launcher's world (``local_rank``: DeepSpeed's --local_rank, where LOCAL_RANK is unset).
+        UsageError for variables no launcher would set so: a rank outside the world, a world of
+        several ranks with nowhere to meet (no MASTER_ADDR or MASTER_PORT)."""
+        rank = _whole("RANK", 0, 0)
         if local_rank is None:
-            local_rank = int(os.environ.get("LOCAL_RANK", rank))
-        return cls(rank, local_rank, int(os.environ.get("WORLD_SIZE", 1)))
+            local_rank = _whole("LOCAL_RANK", rank, 0)
+        size = _whole("WORLD_SIZE", 1, 1)
+        if rank >= size:
+            raise refuse("S2N-WORLD-RANK", f"RANK={rank}", size=size)
+        missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if size > 1 and not os.environ.get(name)]
+        if missing:
+            raise refuse("S2N-WORLD-NO-MASTER", f"WORLD_SIZE={size}", missing=" and ".join(missing))
+        return cls(rank, local_rank, size)
 
     @property
     def is_shared(self) -> bool:
@@ -74,6 +84,20 @@ class World:
             if wait:
                 dist.barrier()
             dist.destroy_process_group()
+
+
+def _whole(name: str, default: int, least: int) -> int:
+    """The environment variable ``name`` as a whole number of at least ``least`` (``default`` unset)."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = least - 1
+    if value < least:
+        raise refuse("S2N-WORLD-NOT-COUNT", f"{name}={text}", least=least)
+    return value
 
 
 def free_port() -> int:
