@@ -96,7 +96,7 @@ def test_vector_file_that_is_not_one_and_an_empty_folder(tmp_path, random_weight
     assert not (tmp_path / "chips").exists()
     assert "It might help" not in r.stderr  # GDAL's hint of a driver prefix says nothing to a user here
     for args in (["chip", "--pair", scene, mask, "-o", tmp_path / "chips", "--size", 16, "--test-regions", mask],
-                  ["predict", scene, "-o", tmp_path / "w.tif", "--aoi", mask, "--weights", random_weights]):
+                 ["predict", scene, "-o", tmp_path / "w.tif", "--aoi", mask, "--weights", random_weights]):
         r = run_cli(*args)  # a raster where polygons are needed: said so, not "not a vector file ... format"
         assert refused(r, "S2N-VECTOR-IS-RASTER", 1, mask) and "is a raster, where a vector file" in r.stderr
         assert not (tmp_path / "chips").exists() and not (tmp_path / "w.tif").exists()
