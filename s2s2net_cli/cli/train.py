@@ -10,7 +10,7 @@ from click.core import ParameterSource
 
 from ..rulebook import finding
 from ..training.config import AUGMENTATIONS, DEFAULT_STEPS, LABEL_EDGES, TrainOptions, read_deepspeed_config
-from .options import bad_parameter, exclusive, overwrite_option, parse_name_values, train_precision_option
+from .options import bad_parameter, exclusive, json_option, overwrite_option, parse_name_values, train_precision_option
 from .render import log_findings, progress_bar, stderr
 
 _TRAIN = TrainOptions()  # the defaults, as the options show them
@@ -61,10 +61,11 @@ def _parse_weights(ctx, param, values) -> dict:
               help="Give the network NDWI and MNDWI (computed inside it from the bands) as two more inputs; "
                    "--init-weights without them are widened, the new inputs starting at zero weight.")
 @overwrite_option
+@json_option
 @click.pass_context
 def train(ctx, chips_dirs, run_dir, max_steps, epochs, batch_size, lr, weight_decay, precision, zero_stage,
           offload_optimizer, deepspeed_config, val_every, seed, num_workers, augment, warmup_steps, resume,
-          init_weights, source_weights, label_edges, boundary_weight, water_indices, overwrite):
+          init_weights, source_weights, label_edges, boundary_weight, water_indices, overwrite, as_json):
     """Train the network on chips made by `s2s2net chip`, from one chips folder or several.
 
     Chips whose masks `chip` kept at 10 m (a coarse label) are scored on their 10 m cells, the
@@ -113,10 +114,18 @@ def train(ctx, chips_dirs, run_dir, max_steps, epochs, batch_size, lr, weight_de
         result = run_training(list(chips_dirs), run_dir, options, on_record=on_record, world=world)
     if world.leads:
         log_findings(result.warnings)
-    if world.leads and not ctx.obj.get("quiet"):
-        click.echo(json.dumps({"steps": result.steps, "best_f1": result.best_f1, "last": result.last, "best": result.best,
-                               "seconds": round(result.seconds, 1), "world_size": result.world_size,
-                               "interrupted": result.interrupted}), err=True)
+        report(ctx, result, as_json)
     if result.interrupted:
         click.echo(f"Interrupted at step {result.steps}; checkpoint saved. Continue with --resume.", err=True)
         ctx.exit(128 + result.signal)
+
+
+def report(ctx, result, as_json: bool) -> None:
+    """The run's summary: JSON on stdout with --json, else one line on stderr."""
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    elif not ctx.obj.get("quiet"):
+        best = "no validation" if result.best_f1 is None else f"best validation F1 {result.best_f1:.3f} ({result.best})"
+        ranks = f" on {result.world_size} ranks" if result.world_size > 1 else ""
+        stderr.print(f"{result.steps} steps in {result.seconds:.0f} s{ranks}: {best}; last weights {result.last}",
+                     highlight=False, soft_wrap=True)

@@ -9,6 +9,7 @@ optimisation at any world size.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import signal
@@ -62,6 +63,12 @@ class TrainResult:
     signal: int | None = None  # the signal that stopped the run on this rank (SIGINT when another rank's did)
     warnings: list = field(default_factory=list)  # findings about the run (a calibration its start had, dropped)
 
+    def to_dict(self) -> dict:
+        """The run's summary, as ``train --json`` prints it."""
+        return {"steps": self.steps, "best_f1": self.best_f1, "last": self.last, "best": self.best,
+                "seconds": round(self.seconds, 1), "world_size": self.world_size, "interrupted": self.interrupted,
+                "warnings": [w.to_dict() for w in self.warnings]}
+
 
 def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict], None] | None = None,
           world: World | None = None) -> TrainResult:
@@ -92,9 +99,13 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
     elif on_record and world.leads and not deepspeed_op_built():
         on_record({"kind": "status", "message": "DeepSpeed builds its shared-memory C++ op for this CPU (first run "
                                                 "on a machine only: about a minute, sometimes more)"})
-    world.join(timedelta(minutes=10), "nccl" if cuda else "gloo",
-               init=lambda backend, timeout: deepspeed.init_distributed(dist_backend=backend, verbose=False,
-                                                                        timeout=timeout))
+    said = io.StringIO()  # DeepSpeed prints "... built successfully" on stdout, which is a --json summary's
+    with contextlib.redirect_stdout(said):
+        world.join(timedelta(minutes=10), "nccl" if cuda else "gloo",
+                   init=lambda backend, timeout: deepspeed.init_distributed(dist_backend=backend, verbose=False,
+                                                                            timeout=timeout))
+    if said.getvalue().strip():
+        logging.getLogger(__name__).debug(said.getvalue().strip())
     try:
         spec = init_card.bands if init_card else BandSpec()
         model_config = init_card.model if init_card else ModelConfig(in_channels=len(spec.names))
@@ -139,6 +150,8 @@ def deepspeed_op_built(root=None) -> bool:
 def import_deepspeed():
     if not torch.cuda.is_available():
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
+        # building DeepSpeed's CPU op, torch warns "No CUDA runtime is found": nothing to do on a CPU
+        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     import deepspeed  # heavy: only training loads it
 
     for name in ("DeepSpeed", "deepspeed"):

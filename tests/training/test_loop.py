@@ -54,8 +54,11 @@ def deepspeed(*args, port, timeout=600):
 
 def test_two_ranks_match_one_rank_and_export_weights_predict_accepts(chips, tmp_path):
     common = ["--max-steps", 4, "--batch-size", 4, "--val-every", 2, "--seed", 5]
-    one = run_cli_process("train", chips, "-o", tmp_path / "one", *common)
+    one = run_cli_process("train", chips, "-o", tmp_path / "one", *common, "--json")
     assert one.returncode == 0, one.stderr
+    summary = json.loads(one.stdout)  # the summary alone: DeepSpeed's "op built successfully" is not on stdout
+    assert summary["steps"] == 4 and summary["world_size"] == 1 and summary["warnings"] == []
+    assert Path(summary["last"]) == tmp_path / "one" / "last.safetensors" and 0 <= summary["best_f1"] <= 1
     two = deepspeed("train", chips, "-o", tmp_path / "two", *common, port=29511)
     assert two.returncode == 0, two.stderr[-3000:]
     m1, m2 = metrics(tmp_path / "one"), metrics(tmp_path / "two")
@@ -136,6 +139,8 @@ def test_loss_decreases_on_a_learnable_toy_set(chips, tmp_path):
     r = run_cli_process("train", chips, "-o", tmp_path / "run", "--max-steps", 40, "--batch-size", 4, "--lr", 1e-3,
                 "--val-every", 40, "--augment", "none")
     assert r.returncode == 0, r.stderr
+    assert r.stdout == "" and "No CUDA runtime" not in r.stderr  # without --json: one line on stderr
+    assert "40 steps in " in r.stderr and f"last weights {tmp_path / 'run' / 'last.safetensors'}" in r.stderr
     losses = [m["loss"] for m in metrics(tmp_path / "run") if m["kind"] == "train"]
     assert np.mean(losses[-8:]) < 0.85 * np.mean(losses[:8])
 
