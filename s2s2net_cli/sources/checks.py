@@ -157,10 +157,12 @@ SMALL_SCENE_COST = (0.11, 0.90)  # the most water found in excess at 64 px, and 
 
 
 def small_scene_warning(scene: Scene) -> Finding | None:
-    """A warning when the scene is under SMALL_SCENE px a side, with what that cost on real scenes."""
-    if min(scene.width, scene.height) >= SMALL_SCENE:
+    """A warning when the scene is under SMALL_SCENE px a side, with what that cost on real scenes.
+    Its file's size counts, not an area of interest's: tiles read their context beyond the AOI."""
+    height, width = scene.dataset_shape
+    if min(width, height) >= SMALL_SCENE:
         return None
-    return finding("S2N-SCENE-SMALL", scene.path, width=scene.width, height=scene.height, least=SMALL_SCENE,
+    return finding("S2N-SCENE-SMALL", scene.path, width=width, height=height, least=SMALL_SCENE,
                    high=SMALL_SCENE_COST[0], iou=SMALL_SCENE_COST[1])
 
 

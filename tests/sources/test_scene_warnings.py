@@ -4,6 +4,7 @@ and one so small that the network sees little around each pixel."""
 import json
 
 import numpy as np
+import rasterio
 from affine import Affine
 
 from ..conftest import codes, refused, run_cli, write_raster
@@ -39,6 +40,16 @@ def test_a_scene_in_degrees_is_warned_of_with_its_utm_zone(tmp_path, random_weig
     assert refused(r, "S2N-RIVERS-NOT-PROJECTED", 1, scene) and not out.exists()
 
 
+def bbox_within(scene, row0, col0, row1, col1) -> str:
+    """--bbox W,S,E,N (degrees) of the scene's pixels rows row0..row1, columns col0..col1."""
+    from rasterio.warp import transform_bounds
+
+    with rasterio.open(scene) as src:
+        (x0, y0), (x1, y1) = src.xy(row1, col0), src.xy(row0, col1)
+        west, south, east, north = transform_bounds(src.crs, "EPSG:4326", x0, y0, x1, y1)
+    return f"{west},{south},{east},{north}"
+
+
 def test_a_small_scene_is_warned_of_and_a_large_one_is_not(tmp_path, random_weights):
     utm = Affine(10, 0, 500000, 0, -10, 4000000)
     small = _scene(tmp_path, "small.tif", 100, utm, "EPSG:32633")
@@ -49,6 +60,14 @@ def test_a_small_scene_is_warned_of_and_a_large_one_is_not(tmp_path, random_weig
     assert "S2N-SCENE-SMALL" in said[str(small)] and "S2N-SCENE-SMALL" not in said[str(large)]
     line = next(line for line in r.stderr.splitlines() if "S2N-SCENE-SMALL" in line)
     assert "100 x 100 px" in line and "128 px" in line
+    # an area of interest of the large scene is not small: its tiles read their context beyond it
+    r = run_cli("predict", large, "-o", tmp_path / "aoi.tif", "--bbox", bbox_within(large, 20, 20, 30, 30),
+                "--weights", random_weights, "--json")
+    assert r.returncode == 0, r.stderr
+    (scene,) = json.loads(r.stdout)["scenes"]
+    assert "S2N-SCENE-SMALL" not in [w["code"] for w in scene["warnings"]] and "S2N-SCENE-SMALL" not in r.stderr
+    with rasterio.open(tmp_path / "aoi.tif") as out:
+        assert max(out.width, out.height) < 5 * 64  # the window, not the scene, was mapped
 
 
 def test_an_aoi_file_of_several_layers_is_read_from_its_first_with_one_warning(tmp_path, random_weights):
