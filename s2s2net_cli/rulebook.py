@@ -456,6 +456,9 @@ RULES = _book(
     Rule("S2N-DATES-COLUMNS", INPUT, "needs the columns scene,date"),
     Rule("S2N-DATES-NOT-ISO", INPUT, "line {line}: {text!r} for {scene} is not an ISO date (YYYY-MM-DD)"),
     Rule("S2N-DATES-TWICE", INPUT, "line {line}: {scene} is given two dates, {first} and {date}"),
+    Rule("S2N-DATES-NOT-NAMED", WARNING, "has no date, and {csv} does not name it (by its path as given or its "
+                                         "file name, {name}): counted, but listed undated after the dated ones and "
+                                         "not used for the grid"),
     # degraded.py
     Rule("S2N-DEGRADE-SCENE-SMALL", INPUT, "is {width} x {height} px, smaller than one {block} x {block} px block of "
                                            "{o.degrade:{factor}} (N x N cells, its SWIR 2 x 2 of those)"),

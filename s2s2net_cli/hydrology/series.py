@@ -27,7 +27,9 @@ def dated_series(scenes, from_masks: bool = False, dates_csv=None) -> list[DateM
     series = [DateMask(s, _date_of(s, named), Path(s) if from_masks else None) for s in sources]
     check_each_date_once(series)  # before any is read for the grid
     for d in series:
-        if d.date is None:
+        if d.date is None and dates_csv:  # a row misspelt, or naming it another way
+            d.warnings.append(finding("S2N-DATES-NOT-NAMED", d.source, csv=dates_csv, name=Path(d.source).name))
+        elif d.date is None:
             d.warnings.append(finding("S2N-OCCURRENCE-UNDATED", d.source))
     return series
 
@@ -40,10 +42,20 @@ def grid_date(series: list[DateMask]) -> DateMask:
 
 
 def _date_of(source: str, named: dict) -> str | None:
+    """The date ``named`` gives ``source`` (by its path as given, its file name, or the same file
+    named another way: ./a.tif, /data/a.tif), else its own."""
     for key in (source, Path(source).name):
         if key in named:
             return named[key]
-    return scene_date(source)
+    same = [date for key, date in named.items() if _same_file(key, source)]
+    return same[0] if same else scene_date(source)
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return Path(a).exists() and Path(a).samefile(b)
+    except OSError:  # a STAC item's "#ID", a name that is no file
+        return False
 
 
 def series_grid(first: DateMask, like=None, scene_options: SceneOptions | None = None) -> Grid:

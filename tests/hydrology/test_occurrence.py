@@ -308,6 +308,18 @@ def test_dates_from_a_csv_order_the_dates_and_a_date_that_is_not_iso_is_refused(
     assert r.returncode == 0, r.stderr
     assert [(Path(d["source"]).name, d["date"]) for d in json.loads(r.stdout)["dates"]] == [
         ("lake_1.tif", "2021-01-15"), ("lake_2.tif", "2021-02-15"), ("lake_0.tif", "2021-03-15")]
+    # the same file named another way is dated; a row that names no scene (misspelt) leaves it undated,
+    # which is said of the CSV, not as "give it one with --dates"
+    other = tmp_path / "other.csv"
+    other.write_text(f"scene,date\n{tmp_path / 'sub' / '..' / 'lake_0.tif'},2021-03-15\nlake_l.tif,2021-01-15\n"
+                     f"lake_2.tif,2021-02-15\n")
+    (tmp_path / "sub").mkdir()
+    r = run_cli("occurrence", *named, "--from-masks", "-o", tmp_path / "occ3.tif", "--dates", other, "--json")
+    assert r.returncode == 0, r.stderr
+    dates = {Path(d["source"]).name: (d["date"], [w["code"] for w in d["warnings"]]) for d in json.loads(r.stdout)["dates"]}
+    assert dates == {"lake_0.tif": ("2021-03-15", []), "lake_2.tif": ("2021-02-15", []),
+                     "lake_1.tif": (None, ["S2N-DATES-NOT-NAMED"])}
+    assert f"lake_1.tif: has no date, and {other} does not name it" in r.stderr
     for text, code, says in (("scene,date\nlake_0.tif,15/03/2021\n", "S2N-DATES-NOT-ISO", "line 2: '15/03/2021'"),
                              ("scene,date\nlake_0.tif,2021-03-15\nlake_1.tif,\n", "S2N-DATES-NOT-ISO", "line 3: ''"),
                              ("scene,date\nlake_0.tif,2021-03-15\nlake_0.tif,2021-04-15\n", "S2N-DATES-TWICE",
