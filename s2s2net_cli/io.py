@@ -20,7 +20,7 @@ from rasterio.shutil import copy as copy_dataset
 
 from .errors import S2S2NetError, first_line
 from .formats import OutputKind
-from .rulebook import refuse
+from .rulebook import option, refuse
 
 UMASK = os.umask(0o022)  # the process's umask, read (os.umask sets it too) and restored below
 os.umask(UMASK)
@@ -57,6 +57,36 @@ def geotiff_profile(shape: tuple[int, int, int], dtype: str, crs, transform, nod
     return profile
 
 
+def check_creation_options(creation_options: dict | None, cog: bool = False) -> None:
+    """Refuse GeoTIFF creation options (--co) that would change the values written (a lossy
+    compression) or that GDAL does not take (it would only warn, out of sight, and write the
+    file without them): UsageError naming the option."""
+    if not creation_options:
+        return
+    lossy = lossy_compression(creation_options)
+    if lossy:
+        raise refuse("S2N-CREATION-LOSSY", option("co"), given=lossy)
+    problems = creation_option_problems(creation_options, cog)
+    if problems:
+        raise refuse("S2N-CREATION-OPTIONS", option("co"), problems="; ".join(problems))
+
+
+def lossy_compression(creation_options: dict) -> str | None:
+    """The creation options that make GDAL compress with loss (JPEG; WEBP and JXL unless
+    lossless; LERC with a MAX_Z_ERROR), as given; None when every value is kept."""
+    given = {str(k).upper(): str(v).strip().upper() for k, v in creation_options.items()}
+    method = given.get("COMPRESS", "")
+    if method == "JPEG":
+        return "COMPRESS=JPEG"
+    if method == "WEBP" and given.get("WEBP_LOSSLESS", "NO") not in ("YES", "TRUE", "ON", "1"):
+        return "COMPRESS=WEBP without WEBP_LOSSLESS=YES"
+    if method == "JXL" and given.get("JXL_LOSSLESS", "YES") in ("NO", "FALSE", "OFF", "0"):
+        return f"COMPRESS=JXL with JXL_LOSSLESS={given['JXL_LOSSLESS']}"
+    if method.startswith("LERC") and given.get("MAX_Z_ERROR", "0") not in ("0", "0.0", ""):
+        return f"COMPRESS={method} with MAX_Z_ERROR={given['MAX_Z_ERROR']}"
+    return None
+
+
 def creation_option_problems(creation_options: dict, cog: bool = False) -> list[str]:
     """What GDAL says of ``creation_options`` (--co) as a small GeoTIFF is made with them in
     memory and, with ``cog``, copied to a COG (which takes them under its own names, and makes
@@ -86,9 +116,10 @@ def _what_gdal_says(action) -> list[tuple[str | None, str]]:
                 said.append((name, text))
 
     logger, heard = logging.getLogger("rasterio._env"), Heard(logging.WARNING)
-    level = logger.level
+    level, propagate = logger.level, logger.propagate
     logger.addHandler(heard)
     logger.setLevel(logging.WARNING)
+    logger.propagate = False  # heard here, and said once in the refusal: not on stderr as well
     try:
         action()
     except Exception as exc:  # noqa: BLE001 - whatever GDAL refuses, said as GDAL says it
@@ -96,6 +127,7 @@ def _what_gdal_says(action) -> list[tuple[str | None, str]]:
     finally:
         logger.removeHandler(heard)
         logger.setLevel(level)
+        logger.propagate = propagate
     return said
 
 

@@ -32,7 +32,8 @@ INTERFACES = ("cli", "python")
 # Options whose Python keyword is not the flag's name with "_" for "-".
 PYTHON_KEYWORDS = {"mask": "leave_out", "source_weight": "source_weights", "pair": "pairs", "manifest": "manifests",
                    "spacing": "spacing_m", "min_width": "min_width_m", "max_width": "max_width_m",
-                   "min_area": "min_area_m2", "max_bridge": "max_bridge_m", "scene": "scenes"}
+                   "min_area": "min_area_m2", "max_bridge": "max_bridge_m", "scene": "scenes",
+                   "co": "creation_options"}
 # The commands a message points to, as each interface calls them: ``{c.calibrate}`` in a template.
 COMMANDS = {"calibrate": ("s2s2net weights calibrate", "s2n.calibrate()"), "gate": ("s2s2net weights gate", "s2n.gate()"),
             "chip": ("s2s2net chip", "s2n.chip()"), "predict": ("s2s2net predict", "s2n.predict()")}
@@ -288,6 +289,8 @@ RULES = _book(
     Rule("S2N-NAME-VALUE", USAGE, "{item!r} is not NAME=VALUE"),
     Rule("S2N-OUTPUT-SUFFIX", USAGE, "{name}: {writes}: name it {named}"),
     Rule("S2N-CREATION-OPTIONS", USAGE, "{problems}"),
+    Rule("S2N-CREATION-LOSSY", USAGE, "{given} compresses with loss: a mask's 0, 1 and 255, probabilities and counts "
+                                      "would be read back as other values (use DEFLATE, ZSTD or LZW)"),
     Rule("S2N-DEVICE-UNKNOWN", USAGE, "{value!r} is not auto, cpu, cuda or cuda:N"),
     Rule("S2N-BBOX-NOT-NUMBERS", USAGE, "{value!r} is not four numbers W,S,E,N"),
     Rule("S2N-BBOX-NOT-FOUR", USAGE, "needs four numbers W,S,E,N"),

@@ -11,15 +11,7 @@ import click
 from ..api import occurrence as water_occurrence
 from ..formats import OCCURRENCE_FILE, PLOT_FILE
 from ..io import check_output
-from .options import (
-    check_creation_options,
-    creation_options,
-    json_option,
-    model_options,
-    named_as,
-    overwrite_option,
-    scene_options,
-)
+from .options import creation_options, json_option, model_options, named_as, overwrite_option, scene_options
 from .render import log_findings, progress_bar
 
 log = logging.getLogger("s2s2net")
@@ -66,7 +58,6 @@ def occurrence(ctx, scenes, output, from_masks, like, dates_csv, classes, strict
       s2s2net occurrence masks/*_water.tif --from-masks -o occurrence.tif --json
       torchrun --nnodes 4 --nproc_per_node 1 ... -m s2s2net_cli occurrence items.json -o occ.tif
     """
-    check_creation_options(creation_options, cog)
     world = ctx.obj["world"]
     if plot and world.leads:
         check_output(plot, overwrite)

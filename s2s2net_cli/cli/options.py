@@ -20,7 +20,7 @@ from ..inference.options import (
     ModelOptions,
     is_device,
 )
-from ..io import check_suffix, creation_option_problems
+from ..io import check_suffix
 from ..manifest import pairs_from_options
 from ..rulebook import finding
 from ..sources.aoi import check_bbox
@@ -89,14 +89,6 @@ def named_as(kind: OutputKind):
                 raise bad_parameter(exc.finding, ctx, param) from None
         return value
     return check
-
-
-def check_creation_options(creation_options: dict, cog: bool) -> None:
-    """Refuse --co options GDAL's GTiff driver (with ``cog``, the COG driver) does not take: it
-    would only warn, out of sight, and write the file without them."""
-    problems = creation_option_problems(creation_options, cog) if creation_options else []
-    if problems:
-        raise bad_parameter(finding("S2N-CREATION-OPTIONS", problems="; ".join(problems)), hint="--co")
 
 
 creation_options = click.option("--co", "creation_options", multiple=True, callback=parse_name_values,

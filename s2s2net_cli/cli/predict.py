@@ -12,7 +12,6 @@ from ..formats import POLYGONS_FILE, RIVERS_FILE
 from ..inference.options import DEFAULT_TILE_SIZE, PredictOptions
 from .options import (
     bad_parameter,
-    check_creation_options,
     creation_options,
     exclusive,
     json_option,
@@ -75,7 +74,6 @@ def predict(ctx, scenes, output, model, scene, probability, cog, vector, rivers,
     """
     if overwrite and skip_existing:
         raise bad_parameter(exclusive("--overwrite", "--skip-existing"), ctx, hint="--skip-existing")
-    check_creation_options(creation_options, cog)
     options = PredictOptions.of(model, scene=scene, probability=probability, cog=cog,
                                 creation_options=creation_options, overwrite=overwrite)
 

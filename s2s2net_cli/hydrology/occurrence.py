@@ -36,7 +36,7 @@ from ..bands import BAND_NAMES
 from ..errors import InputError, S2S2NetError
 from ..formats import OCCURRENCE_FILE, WATER, probability_cut
 from ..grid import grid_shift, row_pixel_areas
-from ..io import atomic_path, check_output, copy_to_cog, geotiff_profile, temporary_sibling
+from ..io import atomic_path, check_creation_options, check_output, copy_to_cog, geotiff_profile, temporary_sibling
 from ..labels import MAX_VALUES_NAMED, NODATA_TAG, check_nodata_value, check_one_band, unexpected_values
 from ..rulebook import code_of, finding, refuse
 from ..sources.dates import acquisition
@@ -79,6 +79,9 @@ class OccurrenceOptions:
     cog: bool = False
     creation_options: dict = field(default_factory=dict)
     overwrite: bool = False
+
+    def __post_init__(self):
+        check_creation_options(self.creation_options, self.cog)
 
 
 @dataclass
@@ -346,9 +349,9 @@ class _OutputFile:
             return None
         self.atomic = atomic_path(self.path)
         self.tmp = self.atomic.__enter__()
+        user = None if self.options.cog else self.options.creation_options  # a COG's are the copy's
         self.profile = geotiff_profile((self.bands, self.grid.height, self.grid.width), self.dtype, self.grid.crs,
-                                       self.grid.transform, self.nodata)
-        self.profile.update(self.options.creation_options or {})
+                                       self.grid.transform, self.nodata, creation_options=user)
         self.gtiff = temporary_sibling(self.tmp) if self.options.cog else self.tmp
         self.dst = rasterio.open(self.gtiff, "w", **self.profile)
         names = ["occurrence (percent of valid dates seen as water)", "water count (dates seen as water)",

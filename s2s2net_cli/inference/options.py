@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, fields
 
+from ..io import check_creation_options
 from ..option_checks import check_types, precision_text
 from ..rulebook import refuse
 from ..sources.options import SceneOptions
@@ -94,3 +95,4 @@ class PredictOptions(ModelOptions):
         super().__post_init__()
         if self.blend < 0:
             raise refuse("S2N-BLEND-NEGATIVE", None, blend=self.blend)
+        check_creation_options(self.creation_options, self.cog)

@@ -106,7 +106,7 @@ class MaskWriter:
     def write(self, scene, output_path, fill: Callable) -> PredictionStats:
         """Open the 2 m mask of ``scene`` at a temporary name, let ``fill(dst)`` write its rows
         (it returns the stats), add description and tags, make it a COG if asked, then rename."""
-        profile = mask_profile(scene, self.creation_options)
+        profile = mask_profile(scene, None if self.cog else self.creation_options)  # a COG's are the copy's
         with atomic_path(check_output(output_path, self.overwrite)) as tmp:
             gtiff = temporary_sibling(tmp) if self.cog else tmp
             try:
