@@ -116,6 +116,10 @@ def test_checks_lists_every_rule_and_refuses_an_unknown_code():
         c for c, rule in RULES.items() if rule.severity == "warning"}
     r = _cli("checks", "S2N-NOPE")
     assert r.returncode == 2 and "[S2N-CHECK-UNKNOWN]" in r.stderr
+    # part of a code shows every rule that holds it ("checks WORLD" was "no rule WORLD")
+    r = _cli("checks", "world", "dates-not")
+    assert r.returncode == 0 and [line.split()[0] for line in r.stdout.splitlines()] == [
+        c for c in RULES if "WORLD" in c or "DATES-NOT" in c] and len(r.stdout.splitlines()) >= 4
 
 
 def test_a_refusal_prints_its_code_and_json_carries_it(tmp_path):
