@@ -11,6 +11,7 @@ from ..formats import PLOT_FILE
 from ..io import check_output
 from ..manifest import Pair
 from ..rulebook import refuse
+from ..sources.degraded import check_factor
 from ..sources.options import SceneOptions
 from .evaluate import ModelScores, evaluate
 from .report import plot_comparison
@@ -25,6 +26,8 @@ def compare(models: list, pairs: list[Pair], nodata: float | None = None, scene_
     (an existing one replaced only with ``overwrite``)."""
     if not pairs:
         raise refuse("S2N-PAIRS-MISSING")
+    if degrade is not None:  # before any pair is opened: a factor out of range is the option's fault
+        check_factor(degrade)
     if plot:
         check_output(plot, overwrite, [path for p in pairs for path in (p.image, p.mask)], kind=PLOT_FILE)
     with tempfile.TemporaryDirectory(prefix="s2s2net-eval-") as tmp:

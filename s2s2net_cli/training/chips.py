@@ -40,7 +40,7 @@ from ..option_checks import check_bounds, check_exclusive, check_types
 from ..polygons import layers_warnings, open_layer, unreadable
 from ..rulebook import Phrase, finding, option, refuse
 from ..sources.checks import scene_warnings
-from ..sources.degraded import DEGRADED_READING, degrade_scene
+from ..sources.degraded import DEGRADED_READING, check_factor, degrade_scene
 from ..sources.open import open_pair, open_scene
 from ..sources.options import SceneOptions
 from ..sources.scene import SceneReader
@@ -71,6 +71,8 @@ class ChipOptions:
         check_bounds(self, least={"size": MIN_CHIP_SIZE, "stride": 1, "max_nodata": 0, "val_fraction": 0},
                      most={"max_nodata": 1, "val_fraction": 1})
         check_exclusive(self, "test_ids", "test_regions")
+        if self.degrade is not None:
+            check_factor(self.degrade)
 
 
 @dataclass

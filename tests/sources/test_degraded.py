@@ -133,6 +133,22 @@ def test_a_factor_outside_2_to_5_is_a_usage_error(tmp_path, args, status, said):
     assert result.returncode == status and said in result.stderr and "Traceback" not in result.stderr
 
 
+
+@pytest.mark.parametrize("factor", [0, 1, 6])
+def test_a_factor_outside_2_to_5_is_said_first_from_python_too(tmp_path, factor):
+    """From Python, degrade=1 was "its pixels (10) are not finer than the scene degraded by
+    degrade=1" (the pair checked before the factor), and degrade=0 ran without the protocol
+    (evaluate) or with it turned off (chip); each is the factor's refusal, before any pair is read."""
+    import s2s2net_cli as s2n
+
+    scene, label, _, _ = flood_pair(tmp_path)
+    with raises_rule("S2N-DEGRADE-FACTOR"):
+        s2n.evaluate((scene, label), baselines="ndwi", degrade=factor)
+    with raises_rule("S2N-DEGRADE-FACTOR"):
+        s2n.chip((scene, label), tmp_path / "chips", degrade=factor)
+    assert not (tmp_path / "chips").exists()
+
+
 def test_bad_input_under_degrade_gets_one_line(tmp_path):
     scene, label, water, _ = flood_pair(tmp_path)
     small = write_raster(tmp_path / "small.tif", np.full((6, 8, 8), 900, "uint16"), transform=T10, nodata=0)
