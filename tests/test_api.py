@@ -222,6 +222,13 @@ def test_calibrate_and_gate_write_what_the_weights_commands_write(tmp_path, rand
     assert str(refused.value) == "synthetic_size=8 is out of range: it is under 32"
     with raises_rule("S2N-GAINS-RANGE"):
         s2n.calibrate(random_weights, tmp_path / "x.safetensors", gains=(0, 500))
+    # no gain failed deep inside ("argmax of an empty sequence"); gains="16" tried 1 and 6, its characters
+    with raises_rule("S2N-GAINS-NOT-NUMBERS") as refused:
+        s2n.calibrate(random_weights, tmp_path / "x.safetensors", gains=[])
+    assert str(refused.value) == "gains: '' is not a comma-separated list of numbers"
+    one = s2n.calibrate(random_weights, tmp_path / "one.safetensors", pairs=(scene, label), gains="16",
+                        synthetic_scenes=1, synthetic_size=48)
+    assert list(one.scores) == [16.0] and one.gain == 16.0
     with raises_rule("S2N-GATE-NO-INPUT") as refused:
         s2n.gate(random_weights, tmp_path / "x.safetensors", synthetic_scenes=0)
     assert "give scenes=PATH or synthetic_scenes=N" in str(refused.value)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from ..evaluation.calibrate import GAINS, MIN_SYNTHETIC_SIZE, SYNTHETIC_SCENES, SYNTHETIC_SIZE
+from ..errors import S2S2NetError
+from ..evaluation.calibrate import GAINS, MIN_SYNTHETIC_SIZE, SYNTHETIC_SCENES, SYNTHETIC_SIZE, read_gains
 from ..formats import WEIGHTS_FILE
-from ..rulebook import finding
 from .options import (
     bad_parameter,
     json_option,
@@ -24,12 +24,9 @@ from .render import summary_table
 
 def _parse_gains(ctx, param, value) -> tuple[float, ...]:
     try:
-        gains = tuple(float(g) for g in value.split(","))
-    except ValueError:
-        raise bad_parameter(finding("S2N-GAINS-NOT-NUMBERS", value=value), ctx, param) from None
-    if not all(0 <= g <= 100 for g in gains):
-        raise bad_parameter(finding("S2N-GAINS-RANGE", value=value), ctx, param)
-    return gains
+        return read_gains(value)
+    except S2S2NetError as exc:  # said as Click says a bad value
+        raise bad_parameter(exc.finding, ctx, param) from None
 
 
 @click.group()

@@ -24,13 +24,30 @@ from ..grid import SCALE_FACTOR
 from ..labels import VectorLabel, open_label, rasterise_label
 from ..manifest import Pair
 from ..option_checks import check_bounds
-from ..rulebook import refuse
+from ..rulebook import option, refuse
 
 THRESHOLDS = tuple(float(t) for t in np.round(np.arange(0.10, 0.91, 0.05), 2))
 GAINS = (0.0, 4.0, 8.0, 16.0, 32.0)
 FIRST_SEED, SYNTHETIC_SCENES = 8000, 12  # the validation scenes' generator seeds: 8000-8011
 SYNTHETIC_SIZE = 192  # 10 m pixels a side
 MIN_SYNTHETIC_SIZE = 32
+
+
+def read_gains(given) -> tuple[float, ...]:
+    """The NDWI prior gains to try, from a number, a comma-separated text ("0,8,16", as --gains
+    takes it) or numbers; each once, in the order given. UsageError for none, a word that is no
+    number, or a gain outside 0-100."""
+    items = given.split(",") if isinstance(given, str) else [given] if np.isscalar(given) else list(given)
+    text = ",".join(str(g).strip() for g in items)
+    try:
+        gains = tuple(dict.fromkeys(float(g) for g in items))
+    except (TypeError, ValueError):
+        raise refuse("S2N-GAINS-NOT-NUMBERS", option("gains"), value=text) from None
+    if not gains or not all(np.isfinite(g) for g in gains):
+        raise refuse("S2N-GAINS-NOT-NUMBERS", option("gains"), value=text)
+    if not all(0 <= g <= 100 for g in gains):
+        raise refuse("S2N-GAINS-RANGE", option("gains"), value=text)
+    return gains
 
 
 @dataclass
@@ -107,9 +124,7 @@ def calibrate_weights(src, dst, pairs=(), manifests=(), gains=GAINS, synthetic_s
     from ..io import check_output
     from ..manifest import pairs_from_options
 
-    gains = tuple(float(g) for g in gains)
-    if not all(0 <= g <= 100 for g in gains):
-        raise refuse("S2N-GAINS-RANGE", None, value=",".join(f"{g:g}" for g in gains))
+    gains = read_gains(gains)
     check_bounds(SimpleNamespace(synthetic_scenes=synthetic_scenes, synthetic_size=synthetic_size),
                  least={"synthetic_scenes": 1, "synthetic_size": MIN_SYNTHETIC_SIZE})
     check_output(dst, overwrite, [src], kind=WEIGHTS_FILE)
