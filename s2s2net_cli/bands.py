@@ -8,12 +8,13 @@ they never reach the network as zeros that look like water.
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from .rulebook import Finding, finding
+from .rulebook import Finding, finding, option, refuse
 
 BAND_NAMES = ("B02", "B03", "B04", "B08", "B11", "B12")
 DEFAULT_SCALE = 10000.0
@@ -80,6 +81,25 @@ def band_name(text: str | None) -> str | None:
         return None
     word = text.strip().lower()
     return next((band for band, aliases in BAND_ALIASES.items() if word in aliases), None) or band_token(text)
+
+
+def band_indexes(given) -> tuple[int, ...]:
+    """Six distinct 1-based band indexes from "1,2,3,4,5,6" (as --bands takes them) or whole
+    numbers; UsageError naming the option otherwise."""
+    items = given.split(",") if isinstance(given, str) else list(given)
+    text = ",".join(str(v).strip() for v in items)
+    try:
+        indexes = tuple(int(v) if isinstance(v, str) else operator.index(v) for v in items)
+    except (TypeError, ValueError):
+        raise refuse("S2N-BANDS-NOT-LIST", option("bands"), value=text) from None
+    if len(indexes) != len(BAND_NAMES):
+        raise refuse("S2N-BANDS-OPTION-COUNT", option("bands"), bands=",".join(BAND_NAMES), count=len(indexes))
+    if min(indexes) < 1:
+        raise refuse("S2N-BANDS-ONE-BASED", option("bands"))
+    twice = repeated_band(indexes)
+    if twice:
+        raise refuse(twice.code, option("bands"), **twice.values)
+    return indexes
 
 
 def repeated_band(indexes) -> Finding | None:

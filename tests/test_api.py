@@ -128,6 +128,17 @@ def test_chip_cuts_what_the_command_cuts(tmp_path):
                    "--json").returncode == 0
     names = {d: sorted(p.name for p in (tmp_path / d / "images").iterdir()) for d in ("api", "cli")}
     assert summary.chips["train"] == len(names["api"]) == 9 and names["api"] == names["cli"]  # rows, cols 0, 16, 24
+    # a text where the command takes one is read as the command reads it, not as its characters:
+    # test_ids="scene" was the ids "s", "c", ... ("no scene with id 'c'"); bands="1,2,3,4,5,6" a ValueError
+    held_out = s2n.chip([(scene, label)], tmp_path / "held", size=16, val_fraction=0, test_ids="scene",
+                        bands="1,2,3,4,5,6")
+    assert held_out.chips == {"train": 0, "val": 0, "test": 9}
+    with raises_rule("S2N-BANDS-OPTION-COUNT") as refused:
+        s2n.chip([(scene, label)], tmp_path / "bad", size=16, bands="1,2,3")
+    assert str(refused.value) == "bands: needs 6 band indexes (B02,B03,B04,B08,B11,B12), got 3"
+    with raises_rule("S2N-BANDS-ONE-BASED"):
+        s2n.predict(scene, tmp_path / "bad.tif", bands=[0, 1, 2, 3, 4, 5])
+    assert not (tmp_path / "bad").exists() and not (tmp_path / "bad.tif").exists()
     with pytest.raises(TypeError, match="chip\\(\\) needs an output folder"):  # not "expected str ... NoneType"
         s2n.chip([(scene, label)], size=16)
 

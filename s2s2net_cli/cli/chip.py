@@ -71,7 +71,7 @@ def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, tes
     from ..training.chips import ChipOptions, chip_pairs  # heavy: geopandas, shapely
 
     options = ChipOptions(size=size, stride=stride, max_nodata=max_nodata,
-                          test_ids=tuple(t.strip() for t in test_ids.split(",") if t.strip()) if test_ids else (),
+                          test_ids=test_ids or (),
                           test_regions=test_regions, val_fraction=val_fraction, seed=seed, scene=scene, nodata=nodata,
                           degrade=degrade, overwrite=overwrite)
     with progress_bar("chips", quiet=ctx.obj.get("quiet")) as on_step:

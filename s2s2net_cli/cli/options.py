@@ -8,7 +8,7 @@ from dataclasses import fields
 
 import click
 
-from ..bands import BAND_NAMES, repeated_band
+from ..bands import band_indexes
 from ..errors import S2S2NetError
 from ..formats import OutputKind
 from ..inference.options import (
@@ -35,17 +35,9 @@ def parse_bands(ctx, param, value):
     if value is None:
         return None
     try:
-        indexes = tuple(int(v) for v in value.split(","))
-    except ValueError:
-        raise bad_parameter(finding("S2N-BANDS-NOT-LIST", value=value), ctx, param)
-    if len(indexes) != 6:
-        raise bad_parameter(finding("S2N-BANDS-OPTION-COUNT", bands=",".join(BAND_NAMES), count=len(indexes)), ctx, param)
-    if min(indexes) < 1:
-        raise bad_parameter(finding("S2N-BANDS-ONE-BASED"), ctx, param)
-    twice = repeated_band(indexes)
-    if twice:
-        raise bad_parameter(twice, ctx, param)
-    return indexes
+        return band_indexes(value)
+    except S2S2NetError as exc:  # said as Click says a bad value
+        raise bad_parameter(exc.finding, ctx, param) from None
 
 
 bands_option = click.option("--bands", callback=parse_bands, metavar="I,I,I,I,I,I",

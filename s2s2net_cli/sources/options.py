@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..bands import band_indexes
 from ..option_checks import check_bounds, check_exclusive, check_types
 
 
@@ -21,6 +22,8 @@ class SceneOptions:
     aoi: str | None = None  # vector file
 
     def __post_init__(self):
+        if self.bands is not None:  # "1,2,3,4,5,6" as --bands takes them, or numbers
+            object.__setattr__(self, "bands", band_indexes(self.bands))
         check_types(self)
         check_bounds(self, above={"scale": 0})
         check_exclusive(self, "bbox", "aoi")

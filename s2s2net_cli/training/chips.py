@@ -65,6 +65,8 @@ class ChipOptions:
     overwrite: bool = False
 
     def __post_init__(self):
+        if isinstance(self.test_ids, str):  # "s1,s2" as --test-ids takes them, not its characters
+            self.test_ids = tuple(t.strip() for t in self.test_ids.split(",") if t.strip())
         check_types(self)
         if self.stride is None:
             self.stride = self.size
