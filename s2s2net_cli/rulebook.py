@@ -538,6 +538,8 @@ RULES = _book(
     Rule("S2N-BACKGROUND-BANDS", INPUT, "background must be 6 uint16 bands B02..B12 (has {count} {dtype})"),
     Rule("S2N-BACKGROUND-LEVEL", INPUT, "tag level={level!r} is not L1C or L2A"),
     # rivers.py
+    Rule("S2N-RIVERS-WIDTHS", USAGE, "{o.min_width:{low:g}} is not below {o.max_width:{high:g}}: no channel could be "
+                                     "measured"),
     Rule("S2N-RIVERS-NOT-PROJECTED", INPUT, "has no projected CRS, and river widths are measured in metres: "
                                             "reproject it to UTM first"),
     Rule("S2N-RIVERS-NOT-METRES", INPUT, "its CRS unit is the {units}, not the metre, in which river widths and "

@@ -164,6 +164,12 @@ def test_option_bundles_refuse_what_the_command_line_types_refuse(tmp_path):
         "spacing_m=-1 is out of range: it is not above 0": lambda: s2n.rivers(mask, out, spacing_m=-1),
         "window=10 is out of range: it is under 256": lambda: s2n.rivers(mask, out, window=10),
         "no scenes given": lambda: s2n.occurrence([], out),
+        # a narrowest channel not under the widest measured nothing, silently (0 reaches)
+        "min_width_m=50 is not below max_width_m=10: no channel could be measured":
+            lambda: s2n.rivers(mask, out, min_width_m=50, max_width_m=10),
+        # source_weights as --source-weight takes them failed deep inside ("'str' object has no attribute 'items'")
+        "source_weights: 'x' is not a number (NAME=W)": lambda: s2n.train(out, out, source_weights={"a": "x"}),
+        "source_weights: 'a' is not NAME=VALUE": lambda: s2n.train(out, out, source_weights="a"),
     }
     for message, call in calls.items():
         with pytest.raises(s2n.UsageError) as refused:
@@ -173,6 +179,21 @@ def test_option_bundles_refuse_what_the_command_line_types_refuse(tmp_path):
             with said_as("cli"):  # the same rule on the command line names the flag
                 assert str(refused.value) == "--spacing -1 is out of range: it is not above 0"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["label.tif", "mask.tif", "scene.tif"]
+
+
+def test_train_options_take_what_the_flags_take(tmp_path):
+    """From Python, source_weights="a=2" (as --source-weight) and deepspeed_config="ds.json" (a
+    file, as --deepspeed-config) were kept as text, and failed deep inside a run."""
+    from s2s2net_cli.training.config import TrainOptions
+
+    config = tmp_path / "ds.json"
+    config.write_text(json.dumps({"gradient_clipping": 0.5}))
+    options = TrainOptions(source_weights=["chips_a/=2", "chips_b=0.5"], deepspeed_config=config)
+    assert options.source_weights == {"chips_a": 2.0, "chips_b": 0.5}
+    assert options.deepspeed_config == {"gradient_clipping": 0.5}
+    assert TrainOptions(source_weights="chips_a=3").source_weights == {"chips_a": 3.0}
+    with raises_rule("S2N-DEEPSPEED-CONFIG-NOT-FOUND"):
+        TrainOptions(deepspeed_config=tmp_path / "none.json")
 
 
 def test_option_bundles_refuse_values_of_another_kind_and_take_precision_as_a_number(tmp_path, random_weights):

@@ -8,24 +8,20 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
+from ..errors import S2S2NetError
 from ..rulebook import finding
-from ..training.config import AUGMENTATIONS, DEFAULT_STEPS, LABEL_EDGES, TrainOptions, read_deepspeed_config
-from .options import bad_parameter, exclusive, json_option, overwrite_option, parse_name_values, train_precision_option
+from ..training.config import AUGMENTATIONS, DEFAULT_STEPS, LABEL_EDGES, TrainOptions, read_source_weights
+from .options import bad_parameter, exclusive, json_option, overwrite_option, train_precision_option
 from .render import log_findings, progress_bar, stderr
 
 _TRAIN = TrainOptions()  # the defaults, as the options show them
 
 
 def _parse_weights(ctx, param, values) -> dict:
-    out = {}
-    for name, value in parse_name_values(ctx, param, values).items():
-        try:
-            out[name.rstrip("/")] = float(value)
-        except ValueError:
-            raise bad_parameter(finding("S2N-SOURCE-WEIGHT-NUMBER", value=value), ctx, param) from None
-        if not out[name.rstrip("/")] >= 0:
-            raise bad_parameter(finding("S2N-SOURCE-WEIGHT-NEGATIVE", name=name, value=value), ctx, param)
-    return out
+    try:
+        return read_source_weights(list(values or ()))
+    except S2S2NetError as exc:  # said as Click says a bad value
+        raise bad_parameter(exc.finding, ctx, param) from None
 
 
 @click.command()
@@ -92,7 +88,7 @@ def train(ctx, chips_dirs, run_dir, max_steps, epochs, batch_size, lr, weight_de
                          if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE)
     options = TrainOptions(max_steps=max_steps, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
                            precision=precision, zero_stage=zero_stage, offload_optimizer=offload_optimizer,
-                           deepspeed_config=read_deepspeed_config(deepspeed_config) if deepspeed_config else None,
+                           deepspeed_config=deepspeed_config,
                            explicit=explicit, val_every=val_every, seed=seed, num_workers=num_workers, resume=resume,
                            init_weights=init_weights, overwrite=overwrite, augment=augment, warmup_steps=warmup_steps,
                            source_weights=source_weights, label_edges=label_edges, boundary_weight=boundary_weight,

@@ -77,6 +77,8 @@ class RiverOptions:
         check_bounds(self, least={"min_width_m": 0, "min_area_m2": 0, "max_bridge_m": 0, "bridge_span_m": 0,
                                   "prune": 0, "window": MIN_WINDOW, "margin": 0, "workers": 1},
                      above={"spacing_m": 0, "max_width_m": 0})
+        if self.min_width_m >= self.max_width_m:  # every channel would be too narrow or too wide
+            raise refuse("S2N-RIVERS-WIDTHS", None, low=self.min_width_m, high=self.max_width_m)
 
 
 @dataclass

@@ -7,6 +7,7 @@ import copy
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..inference.options import PRECISIONS
 from ..option_checks import check_bounds, check_exclusive, check_types, precision_text
@@ -49,6 +50,9 @@ class TrainOptions:
 
     def __post_init__(self):
         self.precision = precision_text(self.precision)
+        if isinstance(self.deepspeed_config, (str, Path)):  # a file, as --deepspeed-config names one
+            self.deepspeed_config = read_deepspeed_config(self.deepspeed_config)
+        self.source_weights = read_source_weights(self.source_weights)
         check_types(self)
         check_train_options(self)
 
@@ -68,9 +72,30 @@ def check_train_options(options: TrainOptions) -> None:
             raise refuse("S2N-OPTION-CHOICE", None, given=option(name, getattr(options, name)),
                          choices=", ".join(map(str, choices)))
     check_bounds(options, least=LEAST, above={"lr": 0, "grad_clip": 0})
-    for name, weight in options.source_weights.items():
+
+
+def read_source_weights(given) -> dict[str, float]:
+    """Chips folder name -> weight, from a dict or from "NAME=W" texts (one, or a list of them, as
+    --source-weight takes them); a folder's trailing "/" left out. UsageError for a weight that
+    is no number, or under 0."""
+    if isinstance(given, str):
+        given = [given]
+    if not isinstance(given, dict):
+        pairs = [str(item).partition("=") for item in given]
+        bad = next((item for item, (name, sep, _) in zip(given, pairs) if not sep or not name.strip()), None)
+        if bad is not None:
+            raise refuse("S2N-NAME-VALUE", option("source_weight"), item=bad)
+        given = {name.strip(): value.strip() for name, _, value in pairs}
+    weights = {}
+    for name, value in given.items():
+        try:
+            weight = float(value)
+        except (TypeError, ValueError):
+            raise refuse("S2N-SOURCE-WEIGHT-NUMBER", option("source_weight"), value=value) from None
         if not weight >= 0:
-            raise refuse("S2N-SOURCE-WEIGHT-NEGATIVE", None, name=name, value=weight)
+            raise refuse("S2N-SOURCE-WEIGHT-NEGATIVE", option("source_weight"), name=name, value=value)
+        weights[str(name).rstrip("/")] = weight
+    return weights
 
 
 def build_ds_config(options: TrainOptions, world_size: int, device_type: str, bf16_supported: bool = False) -> dict:
