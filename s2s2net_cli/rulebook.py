@@ -451,6 +451,8 @@ RULES = _book(
     Rule("S2N-TRAIN-SOURCE-WEIGHT", INPUT, "no chips folder named {name!r} among the training sources ({sources})"),
     # dataarray.py
     Rule("S2N-DATAARRAY-DIMS", INPUT, "needs dimensions (band, y, x), has {dims}"),
+    Rule("S2N-DATAARRAY-SEVERAL", INPUT, "holds {count} values of {dim} besides (band, y, x): predict them one at "
+                                         "a time (da.isel({dim}=0), ...)"),
     Rule("S2N-DATAARRAY-NO-BAND", INPUT, "no band {band} (looked for {looked_for} in {names})"),
     Rule("S2N-DATAARRAY-BAND-COUNT", INPUT, "{count} unnamed bands; the model needs 6 ({needs})"),
     Rule("S2N-DATAARRAY-NO-CRS", INPUT, "has no CRS (set one with da.rio.write_crs)"),

@@ -1,7 +1,7 @@
 """Notebooks: a (band, y, x) ``xarray.DataArray`` in, the 2 m water mask as a DataArray out.
 
 The input is what odc-stac or stackstac give (a ``band`` dimension, a CRS and transform
-through rioxarray's ``.rio``). Bands are taken by name when the ``band`` coordinate names
+through rioxarray's ``.rio``; one date of their (time, band, y, x) cubes, its time kept or not). Bands are taken by name when the ``band`` coordinate names
 them (B02 ... B12 or blue, green, red, nir, swir16, swir22), else in the model's order, with a
 warning. What predict warns of (an offset left out, the order assumed) is warned of
 (an ``S2S2NetWarning`` of the rulebook, its ``.finding.code`` the rule) and kept in the result's ``attrs["warnings"]`` (their codes in ``attrs["warning_codes"]``).
@@ -37,8 +37,14 @@ DATAARRAY = "DataArray"  # what a finding names in place of a file
 def select_bands(da):
     """``da`` with its six bands in the model's order (by name when the band coordinate names
     them), and whether they were chosen by name."""
-    if "band" not in da.dims or da.ndim != 3:
+    if "band" not in da.dims or da.ndim < 3:
         raise refuse("S2N-DATAARRAY-DIMS", DATAARRAY, dims=da.dims)
+    spatial = {"band", da.rio.y_dim, da.rio.x_dim}
+    extra = [dim for dim in da.dims if dim not in spatial]
+    several = next((dim for dim in extra if da.sizes[dim] > 1), None)
+    if several is not None:  # a stack of dates, say: which one is the user's to say
+        raise refuse("S2N-DATAARRAY-SEVERAL", DATAARRAY, dim=several, count=da.sizes[several])
+    da = da.squeeze(extra, drop=True)  # one date of a stack (time of length 1) is that date's scene
     da = da.transpose("band", da.rio.y_dim, da.rio.x_dim)  # (y, x, band), as a stack of images is held, too
     names = [str(v) for v in da["band"].values] if "band" in da.coords else []
     if names and not all(n.isdigit() for n in names):

@@ -428,6 +428,30 @@ def test_a_dataarray_sorted_south_to_north_gives_its_mask_in_its_own_order(tmp_p
         predict_dataarray(da * 0, tile_size=SIZE, overlap=16)
 
 
+
+def test_a_dataarray_of_one_date_of_a_stack_is_that_dates_scene(stack):
+    """odc-stac and stackstac give (time, band, y, x); one date of it kept as a list
+    (stack.isel(time=[0]), a sel of one day's slice) was refused as "needs dimensions (band, y, x)".
+    A dimension of one value is dropped; of several, the refusal says to pick one."""
+    import numpy as np
+    import rioxarray
+    import xarray as xr
+
+    from s2s2net_cli.inference.dataarray import predict_dataarray
+
+    da = rioxarray.open_rasterio(stack)
+    expected = predict_dataarray(da, tile_size=SIZE, overlap=16)
+    dated = da.expand_dims(time=[np.datetime64("2023-08-23")])
+    for one in (dated, dated.transpose("band", "time", "y", "x")):
+        water = predict_dataarray(one, tile_size=SIZE, overlap=16)
+        assert water.dims == ("y", "x") and np.array_equal(water.values, expected.values)
+        assert water.rio.transform() == expected.rio.transform()
+    with raises_rule("S2N-DATAARRAY-SEVERAL") as refused:
+        predict_dataarray(xr.concat([dated, dated], "time"))
+    assert str(refused.value) == ("DataArray: holds 2 values of time besides (band, y, x): predict them one at a time "
+                                  "(da.isel(time=0), ...)")
+
+
 def test_a_stac_item_given_by_url_is_fetched(tmp_path, crop, stack):
     import functools
     import http.server
