@@ -110,10 +110,11 @@ def source_name(path) -> str:
 
 
 def source_stem(path) -> str:
-    """A file-name stem for outputs named after a scene: suffixes .tif/.vrt/.json/.zip/.SAFE dropped."""
+    """A file-name stem for outputs named after a scene: suffixes .tif/.vrt/.json/.zip/.SAFE dropped,
+    in any case (a camera's or Windows' SCENE.TIF too)."""
     name = source_name(path)
-    for suffix in (".zip", ".json", ".tiff", ".tif", ".vrt", ".SAFE", ".safe"):
-        if name.endswith(suffix):
+    for suffix in (".zip", ".json", ".tiff", ".tif", ".vrt", ".safe"):
+        if name.lower().endswith(suffix):
             name = name[: -len(suffix)]
     return name or "scene"
 

@@ -45,6 +45,13 @@ def test_an_output_folder_is_a_folder_whatever_the_number_of_scenes(tmp_path, ra
     r = run_cli("predict", s, "-o", tmp_path / "existing", "--weights", random_weights, *FAST)
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (tmp_path / "existing").iterdir()) == ["s_water.tif"]
+    # a scene named in capitals (a camera's or Windows' SCENE.TIF) is named after its stem too,
+    # not "s2.TIF_water.tif", nor its polygons and rivers
+    upper = s.rename(tmp_path / "s2.TIF")
+    r = run_cli("predict", upper, "-o", f"{tmp_path / 'upper'}/", "--vector", "w.gpkg", "--weights", random_weights, *FAST)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (tmp_path / "upper").iterdir()) == ["s2_water.gpkg", "s2_water.tif"]
+    s = upper.rename(tmp_path / "s.tif")
     r = run_cli("predict", s, "-o", tmp_path / "file.tif", "--weights", random_weights, *FAST)
     assert r.returncode == 0 and (tmp_path / "file.tif").is_file()
 
