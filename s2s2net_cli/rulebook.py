@@ -539,6 +539,11 @@ RULES = _book(
     Rule("S2N-BACKGROUND-UNREADABLE", INPUT, "cannot open background scene"),
     Rule("S2N-BACKGROUND-BANDS", INPUT, "background must be 6 uint16 bands B02..B12 (has {count} {dtype})"),
     Rule("S2N-BACKGROUND-LEVEL", INPUT, "tag level={level!r} is not L1C or L2A"),
+    Rule("S2N-BACKGROUND-SMALL", WARNING, "is {width} x {height} px, smaller than {o.size:{size}}: its pairs are "
+                                          "{crop_width} x {crop_height} px"),
+    Rule("S2N-SYNTH-BACKGROUND-SHAPED", USAGE, "{given} shapes generated landscapes; a pair painted into a "
+                                               "{o.background} keeps that scene's own land and level (give one or the "
+                                               "other)"),
     # rivers.py
     Rule("S2N-RIVERS-WIDTHS", USAGE, "{o.min_width:{low:g}} is not below {o.max_width:{high:g}}: no channel could be "
                                      "measured"),

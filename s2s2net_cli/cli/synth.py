@@ -43,7 +43,8 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
     true width: the truth `s2s2net rivers` is scored against). Same seed, same pair.
 
     With --background, water is painted into a random crop (at most --size) of a real scene:
-    the scene keeps its place, grid and level (--level does not apply); the mask is exact
+    the scene keeps its place, grid and level (--level and --landscape do not apply, and are
+    refused); a crop is the whole scene where it is smaller than --size; the mask is exact
     where water or shore was painted, and elsewhere says water or land only where a water
     index is sure (nodata otherwise, which training leaves out of the loss). A background is
     read as predict reads a stack (bands by their descriptions or --bands, its own offset

@@ -25,7 +25,7 @@ from ..bands import DEFAULT_SCALE, BandSpec
 from ..formats import dn_to_reflectance, reflectance_to_dn
 from ..grid import SCALE_FACTOR, to_fine
 from ..indices import NIR, water_index
-from ..rulebook import refuse
+from ..rulebook import finding, refuse
 from ..sources.checks import scene_warnings
 from ..sources.open import open_scene
 from ..sources.options import SceneOptions
@@ -126,15 +126,20 @@ def paint_pair(background: np.ndarray, level: str, transform, crs, seed: int, *,
     return SyntheticPair(scene, mask.astype(np.float32), classes, spectra, transform, crs, level, seed)
 
 
-def background_reading(path, bands: tuple[int, ...] | None = None,
-                       offset: float = 0.0) -> tuple[tuple[int, ...], tuple[float, ...], list[str]]:
+def background_reading(path, bands: tuple[int, ...] | None = None, offset: float = 0.0,
+                       size: int | None = None) -> tuple[tuple[int, ...], tuple[float, ...], list[str]]:
     """How the background ``path`` is read, as predict reads the stack (``bands``, ``offset``:
     --bands, --offset, or its own metadata): which of its bands are B02..B12, the offset to add
-    to its DNs, and what predict would warn of (band order, pixel size, the +1000 offset)."""
+    to its DNs, and what predict would warn of (band order, pixel size, the +1000 offset), and
+    that its pairs are smaller than ``size`` where it is."""
     scene = open_scene(path, SceneOptions(bands=bands, offset=offset))
     if scene.kind != "stack" or scene.scale != DEFAULT_SCALE:
         raise refuse("S2N-BACKGROUND-SCALE", path, expected=DEFAULT_SCALE, kind=scene.kind, scale=scene.scale)
-    return tuple(scene.indexes), tuple(scene.offset), scene_warnings(scene, BandSpec())
+    said = scene_warnings(scene, BandSpec())
+    if size is not None and min(scene.width, scene.height) < size:  # read_background crops the whole of it
+        said.append(finding("S2N-BACKGROUND-SMALL", path, width=scene.width, height=scene.height, size=size,
+                            crop_width=min(size, scene.width), crop_height=min(size, scene.height)))
+    return tuple(scene.indexes), tuple(scene.offset), said
 
 
 def read_background(path, size: int, rng: np.random.Generator, tries: int = 20, min_land: float = 0.4,

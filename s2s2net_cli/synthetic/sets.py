@@ -10,8 +10,14 @@ from typing import Callable
 
 from ..io import check_output
 from ..manifest import write_manifest
+from ..option_checks import check_bounds, check_types
+from ..rulebook import option, refuse
 from .painted import background_reading, make_painted_pair
 from .scenes import make_pair, write_pair, write_river_truth
+
+LEVELS = ("L1C", "L2A", "mixed")  # top-of-atmosphere haze, surface reflectance, or either by seed
+LANDSCAPES = ("mixed", "rivers", "floods")
+MIN_SIZE, MAX_SIZE = 8, 20000  # 10 m pixels a side
 
 
 @dataclass
@@ -26,6 +32,17 @@ class SynthOptions:
     offset: float = 0.0
     manifest: bool = True
     overwrite: bool = False
+
+    def __post_init__(self):
+        check_types(self)
+        check_bounds(self, least={"count": 1, "size": MIN_SIZE}, most={"size": MAX_SIZE})
+        for name, choices in {"level": LEVELS, "landscape": LANDSCAPES}.items():
+            if getattr(self, name) not in choices:
+                raise refuse("S2N-OPTION-CHOICE", None, given=option(name, getattr(self, name)),
+                             choices=", ".join(choices))
+        shaped = [name for name in ("level", "landscape") if getattr(self, name) != "mixed"]
+        if self.backgrounds and shaped:  # a painted pair keeps its background's level and land
+            raise refuse("S2N-SYNTH-BACKGROUND-SHAPED", None, given=option(shaped[0], getattr(self, shaped[0])))
 
 
 @dataclass
@@ -45,7 +62,7 @@ def make_synthetic_set(out_dir, options: SynthOptions, on_background: Callable[[
     out_dir = Path(out_dir)
     summary, readings = SynthSummary(), {}
     for bg in dict.fromkeys(options.backgrounds):
-        indexes, offsets, said = background_reading(bg, options.bands, options.offset)
+        indexes, offsets, said = background_reading(bg, options.bands, options.offset, options.size)
         readings[bg] = (indexes, offsets)
         summary.warnings += said
         if on_background:

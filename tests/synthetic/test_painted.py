@@ -1,4 +1,5 @@
 import csv
+import json
 
 import numpy as np
 import rasterio
@@ -122,6 +123,18 @@ def test_synth_background_writes_pairs_on_the_backgrounds_grid(tmp_path):
     again = make_painted_pair(bg, 48, 7)
     with rasterio.open(tmp_path / "out" / rows[0]["image"]) as s:
         assert np.array_equal(s.read(), again.scene)  # same seed, same pair
+    # --landscape and --level shape generated landscapes: with a background they were dropped without
+    # a word; a --size beyond the background gave pairs of its size, also without a word
+    for args in (["--landscape", "floods"], ["--level", "L2A"]):
+        r = run_cli("synth", tmp_path / "shaped", "--background", bg, "--size", 48, *args)
+        assert refused(r, "S2N-SYNTH-BACKGROUND-SHAPED", 2, f"{args[0]} {args[1]} shapes generated landscapes")
+        assert not (tmp_path / "shaped").exists()
+    r = run_cli("synth", tmp_path / "large", "--background", bg, "--size", 100, "--json")
+    assert r.returncode == 0 and codes(r.stderr) == ["S2N-BANDS-UNDESCRIBED", "S2N-BACKGROUND-SMALL"], r.stderr
+    assert f"{bg}: is 80 x 60 px, smaller than --size 100: its pairs are 80 x 60 px" in r.stderr
+    assert [w["code"] for w in json.loads(r.stdout)["warnings"]] == ["S2N-BANDS-UNDESCRIBED", "S2N-BACKGROUND-SMALL"]
+    with rasterio.open(tmp_path / "large" / "synth_0_scene.tif") as s:
+        assert s.shape == (60, 80)
 
 
 def test_a_background_is_read_as_predict_reads_a_stack(tmp_path):
