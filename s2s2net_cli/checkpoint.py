@@ -21,10 +21,16 @@ from .bands import BandSpec
 from .formats import WEIGHTS_FILE
 from .io import atomic_path, check_output
 from .model import MAX_NDWI_PRIOR, ModelConfig, S2S2Net, check_index_bands
-from .rulebook import refuse
+from .rulebook import Phrase, refuse
 from .weights_header import METADATA_KEY, header_metadata, weights_file
 
 FORMAT_VERSION = 1
+
+
+# the card's own fields, which a training note of the same name would contradict, and how each is set
+CARD_FIELDS = {"threshold": Phrase("set it with {o.threshold}"), "ndwi_prior": Phrase("set it with {o.ndwi_prior}"),
+               "ndwi-prior": Phrase("set it with {o.ndwi_prior}"), "bands": "training sets it", "model": "training sets it",
+               "version": "training sets it", "int8_ranges": "the gate sets it", "format": "the file format"}
 
 
 @dataclass
@@ -164,6 +170,9 @@ def annotate_weights(src, dst, training_notes: dict, threshold: float | None = N
     calibrated ``threshold`` and ``ndwi_prior`` set); an existing ``dst`` is replaced only with
     ``overwrite``."""
     check_output(dst, overwrite, kind=WEIGHTS_FILE)
+    own = next((key for key in training_notes if key in CARD_FIELDS), None)
+    if own is not None:  # a note "threshold=0.1" beside a card whose threshold stays: set the field itself
+        raise refuse("S2N-WEIGHTS-NOTE-IS-FIELD", None, key=own, how=CARD_FIELDS[own])
     state, card = load_weights(src)
     card.training = {**card.training, **training_notes}
     if threshold is not None:

@@ -415,6 +415,8 @@ RULES = _book(
     Rule("S2N-WEIGHTS-NOT-S2S2NET", INPUT, "a safetensors file, but not s2s2net weights (no s2s2net metadata)"),
     Rule("S2N-WEIGHTS-METADATA-JSON", INPUT, "s2s2net metadata is not valid JSON"),
     Rule("S2N-WEIGHTS-ANNOTATE-INVALID", INPUT, "weights of bands {bands}: {error}"),
+    Rule("S2N-WEIGHTS-NOTE-IS-FIELD", USAGE, "{key!r} names a field of the card itself, which a training note of "
+                                             "that name would only seem to change ({how})"),
     # checkpoints.py
     Rule("S2N-CHECKPOINT-NOT-WEIGHTS", INPUT, "checkpoint holds objects that are not weights; refusing to load it "
                                               "({error})"),

@@ -20,6 +20,13 @@ def test_show_and_annotate(tmp_path, random_weights):
     r = run_cli("weights", "annotate", random_weights, tmp_path / "noted.pt")  # the name of a pickle, never loaded
     assert r.returncode == 2 and codes(r.stderr) == ["S2N-OUTPUT-SUFFIX"] and "noted.pt" in r.stderr
     assert not (tmp_path / "noted.pt").exists()
+    # a note named for a field of the card (--set threshold=0.1) left the card's threshold as it was,
+    # beside a note that said otherwise; it is refused, with how the field is set
+    for note, how in (("threshold=0.1", "(set it with --threshold)"), ("ndwi_prior=3", "(set it with --ndwi-prior)"),
+                      ("bands=B02", "(training sets it)")):
+        r = run_cli("weights", "annotate", random_weights, tmp_path / "field.safetensors", "--set", note)
+        assert refused(r, "S2N-WEIGHTS-NOTE-IS-FIELD", 2) and how in r.stderr, r.stderr
+    assert not (tmp_path / "field.safetensors").exists()
 
 
 def test_an_ndwi_prior_annotated_is_what_predict_runs(tmp_path, random_weights, scene_factory):
