@@ -196,6 +196,17 @@ def test_train_options_take_what_the_flags_take(tmp_path):
         TrainOptions(deepspeed_config=tmp_path / "none.json")
 
 
+def test_scene_options_take_what_the_flags_take():
+    """bbox="W,S,E,N" (as --bbox) was refused as "needs four numbers", being 14 characters."""
+    assert s2n.SceneOptions(bbox="-75.62, 37.75,-75.6,37.77").bbox == (-75.62, 37.75, -75.6, 37.77)
+    assert s2n.SceneOptions(bands="3,2,1,4,5,6").bands == (3, 2, 1, 4, 5, 6)
+    with raises_rule("S2N-BBOX-NOT-NUMBERS") as refused:
+        s2n.SceneOptions(bbox="a,b,c,d")
+    assert str(refused.value) == "bbox: 'a,b,c,d' is not four numbers W,S,E,N"
+    with raises_rule("S2N-BBOX-WEST-EAST"):
+        s2n.SceneOptions(bbox="10,0,9,1")
+
+
 def test_option_bundles_refuse_values_of_another_kind_and_take_precision_as_a_number(tmp_path, random_weights):
     """A string where a number belongs failed deep inside (tile_size="256": "'<' not supported",
     nodata="x" in evaluate and chip), offset="-1000" ran, and a bool field's "no" ran as True

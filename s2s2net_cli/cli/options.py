@@ -196,11 +196,7 @@ def _parse_bbox(ctx, param, value):
     if value is None:
         return None
     try:
-        numbers = [float(v) for v in value.split(",")]
-    except ValueError:
-        raise bad_parameter(finding("S2N-BBOX-NOT-NUMBERS", value=value), ctx, param) from None
-    try:
-        return check_bbox(numbers)
+        return check_bbox(value)
     except S2S2NetError as exc:
         raise bad_parameter(exc.finding, ctx, param) from None
 

@@ -22,7 +22,13 @@ from .scene import Scene
 
 
 def check_bbox(bbox) -> tuple[float, float, float, float]:
-    """(W, S, E, N) in degrees; UsageError saying what is wrong."""
+    """(W, S, E, N) in degrees, from four numbers or a "W,S,E,N" text (as --bbox takes it);
+    UsageError saying what is wrong."""
+    if isinstance(bbox, str):
+        try:
+            bbox = [float(v) for v in bbox.split(",")]
+        except ValueError:
+            raise refuse("S2N-BBOX-NOT-NUMBERS", option("bbox"), value=bbox) from None
     if len(bbox) != 4:
         raise refuse("S2N-BBOX-NOT-FOUR", option("bbox"))
     west, south, east, north = (float(v) for v in bbox)

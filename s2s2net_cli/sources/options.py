@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ..bands import band_indexes
 from ..option_checks import check_bounds, check_exclusive, check_types
+from .aoi import check_bbox
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,8 @@ class SceneOptions:
     def __post_init__(self):
         if self.bands is not None:  # "1,2,3,4,5,6" as --bands takes them, or numbers
             object.__setattr__(self, "bands", band_indexes(self.bands))
+        if self.bbox is not None:  # "W,S,E,N" as --bbox takes it, or four numbers
+            object.__setattr__(self, "bbox", check_bbox(self.bbox))
         check_types(self)
         check_bounds(self, above={"scale": 0})
         check_exclusive(self, "bbox", "aoi")
