@@ -37,6 +37,9 @@ def header_metadata(path) -> dict:
         with open(path, "rb") as fh:
             head = fh.read(8)
     except IsADirectoryError as exc:
+        run = [path / name for name in ("best.safetensors", "last.safetensors") if (path / name).is_file()]
+        if run:  # a training run's folder: which of its weights is the user's to say
+            raise refuse("S2N-WEIGHTS-IS-RUN", path, weights=" or ".join(map(str, run))) from exc
         raise refuse("S2N-WEIGHTS-IS-FOLDER", path) from exc
     except FileNotFoundError as exc:
         raise refuse("S2N-WEIGHTS-NOT-FOUND", path) from exc

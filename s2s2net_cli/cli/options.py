@@ -143,7 +143,7 @@ def model_options(command=None, *, several: bool = False):
         return command(*args, model=model, **({"weights": weights} if several else {}), **kwargs)
 
     weights_option = click.option(
-        "--weights", multiple=several, type=click.Path(dir_okay=False),
+        "--weights", multiple=several, type=click.Path(),
         help="Weights file, or default for the bundled model" + (" (repeatable)." if several else " (the default)."))
     for option in reversed((weights_option, *MODEL_OPTIONS)):
         wrapper = option(wrapper)

@@ -44,7 +44,7 @@ def _parse_weights(ctx, param, values) -> dict:
               help="geometric: flips and 90-degree turns; full: also per-band gain/offset, brightness, noise, blur.")
 @click.option("--warmup-steps", type=click.IntRange(0), default=_TRAIN.warmup_steps, show_default=True, help="Linear warm-up before the cosine decay.")
 @click.option("--resume", is_flag=True, help="Continue from the latest checkpoint in the run folder.")
-@click.option("--init-weights", type=click.Path(dir_okay=False), default=None, help="Start from these weights (.safetensors; default: the bundled model).")
+@click.option("--init-weights", type=click.Path(), default=None, help="Start from these weights (.safetensors; default: the bundled model).")
 @click.option("--source-weight", "source_weights", multiple=True, callback=_parse_weights, metavar="NAME=W",
               help="Draw the chips of the chips folder NAME W times an epoch (repeatable; default 1; 0 validates only).")
 @click.option("--label-edges", type=click.Choice(LABEL_EDGES), default=_TRAIN.label_edges, show_default=True,

@@ -35,7 +35,7 @@ def weights():
 
 
 @weights.command()
-@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("path", type=click.Path(path_type=Path))
 def show(path):
     """Print the card of a weights file as JSON (read from its header: no tensor is loaded).
 
@@ -49,7 +49,7 @@ def show(path):
 
 
 @weights.command()
-@click.argument("src", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("src", type=click.Path(path_type=Path))
 @click.argument("dst", type=click.Path(dir_okay=False, path_type=Path),
                 callback=named_as(WEIGHTS_FILE))
 @click.option("--set", "notes", multiple=True, callback=parse_name_values, metavar="KEY=VALUE",
@@ -75,7 +75,7 @@ def annotate(src, dst, notes, threshold, ndwi_prior, overwrite):
 
 
 @weights.command()
-@click.argument("src", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("src", type=click.Path(path_type=Path))
 @click.argument("dst", type=click.Path(dir_okay=False, path_type=Path),
                 callback=named_as(WEIGHTS_FILE))
 @pair_option
@@ -117,7 +117,7 @@ def calibrate(ctx, src, dst, pairs, manifests, gains, synthetic_scenes, syntheti
 
 
 @weights.command()
-@click.argument("src", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("src", type=click.Path(path_type=Path))
 @click.argument("dst", type=click.Path(dir_okay=False, path_type=Path),
                 callback=named_as(WEIGHTS_FILE))
 @click.option("--scene", "scenes", multiple=True, type=click.Path(path_type=Path),

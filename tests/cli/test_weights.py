@@ -346,3 +346,28 @@ def test_a_gate_needs_something_to_fit_on(tmp_path, random_weights):
     out.write_bytes(b"kept")
     r = run_cli("weights", "gate", random_weights, out, "--synthetic-scenes", 1)
     assert r.returncode != 0 and out.read_bytes() == b"kept"
+
+
+def test_a_run_folder_given_as_weights_names_its_weights(tmp_path, random_weights, scene_factory):
+    """--weights run/ (the folder train wrote) was Click's "File 'run' is a directory"; the
+    folder is told apart from a weights file by every command that reads weights, and a run's
+    folder is answered with its two weights files. Nothing is written."""
+    import shutil
+
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(random_weights, run / "best.safetensors")
+    shutil.copy(random_weights, run / "last.safetensors")
+    (tmp_path / "empty").mkdir()
+    scene = scene_factory(24, 28, seed=3)
+    out = tmp_path / "out"
+    for args in (["predict", scene, "-o", out / "w.tif", "--weights", run],
+                 ["weights", "show", run],
+                 ["weights", "annotate", run, out / "a.safetensors"],
+                 ["weights", "calibrate", run, out / "c.safetensors"]):
+        r = run_cli(*args)
+        assert refused(r, "S2N-WEIGHTS-IS-RUN", 1, run), (args, r.stderr)
+        assert f"give {run / 'best.safetensors'} or {run / 'last.safetensors'}" in r.stderr
+    r = run_cli("predict", scene, "-o", out / "w.tif", "--weights", tmp_path / "empty")
+    assert refused(r, "S2N-WEIGHTS-IS-FOLDER", 1, tmp_path / "empty")
+    assert not out.exists()
