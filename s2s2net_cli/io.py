@@ -139,12 +139,30 @@ def check_output(path, overwrite: bool, inputs=(), kind: OutputKind | None = Non
     if kind is not None:
         check_suffix(path, kind)
     check_not_inputs([path], inputs)
+    check_parents(path)
     if path.exists() and not overwrite:
         raise refuse("S2N-OUTPUT-EXISTS", path)
     parent = path.parent if str(path.parent) else Path(".")
     if parent.exists() and not os.access(parent, os.W_OK):
         raise refuse("S2N-OUTPUT-PERMISSION", path, parent=parent)
     return path
+
+
+def check_parents(path) -> None:
+    """UsageError when a file stands where a folder of ``path`` would be made (``-o notes.txt/w.tif``):
+    the folders of an output are made as it is written, and that would fail half-way."""
+    for ancestor in Path(path).parents:
+        if ancestor.exists():  # the nearest one there; those above it are there too
+            if not ancestor.is_dir():
+                raise refuse("S2N-OUTPUT-PARENT-IS-FILE", path, parent=ancestor)
+            return
+
+
+def check_folder_output(path) -> None:
+    """UsageError when the output folder ``path`` (of chips, of a run) is a file, or lies under one."""
+    if Path(path).exists() and not Path(path).is_dir():
+        raise refuse("S2N-OUTPUT-FOLDER-IS-FILE", path)
+    check_parents(path)
 
 
 def check_suffix(path, kind: OutputKind) -> None:

@@ -183,6 +183,40 @@ def test_with_cog_the_creation_options_are_the_cog_drivers(tmp_path, random_weig
     assert not (tmp_path / "p.tif").exists()
 
 
+def test_an_output_under_a_file_is_one_line_in_every_command(tmp_path, random_weights):
+    """-o notes.txt/water.tif (a file where a folder would be made) ended in FileExistsError or
+    NotADirectoryError tracebacks in every command, a training run's on rank 0; each output now
+    names the file in its way, before any work, and the file is left as it was."""
+    scene = write_raster(tmp_path / "s.tif", np.random.default_rng(1).integers(100, 3000, (6, 40, 40)).astype("uint16"),
+                         transform=T10, nodata=0)
+    mask = write_raster(tmp_path / "m.tif", (np.random.default_rng(2).random((40, 40)) < 0.3).astype("uint8"),
+                        transform=T10, nodata=255)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a folder")
+    assert run_cli("chip", "--pair", scene, mask, "-o", tmp_path / "chips", "--size", 16).returncode == 0
+    cases = [
+        ["predict", scene, "-o", notes / "w.tif", "--weights", random_weights],
+        ["predict", scene, "-o", tmp_path / "w.tif", "--vector", notes / "w.gpkg", "--weights", random_weights],
+        ["chip", "--pair", scene, mask, "-o", notes / "chips", "--size", 16],
+        ["evaluate", "--pair", scene, mask, "--baseline", "ndwi", "--save-predictions", notes / "p"],
+        ["compare", "--pair", scene, mask, "--baseline", "ndwi", "--plot", notes / "p.png"],
+        ["rivers", mask, "-o", notes / "r.gpkg"],
+        ["occurrence", mask, "--from-masks", "-o", notes / "o.tif"],
+        ["synth", notes / "s", "--size", 16],
+        ["weights", "annotate", random_weights, notes / "w.safetensors"],
+        ["train", tmp_path / "chips", "-o", notes / "run"],
+    ]
+    for args in cases:
+        r = run_cli(*args)
+        assert refused(r, "S2N-OUTPUT-PARENT-IS-FILE", 2, f"{notes} is a file, not a folder"), (args, r.stderr)
+        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert notes.read_text() == "not a folder" and not (tmp_path / "w.tif").exists()
+    from s2s2net_cli.io import check_folder_output
+
+    with raises_rule("S2N-OUTPUT-FOLDER-IS-FILE", notes):  # the folder of chips or a run, itself a file
+        check_folder_output(notes)
+
+
 def test_bands_out_of_range_names_the_scene(tmp_path, random_weights):
     scene = write_raster(tmp_path / "s.tif", np.ones((6, 8, 8), "uint16") * 500, transform=T10)
     r = run_cli("predict", scene, "-o", tmp_path / "o.tif", "--weights", random_weights, "--bands", "1,2,3,4,5,7")

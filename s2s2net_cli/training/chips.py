@@ -33,7 +33,7 @@ from shapely.geometry import box
 from ..bands import BAND_NAMES, BandSpec
 from ..formats import NODATA, reflectance_to_dn, safe_name
 from ..grid import SCALE_FACTOR, fine_transform, to_fine
-from ..io import atomic_path, geotiff_profile, lies_in, remove_stale_siblings, staged_folder
+from ..io import atomic_path, check_folder_output, geotiff_profile, lies_in, remove_stale_siblings, staged_folder
 from ..labels import Label, label_resolution_in, warp_label
 from ..manifest import Pair, write_manifest
 from ..option_checks import check_bounds, check_exclusive, check_types
@@ -169,6 +169,7 @@ def _cut_all(prepared: list["_Prepared"], out_dir: Path, options: ChipOptions, r
 def _check_inputs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degraded_dir: Path) -> list["_Prepared"]:
     if not pairs:
         raise refuse("S2N-CHIP-NO-PAIRS", Phrase("{o.pair}/{o.manifest}"))
+    check_folder_output(out_dir)
     if options.overwrite:
         _check_none_cleared(pairs, out_dir, options)
     if out_dir.exists():

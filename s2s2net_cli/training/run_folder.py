@@ -15,7 +15,7 @@ import torch
 
 from .. import __version__
 from ..errors import first_line
-from ..io import atomic_path, lies_in
+from ..io import atomic_path, check_folder_output, lies_in
 from ..rulebook import option, refuse
 from .config import TrainOptions
 
@@ -31,6 +31,7 @@ def check_run_dir(run_dir: Path, options: TrainOptions, inputs=()) -> None:
     or with --overwrite, which empties it, and so is refused when one of ``inputs`` (the chips
     folders, --init-weights: a fine-tune of a run's best.safetensors into its own folder) lies
     in it."""
+    check_folder_output(run_dir)
     ckpt = run_dir / CHECKPOINTS
     if options.resume:
         if not (ckpt / "latest").exists():
