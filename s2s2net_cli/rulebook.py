@@ -596,6 +596,9 @@ RULES = _book(
     Rule("S2N-SAFE-NOT-FINITE", INPUT, "{what} is not finite"),
     # scene.py
     Rule("S2N-SCENE-UNREADABLE", INPUT, "not a readable raster ({error})"),
+    Rule("S2N-SCENE-IS-FOLDER", INPUT, "is a folder, not a scene: a scene is a stack (GeoTIFF or VRT; "
+                                       "gdalbuildvrt -separate stacks band files), a product (.SAFE folder or .zip) "
+                                       "or a STAC item"),
     Rule("S2N-SCENE-IS-VECTOR", INPUT, "is a vector file, not a scene (a stack, a product or a STAC item); of a "
                                        "pair, the scene comes first and its mask second"),
     Rule("S2N-SCENE-DTYPE", INPUT, "has dtype {dtype}, which cannot hold reflectance (expected uint16, int16 or "

@@ -9,6 +9,7 @@ windows of it with where they hold data (formats.valid_mask) and where that data
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import rasterio
@@ -116,6 +117,8 @@ def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(
             nodata, descriptions = src.nodata, tuple(src.descriptions)
             named = tuple(band_name(d) or band_name(c.name) for d, c in zip(src.descriptions, src.colorinterp))
     except RasterioIOError as exc:
+        if Path(path).is_dir():  # not a product's folder (open_scene reads those): a folder of band files, say
+            raise refuse("S2N-SCENE-IS-FOLDER", path) from exc
         if open_layer(path) is not None:  # water polygons given where the scene belongs
             raise refuse("S2N-SCENE-IS-VECTOR", path) from exc
         raise refuse("S2N-SCENE-UNREADABLE", path, error=first_line(exc)) from exc
