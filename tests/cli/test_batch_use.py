@@ -472,8 +472,8 @@ def test_sigterm_exits_143_and_a_killed_runs_temporary_file_is_cleaned_next_time
     while time.time() < deadline and not any(".tmp" in p.name for p in tmp_path.iterdir()):
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
-    stdout, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 143 and not out.exists()
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and not out.exists(), (proc.returncode, stdout, stderr[-2000:])  # what it said
     assert json.loads(stdout) == {"scenes": [], "skipped": [], "failures": [], "interrupted": True}
     stale = tmp_path / ".out.tmp4194999.tif"  # above any pid this machine hands out: its process is gone
     stale.write_bytes(b"half a GeoTIFF")
