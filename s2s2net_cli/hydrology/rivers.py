@@ -40,7 +40,7 @@ from shapely import line_merge
 from shapely.geometry import LineString, MultiLineString, Point, box
 from shapely.ops import substring
 
-from ..formats import NODATA, RIVERS_FILE, WATER, probability_cut
+from ..formats import NODATA, RIVERS_FILE, WATER, check_exists, probability_cut
 from ..io import atomic_path, check_output
 from ..labels import NODATA_TAG, check_label, check_one_band, open_label
 from ..option_checks import check_bounds, check_types
@@ -188,6 +188,7 @@ class MaskReader:
 
     def __init__(self, path):
         self.path = Path(path)
+        check_exists(self.path)
         try:
             with rasterio.open(self.path) as src:
                 self.width, self.height, self.crs, self.transform = src.width, src.height, src.crs, src.transform

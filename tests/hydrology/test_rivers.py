@@ -214,8 +214,10 @@ def test_bad_input_gets_one_line_and_nothing_written(tmp_path, case):
     expected = {"values": "holds values 7 besides water 1, land 0", "geographic": "has no projected CRS",
                 "nodata_land": "its nodata value is 0, which a mask means as land",  # its land was unseen
                 "feet": "CRS unit is the US survey foot, not the metre",  # a width in feet was reported as metres
-                "exists": "already exists (use --overwrite", "missing": "nothere.tif"}[case]
+                "exists": "already exists (use --overwrite", "missing": "nothere.tif: not found"}[case]
     assert expected in r.stderr
+    if case == "missing":  # it was "not a raster rasterio can read", of a file that is not there
+        assert codes(r.stderr) == ["S2N-FILE-NOT-FOUND"]
     if case == "exists":
         assert out.read_text() == "keep me"
     else:
