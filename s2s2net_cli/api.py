@@ -260,6 +260,9 @@ def load_model(weights=None, device: str = "cpu"):
 
     Returns:
         (model, card): the ``S2S2Net`` and its ``WeightsCard`` (bands, threshold, training record).
+        The model maps (N, 6, H, W) normalised reflectance (``s2s2net_cli.bands.normalise`` of
+        DN / ``card.bands.scale``, the bands in ``card.bands.names`` order) to (N, 1, 5H, 5W)
+        water logits; water is where their sigmoid is at least ``card.threshold``.
     """
     from .checkpoint import load_model as load  # heavy: torch
     from .inference.options import is_device
