@@ -389,6 +389,7 @@ RULES = _book(
     Rule("S2N-OUTPUT-IS-FILE", USAGE, "is a file; with several scenes ({names}) -o names a folder"),
     Rule("S2N-OUTPUT-NEEDS-FOLDER", USAGE, "names one mask; {count} scenes ({names}) need a folder (one mask a scene "
                                            "in it): give one ending in /"),
+    Rule("S2N-SCENE-TWICE", INPUT, "is named twice (also as {other}): name each scene once"),
     Rule("S2N-OUTPUT-SAME-NAME", USAGE, "{first} and {second} would both be written to {target}; predict them into "
                                         "separate folders"),
     Rule("S2N-OUTPUT-OTHER-SCENE", EXISTS, "holds the mask of {other}, not of {name}: {name} not skipped ({o.overwrite} "
@@ -518,8 +519,6 @@ RULES = _book(
     Rule("S2N-MANIFEST-SPLIT", INPUT, "line {n}: split {split!r} is not train, val or test"),
     # occurrence.py
     Rule("S2N-RASTER-UNREADABLE", INPUT, "not a raster rasterio can read"),
-    Rule("S2N-OCCURRENCE-SCENE-TWICE", INPUT, "is named twice (also as {other}): each date is counted once, so name "
-                                              "it once"),
     Rule("S2N-OCCURRENCE-ACQUISITION-TWICE", INPUT, "holds the same acquisition as {other} ({acquisition}): it would "
                                                     "be counted as two dates; name one of them"),
     Rule("S2N-OCCURRENCE-MASK-UNREADABLE", INPUT, "mask cannot be read"),

@@ -160,7 +160,7 @@ def check_each_date_once(dates: list[DateMask]) -> None:
     for d in dates:
         where = os.path.realpath(d.source) if os.path.exists(d.source) else d.source
         if where in files:
-            raise refuse("S2N-OCCURRENCE-SCENE-TWICE", d.source, other=files[where])
+            raise refuse("S2N-SCENE-TWICE", d.source, other=files[where])
         files[where] = d.source
         key = acquisition(d.source)
         if key in acquisitions:

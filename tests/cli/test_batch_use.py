@@ -681,3 +681,15 @@ def test_a_label_or_mask_off_the_scenes_grid_by_part_of_a_cell_is_warned_of(tmp_
                           transform=Affine(2, 0, 500000 + k, 0, -2, 4000000), crs=p.crs) for k in range(2)]
     r = run_cli("occurrence", *masks, "--from-masks", "-o", tmp_path / "occ.tif")
     assert r.returncode == 0 and codes(r.stderr) == ["S2N-GRID-SHIFT-OUTPUT"] and str(masks[1]) in r.stderr
+
+
+def test_one_scene_named_twice_is_said_to_be_named_twice(tmp_path):
+    """`predict a.tif a.tif -o out/` (a glob and a name that overlap) said both would be written
+    to out/a_water.tif and to predict them into separate folders, which would map one scene
+    twice; the same file by another name (a link) is the same scene."""
+    s = scene(tmp_path)
+    (tmp_path / "link.tif").symlink_to(s)
+    for again in (s, tmp_path / "link.tif"):
+        r = run_cli("predict", s, again, "-o", f"{tmp_path / 'out'}/", *FAST)
+        assert refused(r, "S2N-SCENE-TWICE", 1, again) and r.stderr.count("\n") == 1
+        assert f"is named twice (also as {s})" in r.stderr and not (tmp_path / "out").exists()
