@@ -64,10 +64,11 @@ MULTI_FILE_SUFFIXES = {".shp"}  # formats written as several files (.shp, .shx, 
 
 def write_water_polygons(mask_path, vector_path, overwrite: bool = False) -> Path:
     """The water polygons of ``mask_path`` written to ``vector_path`` (its format by its
-    suffix; a GeoPackage's layer is "water"), whole or not at all."""
+    suffix; its layer is "water", a shapefile's its name), whole or not at all."""
     vector_path = check_output(vector_path, overwrite, kind=POLYGONS_FILE)
     gdf = water_polygons(mask_path)
     suffix = vector_path.suffix.lower()
     with (atomic_file_set if suffix in MULTI_FILE_SUFFIXES else atomic_path)(vector_path) as tmp:
-        gdf.to_file(tmp, layer="water") if suffix == ".gpkg" else gdf.to_file(tmp)
+        # a single file's layer named here, not after the hidden file it is written to
+        gdf.to_file(tmp) if suffix in MULTI_FILE_SUFFIXES else gdf.to_file(tmp, layer="water")
     return vector_path

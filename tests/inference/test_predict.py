@@ -176,6 +176,22 @@ def test_strips_of_vectorizing_merge(tmp_path):
     assert sorted(water_polygons(feet).area_m2) == pytest.approx([6 * 4 * 0.3048006 ** 2, 400 * 4 * 0.3048006 ** 2])
 
 
+@pytest.mark.parametrize("suffix", [".gpkg", ".geojson", ".fgb"])
+def test_water_polygons_are_one_layer_named_water_in_every_format(tmp_path, suffix):
+    """A GeoJSON's and a FlatGeobuf's layer was named after the hidden file they were written
+    to (".w.tmp1234"), which GIS software shows as the layer's name."""
+    import pyogrio
+
+    from s2s2net_cli.vectorize import write_water_polygons
+
+    mask = np.zeros((20, 20), "uint8")
+    mask[5:9, 5:12] = 1
+    path = write_raster(tmp_path / "m.tif", mask, transform=Affine(2, 0, 500000, 0, -2, 4000000), nodata=255)
+    out = write_water_polygons(path, tmp_path / f"w{suffix}")
+    assert pyogrio.list_layers(out).tolist() == [["water", "Polygon"]]
+    assert gpd.read_file(out).area_m2.tolist() == [28 * 4] and not [p for p in tmp_path.iterdir() if p.name[0] == "."]
+
+
 def test_several_scenes_go_to_a_folder_and_a_bad_one_does_not_stop_the_rest(tmp_path, scene_factory, random_weights):
     good1, good2 = scene_factory(20, 20), scene_factory(25, 30)
     bad = tmp_path / "bad.tif"
