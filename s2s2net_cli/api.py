@@ -16,6 +16,7 @@ The command line calls these same functions.
 
 from __future__ import annotations
 
+import os
 import typing
 from dataclasses import fields
 from pathlib import Path
@@ -41,15 +42,58 @@ def _split(options: dict, *bundles) -> list[dict]:
     return [{k: v for k, v in options.items() if k in n} for n in names]
 
 
-def _paths(given) -> list:
-    """``given`` as a list: one path (str or Path) is a list of one, not of its characters."""
-    return [given] if isinstance(given, (str, Path)) else list(given)
+PATH = "a path (str or Path)"
+SCENE = "a scene: a path (str or Path), a URL or an xarray.DataArray with a CRS"
 
 
-def _pairs(given) -> list:
-    """``given`` as a list of (scene, mask) pairs: one pair of two paths is a list of one."""
-    given = list(given)
-    return [tuple(given)] if len(given) == 2 and all(isinstance(p, (str, Path)) for p in given) else given
+def _is_path(value, dataarray: bool = False) -> bool:
+    return isinstance(value, (str, os.PathLike)) or (dataarray and type(value).__name__ == "DataArray")
+
+
+def _kind(value) -> str:
+    """What a value is, for a message: "None", "a path", "a list", "a numpy.ndarray"."""
+    if value is None:
+        return "None"
+    if _is_path(value):
+        return "a path"
+    kind = type(value)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__.split('.')[0]}.{kind.__qualname__}"
+    return f"an {name}" if name[0].lower() in "aeiox" else f"a {name}"
+
+
+def _check_path(value, name: str, wanted: str = PATH, dataarray: bool = False) -> None:
+    """UsageError (S2N-SOURCE-TYPE) naming the keyword ``name`` when ``value`` is no path."""
+    if not _is_path(value, dataarray):
+        raise refuse("S2N-SOURCE-TYPE", None, name=name, kind=_kind(value), wanted=wanted)
+
+
+def _paths(given, name: str, wanted: str = PATH, dataarray: bool = False) -> list:
+    """``given`` as a list: one path (str or Path) is a list of one, not of its characters; what
+    is no path (an array, None) is refused naming ``name`` (or ``name[k]``, one of a list)."""
+    if _is_path(given, dataarray) or given is None or hasattr(given, "__array__"):
+        _check_path(given, name, wanted, dataarray)
+        return [given]
+    items = list(given) if isinstance(given, typing.Iterable) else [given]
+    for k, item in enumerate(items):
+        _check_path(item, f"{name}[{k}]", wanted, dataarray)
+    return items
+
+
+def _pairs(given, name: str = "pairs") -> list:
+    """``given`` as a list of (scene, mask) pairs: one pair of two paths is a list of one (None,
+    none); what is no pair of paths is refused naming ``name[k]``."""
+    if given is None:
+        return []
+    given = [given] if _is_path(given) or not isinstance(given, typing.Iterable) else list(given)
+    if len(given) == 2 and all(_is_path(p) for p in given):
+        return [tuple(given)]
+    for k, pair in enumerate(given):
+        if _is_path(pair) or not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise refuse("S2N-SOURCE-TYPE", None, name=f"{name}[{k}]", kind=_kind(pair),
+                         wanted="a (scene, mask) pair")
+        for j, path in enumerate(pair):
+            _check_path(path, f"{name}[{k}][{j}]")
+    return given
 
 
 def _warn_all(findings: list[Finding]) -> None:
@@ -85,6 +129,7 @@ def predict(scene, output=None, *, probability: bool = False, vector=None, river
         if given:  # they shape or go beside a mask file, and none is written
             raise TypeError(f"predict() writes {', '.join(given)} with a mask file: give output for a DataArray")
         return predict_dataarray(scene, probability=probability, **options)
+    _check_path(scene, "scene", f"{SCENE} (several: predict_scenes)", dataarray=True)
     if output is None:
         raise TypeError("predict() needs an output path for a scene file")
     written = []
@@ -135,7 +180,7 @@ def predict_scenes(scenes: list, output, *, probability: bool = False, vector=No
         if on_result:
             on_result(result)
 
-    return predict_batch(_paths(scenes), output, predict_options, vector, rivers, skip_existing,
+    return predict_batch(_paths(scenes, "scenes", SCENE, dataarray=True), output, predict_options, vector, rivers, skip_existing,
                          world or World.from_environment(), on_result=written, on_failure=on_failure)
 
 
@@ -169,7 +214,7 @@ def evaluate(pairs=(), *, manifests=(), weights=(), baselines=(), nodata: float 
     model, scene = _split(options, ModelOptions, SceneOptions)
     scene_options = SceneOptions(**scene)
     predict_options = PredictOptions(**model, scene=scene_options, overwrite=overwrite or save_predictions is None)
-    weights = _paths(weights)
+    weights = _paths(weights if weights is not None else (), "weights")
     baselines = [baselines] if isinstance(baselines, str) else list(baselines)
     models = make_models(weights, baselines, predict_options)
     results = compare(models, pairs_from_options(_pairs(pairs), manifests), nodata, scene_options, save_predictions,
@@ -196,6 +241,7 @@ def rivers(mask, output, *, overwrite: bool = False, on_progress: Callable[[int,
     """
     from .hydrology.rivers import RiverOptions, measure_rivers  # heavy: geopandas
 
+    _check_path(mask, "mask")
     return measure_rivers(mask, output, RiverOptions(overwrite=overwrite, **options), on_progress=on_progress)
 
 
@@ -230,7 +276,7 @@ def occurrence(scenes: list, output, *, from_masks: bool = False, like=None, dat
     scene_options = SceneOptions(**scene)
     occurrence_options = OccurrenceOptions(classes=classes, strict=strict, cog=cog,
                                            creation_options=creation_options or {}, overwrite=overwrite)
-    series = dated_series(_paths(scenes), from_masks, dates)
+    series = dated_series(_paths(scenes, "scenes"), from_masks, dates)
     grid = series_grid(grid_date(series), like, scene_options)
     predict = None if from_masks else _date_predictor(ModelOptions(**model), scene_options)
     return water_occurrence(series, output, grid, occurrence_options, predict, world or World.from_environment(),
@@ -373,4 +419,4 @@ def gate(weights, output, *, scenes=(), synthetic_scenes: int | None = None, ove
     """
     from .training.gate import gate_weights  # heavy: torch
 
-    return gate_weights(weights, output, tuple(_paths(scenes)), synthetic_scenes, overwrite)
+    return gate_weights(weights, output, tuple(_paths(scenes, "scenes")), synthetic_scenes, overwrite)

@@ -269,6 +269,7 @@ RULES = _book(
     Rule("S2N-OPTIONS-EXCLUSIVE", USAGE, "give {first} or {second}, not both"),
     Rule("S2N-OPTION-CHOICE", USAGE, "{given} is not one of {choices}"),
     Rule("S2N-OPTION-TYPE", USAGE, "{given} is not {kind}"),
+    Rule("S2N-SOURCE-TYPE", USAGE, "{name} is {kind}, not {wanted}"),  # the library's arguments
     Rule("S2N-OPTION-RANGE", USAGE, "{given} is out of range: it is {bound}"),
     Rule("S2N-SCENES-MISSING", USAGE, "no scenes given"),
     Rule("S2N-RESUME-OVERWRITE", USAGE, "{o.resume} continues a run; {o.overwrite} starts over: not both"),

@@ -328,3 +328,31 @@ def test_one_path_or_one_pair_is_one_not_its_characters(tmp_path, random_weights
     with raises_rule("S2N-PAIRS-MISSING") as refused:
         s2n.evaluate(baselines="ndwi")
     assert str(refused.value) == "give pairs=IMAGE MASK or manifests=FILE"
+
+
+def test_what_is_no_path_is_named_by_its_keyword_not_printed_whole(tmp_path):
+    """s2n.predict(array, ...) said the whole array's repr and "not found"; predict([a.tif]) said
+    "['a.tif']: not found"; a pair given as three paths failed to unpack. Each names its
+    keyword, what was given and what is wanted, before any file is read or written."""
+    scene, label, _ = _flood(tmp_path)
+    with rasterio.open(scene) as src:
+        array = src.read()
+    wanted_scene = "a scene: a path (str or Path), a URL or an xarray.DataArray with a CRS"
+    cases = {
+        "scene is a numpy.ndarray, not " + wanted_scene + " (several: predict_scenes)":
+            lambda: s2n.predict(array, tmp_path / "w.tif"),
+        "scene is a list, not " + wanted_scene + " (several: predict_scenes)": lambda: s2n.predict([scene], tmp_path / "w.tif"),
+        "scene is None, not " + wanted_scene + " (several: predict_scenes)": lambda: s2n.predict(None, tmp_path / "w.tif"),
+        "scenes[1] is None, not " + wanted_scene: lambda: s2n.predict_scenes([scene, None], tmp_path / "out"),
+        "mask is a numpy.ndarray, not a path (str or Path)": lambda: s2n.rivers(array[0], tmp_path / "r.gpkg"),
+        "pairs[0] is a path, not a (scene, mask) pair": lambda: s2n.evaluate([scene, label, label], baselines="ndwi"),
+        "pairs[0][0] is a numpy.ndarray, not a path (str or Path)": lambda: s2n.chip([(array, label)], tmp_path / "c"),
+        "scenes is a numpy.ndarray, not a path (str or Path)": lambda: s2n.gate("default", tmp_path / "g.safetensors",
+                                                                                 scenes=array),
+    }
+    for message, call in cases.items():
+        with raises_rule("S2N-SOURCE-TYPE") as refused:
+            call()
+        assert str(refused.value) == message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["label.tif", "scene.tif"]
+    assert len(s2n.evaluate([Path(scene), Path(label)], baselines="ndwi", weights=None)) == 1  # a pair as a list, weights none
