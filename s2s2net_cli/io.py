@@ -381,21 +381,28 @@ def staged_folder(folder, names: tuple[str, ...], overwrite: bool):
     move the new ones into place, the last of ``names`` last (the index a reader opens); on any
     failure remove the staged folder, leaving ``folder`` as it was, and report a write error."""
     folder = Path(folder)
+    made = [p for p in (folder, *folder.parents) if not p.exists()]  # what a failure takes away again
     folder.mkdir(parents=True, exist_ok=True)
     remove_stale_siblings(folder / "staged")
     stage = temporary_sibling(folder / "staged")
     stage.mkdir()
+    done = False
     try:
         with _write_failures(folder, stage):
             yield stage
-            made = [name for name in names if (stage / name).exists()]
+            written = [name for name in names if (stage / name).exists()]
             if overwrite:
                 for name in names:
                     _remove(folder / name)
-            for name in made:
+            for name in written:
                 os.replace(stage / name, folder / name)
+            done = True
     finally:
         _remove(stage)
+        for path in [] if done else made:  # the folders this run made are not left behind, empty, by its failure
+            if any(path.iterdir()):
+                break
+            path.rmdir()
 
 
 @contextlib.contextmanager

@@ -426,6 +426,7 @@ RULES = _book(
                                               "({error})"),
     # chips.py
     Rule("S2N-CHIP-NO-PAIRS", INPUT, "no scene/mask pairs given"),
+    Rule("S2N-CHIP-NONE", INPUT, "no chip was cut of {windows} chip windows: {why}; nothing written"),
     Rule("S2N-CHIP-FOLDER-HAS-CHIPS", EXISTS, "already holds chips (use {o.overwrite} to replace them)"),
     Rule("S2N-CHIP-FOLDER-NOT-EMPTY", EXISTS, "is not empty and holds no chips: chip into a new or empty folder "
                                               "({o.overwrite} would add them beside what it holds)"),

@@ -121,6 +121,9 @@ def _chip_pairs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degraded
     regions = _read_regions(options.test_regions) if options.test_regions else None
     with staged_folder(out_dir, (*CLEARED_FOLDERS, *CLEARED_FILES), options.overwrite) as stage:  # the index last
         summary = _cut_all(prepared, stage, options, regions, on_progress)  # all or nothing: a full disk leaves out_dir as it was
+        if not sum(summary.chips.values()):  # nothing to train on: said now, not by train, and nothing written
+            raise refuse("S2N-CHIP-NONE", out_dir, windows=sum(len(p.windows) for p in prepared),
+                         why=_why_skipped(summary.skipped, options.max_nodata))
     summary.index = str(out_dir / "index.gpkg")
     windows = sum(len(p.windows) for p in prepared)
     if 2 * summary.skipped["nodata"] > windows:  # the defaults lose most of a cloudy label's chips: say so
@@ -131,6 +134,16 @@ def _chip_pairs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degraded
     if summary.test_manifest:
         summary.test_manifest = str(out_dir / "test_manifest.csv")
     return summary
+
+
+def _why_skipped(skipped: dict, max_nodata: float) -> Phrase:
+    """What skipped the windows that were skipped, in the options' terms."""
+    reasons = {"nodata": "{n} hold more nodata than {o.max_nodata:%g} allows (a higher {o.max_nodata} keeps them)"
+                         % max_nodata,
+               "overlaps_test": "{n} overlap the test scenes' or regions' chips",
+               "overlaps_val": "{n} overlap the validation chips",
+               "no_valid_coarse_cell": "{n} have no valid coarse cell"}
+    return Phrase(", ".join(reasons[k].replace("{n}", str(n)) for k, n in skipped.items() if n))
 
 
 def _cut_all(prepared: list["_Prepared"], out_dir: Path, options: ChipOptions, regions,

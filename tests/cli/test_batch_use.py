@@ -566,11 +566,13 @@ def test_chip_says_why_most_chips_were_not_cut(tmp_path):
     p = make_pair(40, seed=4, nodata_margin=False)
     p.scene[:, :10, :10] = 0  # a nodata corner, as a scene reprojected to another grid has
     write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
-    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 32,
-                "--stride", 8)
-    assert r.returncode == 0, r.stderr
-    said = "4 of 4 chip windows were skipped, more than half: they hold more nodata than --max-nodata 0 allows"
-    assert said in r.stderr and "S2N-CHIP-NODATA-SKIPPED" in r.stderr
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "new" / "chips", "--size",
+                32, "--stride", 8)
+    # no chip at all was a warning and exit 0, an empty index that train refused later; now it is
+    # refused here, and the folders the run made are gone again
+    said = ("chips: no chip was cut of 4 chip windows: 4 hold more nodata than --max-nodata 0 allows (a higher "
+            "--max-nodata keeps them); nothing written")
+    assert refused(r, "S2N-CHIP-NONE", 1, said) and not (tmp_path / "new").exists()
     # a label with clouds left out (nodata 255) over half of three of the four windows: lost at the default
     p.scene[:, :10, :10] = 1000
     p.mask[:50] = 255
