@@ -21,6 +21,10 @@ KINDS = {
 }
 
 
+MAX_SEED = 2 ** 32 - 1  # the largest seed every generator a run seeds takes (numpy's legacy one)
+SEED_BOUNDS = {"least": {"seed": 0}, "most": {"seed": MAX_SEED}}
+
+
 def _is_bool(value) -> bool:
     return isinstance(value, bool) or type(value).__name__ == "bool_"  # numpy's too
 

@@ -170,6 +170,10 @@ def test_option_bundles_refuse_what_the_command_line_types_refuse(tmp_path):
         # source_weights as --source-weight takes them failed deep inside ("'str' object has no attribute 'items'")
         "source_weights: 'x' is not a number (NAME=W)": lambda: s2n.train(out, out, source_weights={"a": "x"}),
         "source_weights: 'a' is not NAME=VALUE": lambda: s2n.train(out, out, source_weights="a"),
+        # a seed numpy's legacy generator does not take failed after DeepSpeed had started
+        "seed=-1 is out of range: it is under 0": lambda: s2n.train(out, out, seed=-1),
+        "seed=4294967296 is out of range: it is over 4294967295": lambda: s2n.train(out, out, seed=2 ** 32),
+        "seed=-5 is out of range: it is under 0": lambda: s2n.chip([(scene, label)], out, seed=-5),
     }
     for message, call in calls.items():
         with pytest.raises(s2n.UsageError) as refused:

@@ -19,6 +19,7 @@ from .options import (
     pair_option,
     require_pairs,
     scene_options,
+    seed_option,
 )
 from .render import log_findings, progress_bar, summary_table
 
@@ -38,7 +39,7 @@ log = logging.getLogger("s2s2net")
               help="Vector file: chips intersecting its polygons are the test split.")
 @click.option("--val-fraction", type=click.FloatRange(0, 1), default=0.2, show_default=True,
               help="Share of chips drawn for validation, in blocks (1: every chip validates, none trains; 0: none validates).")
-@click.option("--seed", type=int, default=42, show_default=True)
+@seed_option(42, "Seed of the validation blocks' draw.")
 @scene_options
 @nodata_option
 @degrade_option

@@ -22,6 +22,7 @@ from ..inference.options import (
 )
 from ..io import check_suffix
 from ..manifest import pairs_from_options
+from ..option_checks import MAX_SEED
 from ..rulebook import finding
 from ..sources.aoi import check_bbox
 from ..sources.options import SceneOptions
@@ -113,6 +114,13 @@ precision_option = click.option("--precision", type=click.Choice(RUN_PRECISIONS)
                                                         "convolutions in 8-bit integers (x86 CPUs).")
 train_precision_option = click.option("--precision", type=click.Choice(PRECISIONS), default=_MODEL.precision,
                                       show_default=True, help="auto: bf16 on GPUs that have it (else 16), fp32 on the CPU.")
+
+
+def seed_option(default: int, help: str):
+    """--seed, a whole number every generator a run seeds takes."""
+    return click.option("--seed", type=click.IntRange(0, MAX_SEED), default=default, show_default=True, help=help)
+
+
 batch_size_option = click.option("--batch-size", type=click.IntRange(1), default=None,
                                  help="Tiles per forward pass (default 1 on the CPU, 8 on a GPU).")
 threshold_option = click.option("--threshold", type=click.FloatRange(0, 1), default=None,

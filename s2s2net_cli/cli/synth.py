@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .options import bands_option, json_option, offset_option, overwrite_option
+from .options import bands_option, json_option, offset_option, overwrite_option, seed_option
 from .render import log_findings
 
 log = logging.getLogger("s2s2net")
@@ -18,7 +18,7 @@ log = logging.getLogger("s2s2net")
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--count", type=click.IntRange(1), default=1, show_default=True, help="Number of pairs.")
 @click.option("--size", type=click.IntRange(8, 20000), default=256, show_default=True, help="Scene side in 10 m pixels.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the first pair; pair i uses seed+i.")
+@seed_option(0, "Seed of the first pair; pair i uses seed+i.")
 @click.option("--level", type=click.Choice(["L1C", "L2A", "mixed"]), default="mixed", show_default=True,
               help="Top-of-atmosphere haze (L1C) or surface reflectance (L2A).")
 @click.option("--background", "backgrounds", type=click.Path(dir_okay=False, exists=True, path_type=Path),

@@ -11,7 +11,7 @@ from click.core import ParameterSource
 from ..errors import S2S2NetError
 from ..rulebook import finding
 from ..training.config import AUGMENTATIONS, DEFAULT_STEPS, LABEL_EDGES, TrainOptions, read_source_weights
-from .options import bad_parameter, exclusive, json_option, overwrite_option, train_precision_option
+from .options import bad_parameter, exclusive, json_option, overwrite_option, seed_option, train_precision_option
 from .render import log_findings, progress_bar, stderr
 
 _TRAIN = TrainOptions()  # the defaults, as the options show them
@@ -38,7 +38,8 @@ def _parse_weights(ctx, param, values) -> dict:
 @click.option("--deepspeed-config", type=click.Path(dir_okay=False), default=None,
               help="JSON merged over the config built from the options, key by key.")
 @click.option("--val-every", type=click.IntRange(1), default=_TRAIN.val_every, show_default=True, help="Validate and checkpoint every N steps.")
-@click.option("--seed", type=int, default=_TRAIN.seed, show_default=True)
+@seed_option(_TRAIN.seed, "Seed of the run: the network's first weights, the chips' order, their augmentation and "
+                          "a validation share drawn where the chips have none.")
 @click.option("--num-workers", type=click.IntRange(0), default=_TRAIN.num_workers, show_default=True, help="Data loader worker processes per rank.")
 @click.option("--augment", type=click.Choice(AUGMENTATIONS), default=_TRAIN.augment, show_default=True,
               help="geometric: flips and 90-degree turns; full: also per-band gain/offset, brightness, noise, blur.")

@@ -10,7 +10,7 @@ from typing import Callable
 
 from ..io import check_output
 from ..manifest import write_manifest
-from ..option_checks import check_bounds, check_types
+from ..option_checks import SEED_BOUNDS, check_bounds, check_types
 from ..rulebook import option, refuse
 from .painted import background_reading, make_painted_pair
 from .scenes import make_pair, write_pair, write_river_truth
@@ -35,7 +35,8 @@ class SynthOptions:
 
     def __post_init__(self):
         check_types(self)
-        check_bounds(self, least={"count": 1, "size": MIN_SIZE}, most={"size": MAX_SIZE})
+        check_bounds(self, least={"count": 1, "size": MIN_SIZE, **SEED_BOUNDS["least"]},
+                     most={"size": MAX_SIZE, **SEED_BOUNDS["most"]})
         for name, choices in {"level": LEVELS, "landscape": LANDSCAPES}.items():
             if getattr(self, name) not in choices:
                 raise refuse("S2N-OPTION-CHOICE", None, given=option(name, getattr(self, name)),

@@ -36,7 +36,7 @@ from ..grid import SCALE_FACTOR, fine_transform, to_fine
 from ..io import atomic_path, check_folder_output, geotiff_profile, lies_in, remove_stale_siblings, staged_folder
 from ..labels import Label, label_resolution_in, warp_label
 from ..manifest import Pair, write_manifest
-from ..option_checks import check_bounds, check_exclusive, check_types
+from ..option_checks import SEED_BOUNDS, check_bounds, check_exclusive, check_types
 from ..polygons import layers_warnings, open_layer, unreadable
 from ..rulebook import Phrase, finding, option, refuse
 from ..sources.checks import scene_warnings
@@ -70,8 +70,9 @@ class ChipOptions:
         check_types(self)
         if self.stride is None:
             self.stride = self.size
-        check_bounds(self, least={"size": MIN_CHIP_SIZE, "stride": 1, "max_nodata": 0, "val_fraction": 0},
-                     most={"max_nodata": 1, "val_fraction": 1})
+        check_bounds(self, least={"size": MIN_CHIP_SIZE, "stride": 1, "max_nodata": 0, "val_fraction": 0,
+                                  **SEED_BOUNDS["least"]},
+                     most={"max_nodata": 1, "val_fraction": 1, **SEED_BOUNDS["most"]})
         check_exclusive(self, "test_ids", "test_regions")
         if self.degrade is not None:
             check_factor(self.degrade)

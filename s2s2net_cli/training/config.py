@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..inference.options import PRECISIONS
-from ..option_checks import check_bounds, check_exclusive, check_types, precision_text
+from ..option_checks import SEED_BOUNDS, check_bounds, check_exclusive, check_types, precision_text
 from ..rulebook import option, refuse
 
 LABEL_EDGES = ("whole", "majority")
@@ -71,7 +71,7 @@ def check_train_options(options: TrainOptions) -> None:
         if getattr(options, name) not in choices:
             raise refuse("S2N-OPTION-CHOICE", None, given=option(name, getattr(options, name)),
                          choices=", ".join(map(str, choices)))
-    check_bounds(options, least=LEAST, above={"lr": 0, "grad_clip": 0})
+    check_bounds(options, least=LEAST | SEED_BOUNDS["least"], above={"lr": 0, "grad_clip": 0}, most=SEED_BOUNDS["most"])
 
 
 def read_source_weights(given) -> dict[str, float]:

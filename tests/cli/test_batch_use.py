@@ -460,6 +460,19 @@ def test_synth_writes_no_pair_when_one_exists_and_lists_its_pairs_in_json(tmp_pa
     assert (tmp_path / "set" / "manifest.csv").read_text().splitlines()[1] == "synth_0_scene.tif,synth_0_mask.tif,synth_0"
 
 
+@pytest.mark.parametrize("command", ["synth", "chip", "train"])
+def test_a_seed_no_generator_takes_is_refused_as_the_flag_it_is(tmp_path, command):
+    """synth --seed -1 and train --seed -1 or 2**32 ended in numpy's traceback ("expected
+    non-negative integer", "Seed must be between 0 and 2**32 - 1"); every --seed is 0 to 2**32 - 1."""
+    args = {"synth": [tmp_path / "set"], "chip": ["--pair", "a.tif", "b.tif", "-o", tmp_path / "c"],
+            "train": [tmp_path, "-o", tmp_path / "run"]}[command]
+    for seed in (-1, 2 ** 32):
+        r = run_cli(command, *args, "--seed", seed)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert f"Invalid value for '--seed': {seed} is not in the range 0<=x<=4294967295" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 @pytest.mark.slow
 def test_sigterm_exits_143_and_a_killed_runs_temporary_file_is_cleaned_next_time(tmp_path, random_weights):
     s = write_raster(tmp_path / "big.tif", np.random.default_rng(0).integers(100, 3000, (6, 256, 256)).astype("uint16"),
