@@ -136,6 +136,7 @@ def check_output(path, overwrite: bool, inputs=(), kind: OutputKind | None = Non
     (check_not_inputs), or named for another format than its ``kind``; check its folder can be
     written."""
     path = Path(path)
+    check_not_stdout(path)
     if kind is not None:
         check_suffix(path, kind)
     check_not_inputs([path], inputs)
@@ -146,6 +147,13 @@ def check_output(path, overwrite: bool, inputs=(), kind: OutputKind | None = Non
     if parent.exists() and not os.access(parent, os.W_OK):
         raise refuse("S2N-OUTPUT-PERMISSION", path, parent=parent)
     return path
+
+
+def check_not_stdout(path) -> None:
+    """UsageError for an output named "-", which other tools read as standard output: s2s2net
+    writes files, and would write one called "-"."""
+    if str(path) == "-":
+        raise refuse("S2N-OUTPUT-STDOUT", None)
 
 
 def check_parents(path) -> None:
@@ -160,6 +168,7 @@ def check_parents(path) -> None:
 
 def check_folder_output(path) -> None:
     """UsageError when the output folder ``path`` (of chips, of a run) is a file, or lies under one."""
+    check_not_stdout(path)
     if Path(path).exists() and not Path(path).is_dir():
         raise refuse("S2N-OUTPUT-FOLDER-IS-FILE", path)
     check_parents(path)

@@ -482,6 +482,8 @@ RULES = _book(
     # io.py
     Rule("S2N-OUTPUT-EXISTS", EXISTS, "already exists (use {o.overwrite} to replace it)"),
     Rule("S2N-OUTPUT-PERMISSION", FAILURE, "cannot write into {parent} (permission denied)"),
+    Rule("S2N-OUTPUT-STDOUT", USAGE, "'-' would be a file named '-': outputs are files, not standard output "
+                                     "(name a file)"),
     Rule("S2N-OUTPUT-PARENT-IS-FILE", USAGE, "cannot be written: {parent} is a file, not a folder"),
     Rule("S2N-OUTPUT-FOLDER-IS-FILE", USAGE, "is a file, where a folder is written"),
     Rule("S2N-OUTPUT-IS-INPUT", USAGE, "is also an input{held}: writing it would replace what it is made from; write "

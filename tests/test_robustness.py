@@ -223,6 +223,27 @@ def test_an_output_under_a_file_is_one_line_in_every_command(tmp_path, random_we
         check_folder_output(notes)
 
 
+def test_an_output_named_dash_is_refused_not_written_as_a_file_named_dash(tmp_path, random_weights):
+    """`-o -` (standard output, to most tools) wrote a GeoTIFF, a folder of chips or of synthetic
+    pairs called "-"; every output refuses it in one line."""
+    scene = write_raster(tmp_path / "s.tif", np.random.default_rng(1).integers(100, 3000, (6, 40, 40)).astype("uint16"),
+                         transform=T10, nodata=0)
+    mask = write_raster(tmp_path / "m.tif", (np.random.default_rng(2).random((40, 40)) < 0.3).astype("uint8"),
+                        transform=T10, nodata=255)
+    assert run_cli("chip", "--pair", scene, mask, "-o", tmp_path / "chips", "--size", 16).returncode == 0
+    cases = [
+        ["predict", scene, "-o", "-", "--weights", random_weights],
+        ["chip", "--pair", scene, mask, "-o", "-", "--size", 16],
+        ["occurrence", mask, "--from-masks", "-o", "-"],
+        ["synth", "-", "--size", 16],
+        ["train", tmp_path / "chips", "-o", "-"],
+    ]
+    for args in cases:
+        r = run_cli(*args, cwd=tmp_path)
+        assert refused(r, "S2N-OUTPUT-STDOUT", 2, "'-' would be a file named '-'"), (args, r.stderr)
+    assert not (tmp_path / "-").exists()
+
+
 def test_bands_out_of_range_names_the_scene(tmp_path, random_weights):
     scene = write_raster(tmp_path / "s.tif", np.ones((6, 8, 8), "uint16") * 500, transform=T10)
     r = run_cli("predict", scene, "-o", tmp_path / "o.tif", "--weights", random_weights, "--bands", "1,2,3,4,5,7")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..io import check_output
+from ..io import check_folder_output, check_output
 from ..manifest import write_manifest
 from ..option_checks import SEED_BOUNDS, check_bounds, check_types
 from ..rulebook import option, refuse
@@ -61,6 +61,7 @@ def make_synthetic_set(out_dir, options: SynthOptions, on_background: Callable[[
     """Write ``options.count`` pairs into ``out_dir``. ``on_background(findings)`` hears how
     each background was read before the first pair; ``on_pair(scene, mask, water_share)`` each pair."""
     out_dir = Path(out_dir)
+    check_folder_output(out_dir)
     summary, readings = SynthSummary(), {}
     for bg in dict.fromkeys(options.backgrounds):
         indexes, offsets, said = background_reading(bg, options.bands, options.offset, options.size)
