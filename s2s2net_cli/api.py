@@ -22,6 +22,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Callable
 
+from .errors import S2S2NetError
 from .inference.options import ModelOptions, PredictOptions
 from .option_checks import check_kinds
 from .rulebook import Finding, refuse, warn
@@ -344,7 +345,11 @@ def chip(pairs=(), output=None, *, manifests=(), overwrite: bool = False, on_pro
     chip_fields, scene = _split(options, ChipOptions, SceneOptions)
     chip_fields.pop("scene", None)
     chip_options = ChipOptions(scene=SceneOptions(**scene), overwrite=overwrite, **chip_fields)
-    summary = chip_pairs(pairs_from_options(_pairs(pairs), manifests), output, chip_options, on_progress)
+    try:
+        summary = chip_pairs(pairs_from_options(_pairs(pairs), manifests), output, chip_options, on_progress)
+    except S2S2NetError as exc:
+        _warn_all(getattr(exc, "warnings", ()))  # what may say why it stopped
+        raise
     _warn_all(summary.warnings)
     return summary
 

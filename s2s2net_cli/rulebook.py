@@ -222,6 +222,13 @@ def refuse(code: str, path=None, **values) -> S2S2NetError:
     return error
 
 
+def with_warnings(error: S2S2NetError, findings) -> S2S2NetError:
+    """``error`` carrying the warnings of the work it stopped (``.warnings``), which may say why:
+    the command line says them before its line, the library warns them before it raises."""
+    error.warnings = list(findings)
+    return error
+
+
 def warn(found: Finding) -> None:
     """Say ``found`` to Python's warnings machinery, in Python's terms, at the line that called
     into the package (the first frame outside it: a finding may come from deep in a batch)."""

@@ -74,6 +74,10 @@ class S2S2NetGroup(click.Group):
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             _json_failure(ctx, str(exc), exc.exit_code, code_of(exc))
+            if getattr(exc, "warnings", None):  # what may say why, before the line that stops it
+                from .render import log_findings
+
+                log_findings(exc.warnings)
             click.echo(f"Error: {with_code(exc)}", err=True)
             ctx.exit(exc.exit_code)
         except RasterioError as exc:  # GDAL's messages name the file

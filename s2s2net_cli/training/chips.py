@@ -38,7 +38,7 @@ from ..labels import Label, label_resolution_in, warp_label
 from ..manifest import Pair, write_manifest
 from ..option_checks import SEED_BOUNDS, check_bounds, check_exclusive, check_types
 from ..polygons import layers_warnings, open_layer, unreadable
-from ..rulebook import Phrase, finding, option, refuse
+from ..rulebook import Phrase, finding, option, refuse, with_warnings
 from ..sources.checks import scene_warnings
 from ..sources.degraded import DEGRADED_READING, check_factor, degrade_scene
 from ..sources.open import open_pair, open_scene
@@ -123,8 +123,8 @@ def _chip_pairs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degraded
     with staged_folder(out_dir, (*CLEARED_FOLDERS, *CLEARED_FILES), options.overwrite) as stage:  # the index last
         summary = _cut_all(prepared, stage, options, regions, on_progress)  # all or nothing: a full disk leaves out_dir as it was
         if not sum(summary.chips.values()):  # nothing to train on: said now, not by train, and nothing written
-            raise refuse("S2N-CHIP-NONE", out_dir, windows=sum(len(p.windows) for p in prepared),
-                         why=_why_skipped(summary.skipped, options.max_nodata))
+            raise with_warnings(refuse("S2N-CHIP-NONE", out_dir, windows=sum(len(p.windows) for p in prepared),
+                                       why=_why_skipped(summary.skipped, options.max_nodata)), summary.warnings)
     summary.index = str(out_dir / "index.gpkg")
     windows = sum(len(p.windows) for p in prepared)
     if 2 * summary.skipped["nodata"] > windows:  # the defaults lose most of a cloudy label's chips: say so

@@ -16,9 +16,11 @@ import pytest
 import rasterio
 from affine import Affine
 
+import s2s2net_cli as s2n
+from s2s2net_cli.rulebook import S2S2NetWarning
 from s2s2net_cli.synthetic.scenes import make_pair, write_pair
 
-from ..conftest import codes, refused, run_cli, write_raster
+from ..conftest import codes, raises_rule, refused, run_cli, write_raster
 from ..conftest import said as said_codes
 from ..sources.product_factory import write_band_files, write_item
 
@@ -301,9 +303,11 @@ def test_a_0_255_label_tagged_nodata_255_is_warned_of(tmp_path, random_weights):
     warned = json.loads(r.stdout)["rows"][0]["images"][0]["warnings"]
     assert r.returncode == 0 and codes(r.stderr) == ["S2N-MASK-NO-WATER-NODATA"] and said in r.stderr
     assert said_codes(warned) == ["S2N-MASK-NO-WATER-NODATA"] and warned[-1]["message"].startswith(said)
-    r = run_cli("chip", "--pair", tmp_path / "s.tif", path, "-o", tmp_path / "chips", "--size", 16, "--json")
-    warned = json.loads(r.stdout)["warnings"]
-    assert r.returncode == 0 and codes(r.stderr)[0] == "S2N-MASK-NO-WATER-NODATA" and warned[0]["message"].startswith(said)
+    # every chip window holds some of that nodata: no chip is cut, and the warning says why first
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", path, "-o", tmp_path / "chips", "--size", 16)
+    assert refused(r, "S2N-CHIP-NONE", 1) and codes(r.stderr)[0] == "S2N-MASK-NO-WATER-NODATA" and said in r.stderr
+    with pytest.warns(S2S2NetWarning, match="holds no water 1"), raises_rule("S2N-CHIP-NONE"):
+        s2n.chip([(tmp_path / "s.tif", path)], tmp_path / "chips", size=16)
     fine = write_raster(tmp_path / "fine.tif", water.astype("uint8"), transform=p.transform, crs=p.crs, nodata=255)
     r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", fine, "--json")
     assert r.returncode == 0 and codes(r.stderr) == [] and said_codes(json.loads(r.stdout)["rows"][0]["images"][0]["warnings"]) == []
