@@ -1,5 +1,6 @@
 """File conventions of the house: what a mask's values mean, how chips store reflectance,
-which pixels of an input hold data, and how sources and the outputs named after them are named.
+which pixels of an input hold data, how sources and the outputs named after them are named,
+and how the CSV tables users write (manifests, dates) are read.
 
 Masks are uint8: 0 land, 1 water, 255 nodata. Chips store reflectance x 10000 as uint16
 with 0 as nodata. An input pixel holds no data where any band is NaN, where every band equals
@@ -8,6 +9,8 @@ the file's nodata value, or where every band is 0 (Sentinel-2's own convention).
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import os
 from dataclasses import dataclass
@@ -169,3 +172,20 @@ def gdal_empty(src, window) -> np.ndarray:
         if interp == ColorInterp.alpha:
             empty |= src.read(index, window=window) == 0
     return empty
+
+
+CSV_DELIMITERS = ",;\t"  # a comma, or what spreadsheets save in many locales: ';', or a tab
+
+
+def read_csv(path) -> tuple[list[str], list[dict]]:
+    """The column names and rows (dicts by column) of a CSV table a user wrote, as spreadsheets
+    save it too: a UTF-8 byte-order mark (Excel's "CSV UTF-8"), CRLF lines, ';' or a tab
+    between the columns (the first of CSV_DELIMITERS the header holds), and column names in any
+    case or with spaces around them ("Image" is image). OSError, UnicodeDecodeError and
+    csv.Error are the caller's to word."""
+    with open(path, newline="", encoding="utf-8-sig") as fh:
+        text = fh.read()
+    header = text.splitlines()[0] if text else ""
+    reader = csv.DictReader(io.StringIO(text), delimiter=next((d for d in CSV_DELIMITERS if d in header), ","))
+    reader.fieldnames = [(name or "").strip().lower() for name in reader.fieldnames or ()]
+    return reader.fieldnames, list(reader)

@@ -6,7 +6,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from .formats import is_remote, source_file, source_stem
+from .formats import is_remote, read_csv, source_file, source_stem
 from .io import atomic_path
 from .rulebook import Phrase, option, refuse
 
@@ -45,17 +45,14 @@ def read_manifest(path) -> list[Pair]:
     """A CSV with columns image,mask (optional id, split); paths relative to the CSV."""
     path = Path(path)
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            columns = set(reader.fieldnames or ())
-            missing = {"image", "mask"} - columns
-            if missing:
-                raise refuse("S2N-MANIFEST-COLUMNS", path, missing=', '.join(sorted(missing)))
-            rows = list(reader)
+        columns, rows = read_csv(path)
     except FileNotFoundError as exc:
         raise refuse("S2N-MANIFEST-NOT-FOUND", path) from exc
     except (UnicodeDecodeError, csv.Error) as exc:
         raise refuse("S2N-MANIFEST-UNREADABLE", path, error=exc) from exc
+    missing = {"image", "mask"} - set(columns)
+    if missing:
+        raise refuse("S2N-MANIFEST-COLUMNS", path, missing=', '.join(sorted(missing)))
     if not rows:
         raise refuse("S2N-MANIFEST-EMPTY", path)
     base = path.parent

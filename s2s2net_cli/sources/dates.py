@@ -12,7 +12,7 @@ from pathlib import Path
 
 import rasterio
 
-from ..formats import source_stem
+from ..formats import read_csv, source_stem
 from ..rulebook import refuse
 from . import stac
 
@@ -60,10 +60,8 @@ def read_dates_csv(path) -> dict[str, str]:
     or an ISO date and time). InputError naming the file and row for a date that is not ISO (a
     23/08/2023 would be ordered as text), or a scene given two dates."""
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            columns, rows = reader.fieldnames or [], list(reader)
-    except (OSError, UnicodeDecodeError) as exc:
+        columns, rows = read_csv(path)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise refuse("S2N-DATES-UNREADABLE", path, error=getattr(exc, 'strerror', None) or exc) from exc
     if not {"scene", "date"} <= set(columns):
         raise refuse("S2N-DATES-COLUMNS", path)
