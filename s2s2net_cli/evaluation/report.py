@@ -94,6 +94,12 @@ def degraded_colour(scene_path, factor: int, shape: tuple[int, int], scene_optio
     return out
 
 
+# how --plot draws a mask, and the legend under its panels says: nodata, clouds, pixels any
+# model's output leaves out
+MASK_COLOURS = {"water": "#1f5fbf", "land": "#d9c89e", "left out": "#808080"}
+LEGEND_INCHES = 0.4
+
+
 def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predictions_dir, scene_options=None,
                     nodata: float | None = None, degrade: int | None = None) -> None:
     """A PNG: one row per image; scene in false colour (with ``degrade``, the scene the models
@@ -104,10 +110,12 @@ def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predict
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
 
-    cmap = ListedColormap(["#d9c89e", "#1f5fbf"]).with_extremes(bad="#808080")
+    cmap = ListedColormap([MASK_COLOURS["land"], MASK_COLOURS["water"]]).with_extremes(bad=MASK_COLOURS["left out"])
     ncols = 2 + len(results)
-    fig, axes = plt.subplots(len(pairs), ncols, figsize=(3 * ncols, 3 * len(pairs)), squeeze=False)
+    height = 3 * len(pairs) + LEGEND_INCHES
+    fig, axes = plt.subplots(len(pairs), ncols, figsize=(3 * ncols, height), squeeze=False)
     for i, pair in enumerate(pairs):
         rgb = false_colour(pair.image, scene_options=scene_options)
         shape = rgb.shape[:2]
@@ -130,7 +138,10 @@ def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predict
             ax.set_xticks([])
             ax.set_yticks([])
         axes[i, 0].set_ylabel(pair.id, fontsize=9)
-    fig.tight_layout()
+    fig.legend(handles=[Patch(facecolor=colour, edgecolor="black", linewidth=0.5, label=name)
+                        for name, colour in MASK_COLOURS.items()],
+               loc="lower center", ncol=len(MASK_COLOURS), fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, LEGEND_INCHES / height, 1, 1))
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)

@@ -176,6 +176,15 @@ def test_compare_json_has_one_row_per_model_and_writes_csv_and_plot(tmp_path, ra
         assert set(row) >= {"model", "f1", "iou", "precision", "recall", "pixels", "images"}
         assert row["pixels"] == 200 * 200 and len(row["images"]) == 1
     assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
+    # a legend under the panels says what the colours of the masks mean (there was none)
+    from PIL import Image
+
+    from s2s2net_cli.evaluation.report import MASK_COLOURS
+
+    with Image.open(tmp_path / "t.png") as png:
+        strip = np.asarray(png.convert("RGB"))[-30:]
+    below = {tuple(int(c) for c in rgb) for rgb in strip.reshape(-1, 3)}
+    assert all(tuple(bytes.fromhex(colour[1:])) in below for colour in MASK_COLOURS.values())
     assert len((tmp_path / "t.csv").read_text().splitlines()) == 1 + 2 * 3
     assert len(list((tmp_path / "preds").glob("*.tif"))) == 3
     r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "--json")
