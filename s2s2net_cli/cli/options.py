@@ -124,7 +124,7 @@ def seed_option(default: int, help: str):
 batch_size_option = click.option("--batch-size", type=click.IntRange(1), default=None,
                                  help="Tiles per forward pass (default 1 on the CPU, 8 on a GPU).")
 threshold_option = click.option("--threshold", type=click.FloatRange(0, 1), default=None,
-                                help="Probability above which a pixel is water (default: the model's calibrated "
+                                help="Probability at and above which a pixel is water (default: the model's calibrated "
                                      "threshold).")
 full_head_option = click.option("--full-head", is_flag=True,
                                 help="Run the network's head on every pixel, also where the weights' water gate "
