@@ -44,7 +44,9 @@ log = logging.getLogger("s2s2net")
                    "into a folder of masks: beside each mask, as <mask>_rivers.gpkg.")
 @creation_options
 @overwrite_option
-@click.option("--skip-existing", is_flag=True, help="Skip scenes whose output exists (listed as skipped; exit 0).")
+@click.option("--skip-existing", is_flag=True,
+              help="Skip scenes whose output already holds their finished mask, made with the same model and "
+                   "settings (listed as skipped; exit 0); another file there is refused, not replaced.")
 @json_option
 @click.pass_context
 def predict(ctx, scenes, output, model, scene, probability, cog, vector, rivers, creation_options, overwrite,
