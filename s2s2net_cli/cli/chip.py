@@ -10,7 +10,7 @@ import click
 
 from .options import (
     bad_parameter,
-    degrade_option,
+    chip_degrade_option,
     exclusive,
     json_option,
     manifest_option,
@@ -42,7 +42,7 @@ log = logging.getLogger("s2s2net")
 @seed_option(42, "Seed of the validation blocks' draw.")
 @scene_options
 @nodata_option
-@degrade_option
+@chip_degrade_option
 @overwrite_option
 @json_option
 @click.pass_context

@@ -13,7 +13,6 @@ from ..inference.options import BASELINES, ModelOptions, PredictOptions
 from ..io import check_output
 from .options import (
     bad_parameter,
-    degrade_option,
     exclusive,
     json_option,
     manifest_option,
@@ -24,6 +23,7 @@ from .options import (
     pair_option,
     require_pairs,
     scene_options,
+    score_degrade_option,
 )
 from .render import log_findings, stderr, summary_table
 
@@ -44,7 +44,7 @@ def scoring_options(command):
     shared = [pair_option, manifest_option, nodata_option, scene_options,
               click.option("--save-predictions", type=click.Path(file_okay=False), default=None,
                            help="Keep each 2 m prediction here as a GeoTIFF."),
-              degrade_option, overwrite_option, json_option]
+              score_degrade_option, overwrite_option, json_option]
     names = ("pairs", "manifests", "nodata", "scene", "save_predictions", "degrade", "overwrite")
 
     @functools.wraps(command)

@@ -158,11 +158,21 @@ def model_options(command=None, *, several: bool = False):
     return wrapper
 
 
-degrade_option = click.option(
-    "--degrade", type=click.IntRange(2, 5), default=None, metavar="N",
-    help="Wald's protocol: score the 2 m detail on your own labels. Each scene is degraded N x (block means; "
-         "B11/B12 then over 2 x 2 coarse cells), mapped back up and scored against its reference on the "
-         "reference's own grid (5: a 10 m label tests the network's 5x).")
+DEGRADED = "Each scene is degraded N x (block means; B11/B12 then over 2 x 2 coarse cells)"
+
+
+def degrade_option(what: str):
+    """--degrade N (Wald's protocol), with what the command does with the degraded scene."""
+    return click.option("--degrade", type=click.IntRange(2, 5), default=None, metavar="N",
+                        help=f"Wald's protocol. {DEGRADED}, {what}")
+
+
+score_degrade_option = degrade_option(
+    "mapped back up and scored against its reference on the reference's own grid: the 2 m detail scored on your "
+    "own labels (5: a 10 m label tests the network's 5x).")
+chip_degrade_option = degrade_option(
+    "and cut into chips whose masks are its label as it is: exact truth on the N x grid (5: a 10 m label teaches "
+    "the network's 5x); --size and --stride count the degraded pixels.")
 
 
 pair_option = click.option("--pair", "pairs", nargs=2, multiple=True, type=str, metavar="SCENE MASK",
