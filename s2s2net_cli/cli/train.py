@@ -30,8 +30,11 @@ def _parse_weights(ctx, param, values) -> dict:
 @click.option("--max-steps", type=click.IntRange(1), default=None, help=f"Optimizer steps (default {DEFAULT_STEPS} unless --epochs).")
 @click.option("--epochs", type=click.IntRange(1), default=None, help="Passes over the train split (instead of --max-steps).")
 @click.option("--batch-size", type=click.IntRange(1), default=_TRAIN.batch_size, show_default=True, help="Global batch, split across ranks.")
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=_TRAIN.lr, show_default=True)
-@click.option("--weight-decay", type=click.FloatRange(min=0), default=_TRAIN.weight_decay, show_default=True)
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=_TRAIN.lr, show_default=True,
+              help="AdamW's peak learning rate: reached after --warmup-steps, then a cosine decay to 5 % of it at "
+                   "the last step.")
+@click.option("--weight-decay", type=click.FloatRange(min=0), default=_TRAIN.weight_decay, show_default=True,
+              help="AdamW's decoupled weight decay.")
 @train_precision_option
 @click.option("--zero-stage", type=click.IntRange(0, 2), default=_TRAIN.zero_stage, show_default=True, help="DeepSpeed ZeRO stage.")
 @click.option("--offload-optimizer", is_flag=True, help="ZeRO-Offload: optimizer states and step on the CPU.")
