@@ -257,7 +257,8 @@ def occurrence(scenes: list, output, *, from_masks: bool = False, like=None, dat
             is one scene.
         output: the GeoTIFF to write (occurrence, water count, valid count, and class).
         like: count on this raster's grid (default: the first scene's 2 m grid).
-        dates: a CSV of scene,date for scenes whose metadata says no date.
+        dates: for scenes whose metadata says no date: a CSV of scene,date, or a dict of scene
+            (its path or file name) -> date (``datetime.date`` or ISO text).
         classes: add the class band (never water, seasonal, permanent, unseen).
         strict: stop at a date that fails (default: skip it and list it).
         cog: write a Cloud Optimized GeoTIFF.
@@ -280,8 +281,11 @@ def occurrence(scenes: list, output, *, from_masks: bool = False, like=None, dat
     series = dated_series(_paths(scenes, "scenes"), from_masks, dates)
     grid = series_grid(grid_date(series), like, scene_options)
     predict = None if from_masks else _date_predictor(ModelOptions(**model), scene_options)
-    return water_occurrence(series, output, grid, occurrence_options, predict, world or World.from_environment(),
-                            on_progress=on_progress)
+    summary = water_occurrence(series, output, grid, occurrence_options, predict, world or World.from_environment(),
+                               on_progress=on_progress)
+    if summary is not None:  # the leading rank's: what each date's scene or name said
+        _warn_all([w for d in [*summary.dates, *summary.skipped] for w in d.warnings])
+    return summary
 
 
 def _date_predictor(model: ModelOptions, scene: SceneOptions) -> Callable:

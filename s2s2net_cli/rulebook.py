@@ -473,7 +473,7 @@ RULES = _book(
     # dates.py
     Rule("S2N-DATES-UNREADABLE", INPUT, "cannot be read ({error})"),
     Rule("S2N-DATES-COLUMNS", INPUT, "needs the columns scene,date"),
-    Rule("S2N-DATES-NOT-ISO", INPUT, "line {line}: {text!r} for {scene} is not an ISO date (YYYY-MM-DD)"),
+    Rule("S2N-DATES-NOT-ISO", INPUT, "{where}{text!r} for {scene} is not an ISO date (YYYY-MM-DD)"),
     Rule("S2N-DATES-TWICE", INPUT, "line {line}: {scene} is given two dates, {first} and {date}"),
     Rule("S2N-DATES-NOT-NAMED", WARNING, "has no date, and {csv} does not name it (by its path as given or its "
                                          "file name, {name}): counted, but listed undated after the dated ones and "

@@ -120,6 +120,25 @@ def test_rivers_and_occurrence_from_masks(tmp_path):
     assert (occurrence[:, 90:110] == 50).all() and (occurrence[:, :80] == 0).all()
 
 
+def test_occurrence_takes_dates_as_a_dict_of_scenes(tmp_path):
+    """dates= took only a CSV file: a dict (the Python form of the table) failed to open as a
+    path. It is read as the CSV's rows are: by path or file name, a date or ISO text, and text
+    that is no ISO date is refused naming the keyword."""
+    import datetime
+
+    t2 = Affine(2, 0, 500000, 0, -2, 4000000)
+    wet = write_raster(tmp_path / "a.tif", np.ones((40, 40), "uint8"), transform=t2, nodata=255)
+    dry = write_raster(tmp_path / "b.tif", np.zeros((40, 40), "uint8"), transform=t2, nodata=255)
+    counted = s2n.occurrence([wet, dry], tmp_path / "occ.tif", from_masks=True,
+                             dates={"b.tif": datetime.date(2021, 3, 1), str(wet): "2021-05-01T10:20:00Z"})
+    assert [(Path(d.source).name, d.date) for d in counted.dates] == [("b.tif", "2021-03-01"), ("a.tif", "2021-05-01")]
+    with pytest.warns(s2n.S2S2NetWarning, match="a.tif: has no date, and dates does not name it"):
+        s2n.occurrence([wet, dry], tmp_path / "occ2.tif", from_masks=True, dates={"b.tif": "2021-03-01"})
+    with raises_rule("S2N-DATES-NOT-ISO") as refused:
+        s2n.occurrence([wet, dry], tmp_path / "occ3.tif", from_masks=True, dates={"b.tif": "01/03/2021"})
+    assert str(refused.value) == "dates: '01/03/2021' for b.tif is not an ISO date (YYYY-MM-DD)"
+
+
 def test_chip_cuts_what_the_command_cuts(tmp_path):
     """The library's chip takes the command's defaults: chips side by side (stride = size)."""
     scene, label, _ = _flood(tmp_path)

@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import sys
+import warnings
 
 import click
 import rasterio
@@ -16,7 +17,7 @@ from rasterio.errors import RasterioError
 
 from .. import __version__
 from ..errors import S2S2NetError, first_line, said_as
-from ..rulebook import code_of, refuse, with_code
+from ..rulebook import S2S2NetWarning, code_of, refuse, with_code
 from ..world import World
 
 # GDAL's block cache defaults to 5 % of RAM and keeps dirty output blocks in it: on a full
@@ -64,7 +65,10 @@ class S2S2NetGroup(click.Group):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context):
-        with said_as("cli"):  # the rulebook's errors name flags, not keywords
+        # the rulebook's errors name flags, not keywords; its findings are log lines here (each
+        # command logs its own), not the library's Python warnings of them said a second time
+        with said_as("cli"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", S2S2NetWarning)
             return self._invoke(ctx)
 
     def _invoke(self, ctx: click.Context):

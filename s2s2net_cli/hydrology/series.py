@@ -3,32 +3,35 @@ standing for its items in date order), each with its date, and the 2 m grid they
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..formats import check_exists
 from ..grid import SCALE_FACTOR, fine_transform
-from ..rulebook import finding, refuse
+from ..rulebook import finding, option, refuse
 from ..sources import stac
-from ..sources.dates import read_dates_csv, scene_date
+from ..sources.dates import read_dates, scene_date
 from ..sources.options import SceneOptions
 from .occurrence import DateMask, Grid, check_each_date_once
 
 
 def dated_series(scenes, from_masks: bool = False, dates_csv=None) -> list[DateMask]:
     """A DateMask for each source of ``scenes`` (an ItemCollection's items named
-    ``collection.json#ITEM_ID``), dated by ``dates_csv`` (scene,date) where it names the source,
+    ``collection.json#ITEM_ID``), dated by ``dates_csv`` (a CSV of scene,date, or a mapping
+    scene -> date: read_dates) where it names the source,
     else by its own name or metadata; with ``from_masks`` the sources are the masks."""
     sources = [str(s) for s in stac.expand_collections(scenes)]
     if not sources:  # none given, or an ItemCollection without items
         raise refuse("S2N-SCENES-MISSING")
     for s in sources:
         check_exists(s)  # a name that is no file is a mistake in the command, wherever it stands
-    named = read_dates_csv(dates_csv) if dates_csv else {}
+    named = read_dates(dates_csv) if dates_csv else {}
+    dates_named = option("dates") if isinstance(dates_csv, Mapping) else dates_csv
     series = [DateMask(s, _date_of(s, named), Path(s) if from_masks else None) for s in sources]
     check_each_date_once(series)  # before any is read for the grid
     for d in series:
         if d.date is None and dates_csv:  # a row misspelt, or naming it another way
-            d.warnings.append(finding("S2N-DATES-NOT-NAMED", d.source, csv=dates_csv, name=Path(d.source).name))
+            d.warnings.append(finding("S2N-DATES-NOT-NAMED", d.source, csv=dates_named, name=Path(d.source).name))
         elif d.date is None:
             d.warnings.append(finding("S2N-OCCURRENCE-UNDATED", d.source))
     return series

@@ -1,19 +1,21 @@
 """When a scene was seen: from a STAC item's ``datetime``, a product's name (its sensing
 start, ``..._MSIL2A_20230823T095559_...``), a GeoTIFF's acquisition tags, or a date in the
-file name; ``None`` when none of them says (then ``--dates`` must, a CSV read by read_dates_csv).
+file name; ``None`` when none of them says (then ``--dates`` must, a CSV read by read_dates_csv,
+or from Python a mapping, read_dates).
 And which acquisition it is (``acquisition``): one pass over one tile, whatever its product."""
 
 from __future__ import annotations
 
 import csv
 import re
-from datetime import datetime
+from collections.abc import Mapping
+from datetime import date, datetime
 from pathlib import Path
 
 import rasterio
 
 from ..formats import read_csv, source_stem
-from ..rulebook import refuse
+from ..rulebook import option, refuse
 from . import stac
 
 PRODUCT_TIME = re.compile(r"_MSIL(?:1C|2A)_(\d{8})T(\d{6})")
@@ -55,6 +57,28 @@ def _iso(match) -> str | None:
     return None
 
 
+def read_dates(given) -> dict[str, str]:
+    """Scene name or path -> ISO ``YYYY-MM-DD``: from a CSV file (read_dates_csv) or, from Python,
+    a mapping of scenes to dates (``datetime.date``, ``datetime`` or ISO text), each checked as
+    a CSV's row is."""
+    if isinstance(given, Mapping):
+        return {str(scene): iso_date(date, option("dates"), str(scene)) for scene, date in given.items()}
+    return read_dates_csv(given)
+
+
+def iso_date(value, where, scene: str, line: str = "") -> str:
+    """``value`` (a date, a datetime or ISO text) as ``YYYY-MM-DD``; InputError naming ``where``
+    (and the ``line`` of a file) for text that is not an ISO date (a 23/08/2023 would be ordered
+    as text)."""
+    if isinstance(value, date):  # a datetime too
+        return value.isoformat()[:10]
+    text = str(value).strip()
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).date().isoformat()
+    except ValueError:
+        raise refuse("S2N-DATES-NOT-ISO", where, where=line, text=text, scene=scene) from None
+
+
 def read_dates_csv(path) -> dict[str, str]:
     """Scene name or path -> ISO ``YYYY-MM-DD`` from a CSV with the columns scene,date (a date,
     or an ISO date and time). InputError naming the file and row for a date that is not ISO (a
@@ -68,13 +92,10 @@ def read_dates_csv(path) -> dict[str, str]:
     dates: dict[str, str] = {}
     for line, row in enumerate(rows, start=2):
         scene, text = (row["scene"] or "").strip(), (row["date"] or "").strip()
-        try:
-            date = datetime.fromisoformat(text.replace("Z", "+00:00")).date().isoformat()
-        except ValueError:
-            raise refuse("S2N-DATES-NOT-ISO", path, line=line, text=text, scene=scene) from None
-        if dates.get(scene, date) != date:
-            raise refuse("S2N-DATES-TWICE", path, line=line, scene=scene, first=dates[scene], date=date)
-        dates[scene] = date
+        day = iso_date(text, path, scene, f"line {line}: ")
+        if dates.get(scene, day) != day:
+            raise refuse("S2N-DATES-TWICE", path, line=line, scene=scene, first=dates[scene], date=day)
+        dates[scene] = day
     return dates
 
 
