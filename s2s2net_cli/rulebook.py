@@ -599,7 +599,8 @@ RULES = _book(
     Rule("S2N-SAFE-NO-METADATA", INPUT, "is not a Sentinel-2 product: no MTD_MSIL1C.xml or MTD_MSIL2A.xml in it"),
     Rule("S2N-SAFE-NOT-METADATA", INPUT, "is not a Sentinel-2 product's metadata (MTD_MSIL1C.xml or MTD_MSIL2A.xml)"),
     Rule("S2N-FILE-NOT-FOUND", INPUT, "not found"),
-    Rule("S2N-SAFE-ZIP", INPUT, "is not a readable zip file ({error})"),
+    Rule("S2N-SAFE-ZIP", INPUT, "is not a readable zip file ({error}): a download cut short reads so; fetch it "
+                                "again"),
     Rule("S2N-SAFE-NO-METADATA-ZIP", INPUT, "is not a Sentinel-2 product: no MTD_MSIL1C.xml or MTD_MSIL2A.xml in the "
                                             "zip"),
     Rule("S2N-SAFE-NOT-NUMBER", INPUT, "{what} {text!r} is not a number"),

@@ -111,6 +111,18 @@ def test_predict_command_takes_a_zip_and_reports_json(tmp_path, crop, stack):
     assert tags["offset"] == "-1000,-1000,-1000,-1000,-1000,-1000" and tags["source_kind"] == "L2A product"
 
 
+def test_a_product_zip_cut_short_is_named_as_one_to_fetch_again(tmp_path, crop):
+    """A download cut short has no zip directory at its end: one line names the file and says
+    to fetch it again (it said only "File is not a zip file"), and no mask is written."""
+    product = write_product(tmp_path, *crop, as_zip=True)
+    whole = product.read_bytes()
+    product.write_bytes(whole[: len(whole) // 2])
+    r = invoke("predict", product, "-o", tmp_path / "water.tif")
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1 and not (tmp_path / "water.tif").exists()
+    assert r.stderr.startswith(f"Error: {product}: is not a readable zip file (File is not a zip file): ")
+    assert "a download cut short" in r.stderr and r.stderr.rstrip().endswith("[S2N-SAFE-ZIP]")
+
+
 def test_scl_clouds_are_nodata_unless_kept(tmp_path, crop):
     scl = np.full((SIZE // 2, SIZE // 2), 4, np.uint8)
     scl[4:12, 20:30] = 9  # cloud, high probability
