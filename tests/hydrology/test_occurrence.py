@@ -67,6 +67,29 @@ def test_masks_of_a_shrinking_lake_and_a_flooding_river_give_the_exact_counts(tm
     assert "occurrence" in descriptions[0]
 
 
+def test_the_area_plot_marks_a_date_seen_in_part_as_a_floor():
+    """A date half under cloud showed as half the water, drawn as every other date: its dot is
+    hollow now, with its seen share beside it and a legend saying its area is a floor."""
+    import matplotlib.pyplot as plt
+
+    from s2s2net_cli.hydrology.occurrence import DateMask
+    from s2s2net_cli.hydrology.plot import water_area_figure
+
+    dates = [DateMask("a.tif", "2021-01-15", water_km2=0.14, valid_share=1.0),
+             DateMask("b.tif", "2021-02-15", water_km2=0.07, valid_share=0.444)]
+    fig = water_area_figure(dates)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.texts] == ["44% seen"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "seen whole", "seen in part (clouds, nodata): the water seen, a floor"]
+    whole, part = ax.collections
+    assert whole.get_offsets().tolist() == [[0, 0.14]] and part.get_offsets().tolist() == [[1, 0.07]]
+    plt.close(fig)
+    fig = water_area_figure(dates[:1])  # every date seen whole: no legend to read
+    assert fig.axes[0].get_legend() is None and not fig.axes[0].texts
+    plt.close(fig)
+
+
 def test_masks_on_another_grid_are_warped_onto_the_first(tmp_path):
     paths, water, valid = series(tmp_path, 3)
     # the third date as a 4 m mask: every 2 m cell of the output reads its 4 m parent
