@@ -482,7 +482,7 @@ RULES = _book(
     Rule("S2N-DEGRADE-SCENE-SMALL", INPUT, "is {width} x {height} px, smaller than one {block} x {block} px block of "
                                            "{o.degrade:{factor}} (N x N cells, its SWIR 2 x 2 of those)"),
     # evaluate.py
-    Rule("S2N-EVALUATE-MODEL-TWICE", INPUT, "two models have the same name (a weights file given twice?)"),
+    Rule("S2N-EVALUATE-MODEL-TWICE", INPUT, "two models have the same name (one given twice?)"),
     Rule("S2N-DEGRADE-REFERENCE-COARSE", INPUT, "its pixels ({reference:.4g}) are not finer than the scene degraded "
                                                 "by {o.degrade:{factor}} ({coarse:.4g}, in the scene's CRS units): it"
                                                 " cannot test the detail the network adds"),

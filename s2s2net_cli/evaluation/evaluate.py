@@ -83,8 +83,9 @@ def make_models(weights: list, baselines: list[str], options: PredictOptions | N
         model.forward.label = name
     models += [Predictor(f, options) for f in forwards]
     names = [m.model_name for m in models]
-    if len(set(names)) != len(names):
-        raise refuse("S2N-EVALUATE-MODEL-TWICE", names[0])
+    twice = next((name for k, name in enumerate(names) if name in names[:k]), None)
+    if twice is not None:
+        raise refuse("S2N-EVALUATE-MODEL-TWICE", twice)
     return models
 
 

@@ -241,6 +241,18 @@ def test_bad_input_gets_one_line(tmp_path, truth_pair, random_weights, case):
     assert expected in r.stderr
 
 
+def test_a_model_given_twice_is_the_one_named(tmp_path, truth_pair, random_weights):
+    """compare --weights A --baseline ndwi --baseline ndwi named A (the first model, not the one
+    given twice) and asked whether a weights file was given twice."""
+    scene, truth, _ = truth_pair
+    ref = write_raster(tmp_path / "ref.tif", truth, transform=T2)
+    r = run_cli("compare", "--weights", random_weights, "--baseline", "ndwi", "--baseline", "ndwi", "--pair", scene, ref)
+    assert refused(r, "S2N-EVALUATE-MODEL-TWICE", 1, "Error: ndwi: two models have the same name (one given twice?)")
+    r = run_cli("compare", "--baseline", "ndwi", "--weights", random_weights, "--weights", random_weights, "--pair",
+                scene, ref)
+    assert refused(r, "S2N-EVALUATE-MODEL-TWICE", 1, f"Error: {random_weights}: two models")
+
+
 def test_evaluate_and_compare_read_an_area_of_interest_as_predict_does(tmp_path):
     import geopandas as gpd
     from shapely.geometry import box
