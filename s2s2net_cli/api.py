@@ -71,10 +71,11 @@ def _check_path(value, name: str, wanted: str = PATH, dataarray: bool = False) -
 def _paths(given, name: str, wanted: str = PATH, dataarray: bool = False) -> list:
     """``given`` as a list: one path (str or Path) is a list of one, not of its characters; what
     is no path (an array, None) is refused naming ``name`` (or ``name[k]``, one of a list)."""
-    if _is_path(given, dataarray) or given is None or hasattr(given, "__array__"):
-        _check_path(given, name, wanted, dataarray)
+    if _is_path(given, dataarray):
         return [given]
-    items = list(given) if isinstance(given, typing.Iterable) else [given]
+    if hasattr(given, "__array__") or not isinstance(given, typing.Iterable):  # an array is one thing, not its rows
+        _check_path(given, name, wanted, dataarray)
+    items = list(given)
     for k, item in enumerate(items):
         _check_path(item, f"{name}[{k}]", wanted, dataarray)
     return items

@@ -137,6 +137,17 @@ def check_exists(source) -> None:
         raise refuse("S2N-FILE-NOT-FOUND", source)
 
 
+def check_each_source_once(sources) -> None:
+    """InputError when one source is named twice (the same file by two names too, a link to
+    it): mapped, or counted as a date, twice."""
+    seen = {}
+    for source in sources:
+        where = os.path.realpath(source) if os.path.exists(str(source)) else str(source)
+        if where in seen:
+            raise refuse("S2N-SCENE-TWICE", source, other=seen[where])
+        seen[where] = source
+
+
 def is_remote(path) -> bool:
     """URLs and GDAL virtual paths, which are strings for GDAL, never local files."""
     text = str(path)

@@ -17,7 +17,6 @@ valid dates); 255 never seen.
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from rasterio.windows import Window
 
 from ..bands import BAND_NAMES
 from ..errors import InputError, S2S2NetError
-from ..formats import OCCURRENCE_FILE, WATER, probability_cut
+from ..formats import OCCURRENCE_FILE, WATER, check_each_source_once, probability_cut
 from ..grid import grid_shift, row_pixel_areas
 from ..io import atomic_path, check_creation_options, check_output, copy_to_cog, geotiff_profile, temporary_sibling
 from ..labels import MAX_VALUES_NAMED, NODATA_TAG, check_nodata_value, check_one_band, unexpected_values
@@ -156,12 +155,9 @@ def check_each_date_once(dates: list[DateMask]) -> None:
     """InputError when one file is named twice, or one Sentinel-2 acquisition twice (a product's
     .zip and its .SAFE folder, its L1C and its L2A, two masks predicted from it): it would be
     counted as two dates, and its water weighed twice in every pixel's occurrence."""
-    files, acquisitions = {}, {}
+    check_each_source_once(d.source for d in dates)
+    acquisitions = {}
     for d in dates:
-        where = os.path.realpath(d.source) if os.path.exists(d.source) else d.source
-        if where in files:
-            raise refuse("S2N-SCENE-TWICE", d.source, other=files[where])
-        files[where] = d.source
         key = acquisition(d.source)
         if key in acquisitions:
             raise refuse("S2N-OCCURRENCE-ACQUISITION-TWICE", d.source, other=acquisitions[key], acquisition=' '.join(key))

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..bands import BAND_NAMES
 from ..errors import S2S2NetError
-from ..formats import GEOTIFF_SUFFIXES, check_exists, safe_name, source_name, source_stem
+from ..formats import GEOTIFF_SUFFIXES, check_each_source_once, check_exists, safe_name, source_name, source_stem
 from ..io import check_not_inputs
 from ..rulebook import code_of, option, refuse
 from ..sources import stac
@@ -69,17 +69,6 @@ def output_name(scene) -> str:
     return safe_name(ident) if ident else source_stem(text)
 
 
-def check_each_scene_once(scenes: list) -> None:
-    """InputError when one scene is named twice (the same file by two names too): it would be
-    mapped twice into one output."""
-    seen = {}
-    for scene in scenes:
-        where = os.path.realpath(scene) if os.path.exists(str(scene)) else str(scene)
-        if where in seen:
-            raise refuse("S2N-SCENE-TWICE", scene, other=seen[where])
-        seen[where] = scene
-
-
 def output_targets(scenes: list, output) -> list[tuple]:
     """(scene, output path) for each scene: ``output`` itself for one scene written to a file;
     ``<name>_water.tif`` in the folder ``output`` otherwise (UsageError when several scenes
@@ -96,7 +85,7 @@ def output_targets(scenes: list, output) -> list[tuple]:
         raise refuse("S2N-OUTPUT-IS-FILE", folder, names=given)
     if not folder.exists() and not is_folder(output) and suffix and suffix in GEOTIFF_SUFFIXES:
         raise refuse("S2N-OUTPUT-NEEDS-FOLDER", folder, count=len(scenes), names=given)
-    check_each_scene_once(scenes)
+    check_each_source_once(scenes)  # one scene twice would be mapped twice into one output
     names = [f"{output_name(s)}_water.tif" for s in scenes]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
