@@ -137,14 +137,14 @@ def check_exists(source) -> None:
         raise refuse("S2N-FILE-NOT-FOUND", source)
 
 
-def check_each_source_once(sources) -> None:
-    """InputError when one source is named twice (the same file by two names too, a link to
-    it): mapped, or counted as a date, twice."""
+def check_each_source_once(sources, what: str = "scene") -> None:
+    """InputError when one source (a ``what``) is named twice (the same file or folder by two
+    names too, a link to it): mapped, counted as a date, or trained on twice."""
     seen = {}
     for source in sources:
         where = os.path.realpath(source) if os.path.exists(str(source)) else str(source)
         if where in seen:
-            raise refuse("S2N-SCENE-TWICE", source, other=seen[where])
+            raise refuse("S2N-INPUT-TWICE", source, other=seen[where], what=what)
         seen[where] = source
 
 

@@ -397,7 +397,7 @@ RULES = _book(
     Rule("S2N-OUTPUT-IS-FILE", USAGE, "is a file; with several scenes ({names}) -o names a folder"),
     Rule("S2N-OUTPUT-NEEDS-FOLDER", USAGE, "names one mask; {count} scenes ({names}) need a folder (one mask a scene "
                                            "in it): give one ending in /"),
-    Rule("S2N-SCENE-TWICE", INPUT, "is named twice (also as {other}): name each scene once"),
+    Rule("S2N-INPUT-TWICE", INPUT, "is named twice (also as {other}): name each {what} once"),
     Rule("S2N-OUTPUT-SAME-NAME", USAGE, "{first} and {second} would both be written to {target}; predict them into "
                                         "separate folders"),
     Rule("S2N-OUTPUT-OTHER-SCENE", EXISTS, "holds the mask of {other}, not of {name}: {name} not skipped ({o.overwrite} "

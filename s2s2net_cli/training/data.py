@@ -23,7 +23,7 @@ from torch.utils.data import Dataset
 
 from ..bands import BandSpec, normalise
 from ..errors import first_line
-from ..formats import NODATA, dn_to_reflectance, valid_mask
+from ..formats import NODATA, check_each_source_once, dn_to_reflectance, valid_mask
 from ..grid import SCALE_FACTOR
 from ..rulebook import option, refuse
 from .losses import IGNORE
@@ -183,6 +183,7 @@ def source_splits(chips_dirs: list, seed: int = 42) -> tuple[list[ChipRecord], l
     (its path where two share a name). A folder with val chips only validates; one without
     any (``chip --val-fraction 0``) trains on all its chips, validating nothing, unless no
     folder has val chips: then a seeded tenth of each one's train chips validates."""
+    check_each_source_once(chips_dirs, "chips folder")  # drawn twice as often, silently (--source-weight says so)
     dirs = [Path(d) for d in chips_dirs]
     names = [d.name for d in dirs]
     splits = [chip_splits(d, seed, val_fraction=0) for d in dirs]

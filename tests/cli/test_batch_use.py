@@ -702,7 +702,7 @@ def test_a_label_or_mask_off_the_scenes_grid_by_part_of_a_cell_is_warned_of(tmp_
     assert r.returncode == 0 and codes(r.stderr) == ["S2N-GRID-SHIFT-OUTPUT"] and str(masks[1]) in r.stderr
 
 
-def test_one_scene_named_twice_is_said_to_be_named_twice(tmp_path):
+def test_an_input_named_twice_is_said_to_be_named_twice(tmp_path):
     """`predict a.tif a.tif -o out/` (a glob and a name that overlap) said both would be written
     to out/a_water.tif and to predict them into separate folders, which would map one scene
     twice; the same file by another name (a link) is the same scene."""
@@ -710,5 +710,12 @@ def test_one_scene_named_twice_is_said_to_be_named_twice(tmp_path):
     (tmp_path / "link.tif").symlink_to(s)
     for again in (s, tmp_path / "link.tif"):
         r = run_cli("predict", s, again, "-o", f"{tmp_path / 'out'}/", *FAST)
-        assert refused(r, "S2N-SCENE-TWICE", 1, again) and r.stderr.count("\n") == 1
+        assert refused(r, "S2N-INPUT-TWICE", 1, again) and r.stderr.count("\n") == 1
         assert f"is named twice (also as {s})" in r.stderr and not (tmp_path / "out").exists()
+    # a chips folder given twice to train was drawn twice as often, silently
+    chips = tmp_path / "chips"
+    chips.mkdir()
+    (tmp_path / "same_chips").symlink_to(chips)
+    r = run_cli("train", chips, tmp_path / "same_chips", "-o", tmp_path / "run")
+    assert refused(r, "S2N-INPUT-TWICE", 1, f"same_chips: is named twice (also as {chips}): name each chips folder once")
+    assert not (tmp_path / "run").exists()

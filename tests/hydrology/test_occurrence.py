@@ -302,7 +302,7 @@ def test_one_file_or_one_acquisition_named_twice_is_refused(tmp_path):
     r = run_cli("occurrence", *paths, tmp_path / "." / paths[0].name, "--from-masks", "-o", tmp_path / "o.tif")
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     again = tmp_path / "." / paths[0].name
-    assert refused(r, "S2N-SCENE-TWICE", 1, again) and len(lines) == 1 and f"(also as {paths[0]})" in r.stderr
+    assert refused(r, "S2N-INPUT-TWICE", 1, again) and len(lines) == 1 and f"(also as {paths[0]})" in r.stderr
     l2a, l1c, next_tile = (shutil.copy(source, tmp_path / name) for name, source in (
         ("S2A_MSIL2A_20210315T103021_N0509_R108_T31UFU_20210315T140000_water.tif", paths[1]),
         ("S2A_MSIL1C_20210315T103021_N0500_R108_T31UFU_20210315T120000_water.tif", paths[1]),
