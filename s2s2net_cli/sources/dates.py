@@ -62,7 +62,7 @@ def read_dates(given) -> dict[str, str]:
     a mapping of scenes to dates (``datetime.date``, ``datetime`` or ISO text), each checked as
     a CSV's row is."""
     if isinstance(given, Mapping):
-        return {str(scene): iso_date(date, option("dates"), str(scene)) for scene, date in given.items()}
+        return {str(scene): iso_date(day, option("dates"), str(scene)) for scene, day in given.items()}
     return read_dates_csv(given)
 
 
