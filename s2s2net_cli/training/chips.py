@@ -132,6 +132,8 @@ def _chip_pairs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degraded
                                         windows=windows, max_nodata=options.max_nodata))
     if options.test_regions:
         summary.warnings += layers_warnings(open_layer(options.test_regions))
+        if not summary.chips["test"]:  # asked for a test split, and got none: another place, or another CRS
+            summary.warnings.append(finding("S2N-CHIP-TEST-REGIONS-MISS", options.test_regions))
     if summary.test_manifest:
         summary.test_manifest = str(out_dir / "test_manifest.csv")
     return summary

@@ -330,6 +330,15 @@ def test_hold_out_by_region_is_geographically_separate(tmp_path):
     assert r.returncode == 0 and "UserWarning" not in r.stderr, r.stderr
     assert [w["code"] for w in json.loads(r.stdout)["warnings"]] == ["S2N-VECTOR-LAYERS"]
     assert sorted(gpd.read_file(tmp_path / "chips2" / "index.gpkg").image) == sorted(index.image)
+    # regions of another place (or of coordinates in another CRS than the file says) gave an
+    # empty test split without a word
+    region.assign(geometry=region.translate(40, 0)).to_file(tmp_path / "elsewhere.geojson")
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips3", "--size", 16,
+                "--stride", 8, "--test-regions", tmp_path / "elsewhere.geojson", "--json")
+    summary = json.loads(r.stdout)
+    assert r.returncode == 0 and summary["chips"]["test"] == 0 and summary["chips"]["train"] > 0
+    assert [w["code"] for w in summary["warnings"]] == ["S2N-CHIP-TEST-REGIONS-MISS"]
+    assert f"{tmp_path / 'elsewhere.geojson'}: no chip touches these test regions" in r.stderr
 
 
 def test_rerun_is_refused_without_overwrite(pairs):
