@@ -18,7 +18,8 @@ from .render import progress_bar, summary_table
               callback=named_as(RIVERS_FILE),
               help="GeoPackage to write (layers reaches and widths).")
 @click.option("--spacing", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
-              help="Metres between width transects along a centreline.")
+              help="Metres between the width transects the widths layer lists; reaches are measured at least "
+                   "every 30 m whatever it is.")
 @click.option("--min-width", type=click.FloatRange(min=0), default=6.0, show_default=True,
               help="Leave out reaches narrower than this (median width, metres).")
 @click.option("--max-width", type=click.FloatRange(min=0, min_open=True), default=500.0, show_default=True,

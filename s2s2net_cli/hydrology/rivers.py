@@ -12,6 +12,11 @@ mask's size. The pieces of a centreline cut at window borders are joined afterwa
   (along the reach from its first vertex), ``width_m`` and ``flag`` (``bank``, ``island`` or
   ``edge``: see ``widths``).
 
+Widths are measured at least every ``MEASURE_STEP_M`` (an odd fraction of ``spacing``, so that
+every transect the widths layer has is one of them): a reach's statistics, which reaches are
+kept and where open water cuts a centreline do not depend on ``spacing``, which only thins
+the widths layer.
+
 Water bodies smaller than ``min_area_m2`` are left out before the skeleton is drawn; the
 skeleton is cut where the water is wider than ``max_width_m`` (lakes and the sea, whose
 skeleton is no river: a creek running into the sea ends at its mouth); reaches whose median
@@ -53,6 +58,7 @@ LAYERS = ("reaches", "widths")
 PR_SET_PDEATHSIG = 1  # prctl(2)
 WORKER_GDAL_CACHE_MB = 64
 DECIMALS = 4  # pixel coordinates of centrelines are rounded to this many decimals
+MEASURE_STEP_M = 30.0  # reaches are measured at least this often, whatever --spacing the widths layer has
 
 
 MIN_WINDOW = 256  # px a side
@@ -113,13 +119,13 @@ def measure_rivers(mask_path, out_path, options: RiverOptions = RiverOptions(),
         open_m += piece_open_m
         if on_progress:
             on_progress(k, len(windows))
-    reaches, widths = _assemble(lines, points, pixel, options)
+    reaches, widths, measured = _assemble(lines, points, pixel, options)
     _write(out_path, reaches, widths, reader.crs)
     summary = RiverSummary(reaches=len(reaches["geometry"]), transects=len(widths["geometry"]),
                            length_km=round(float(sum(reaches["length_m"])) / 1000, 3), windows=len(windows),
                            open_water_km=round(open_m / 1000, 3), output=str(out_path))
-    if widths["width_m"]:
-        summary.width_median_m = round(float(np.median(widths["width_m"])), 2)
+    if len(measured):
+        summary.width_median_m = round(float(np.median(measured)), 2)
     summary.flags = {f: widths["flag"].count(f) for f in sorted(set(widths["flag"]))}
     return summary
 
@@ -245,14 +251,15 @@ def _measure_window(reader: MaskReader, window: Window, margin: int, options: Ri
     offset = np.array([outer.col_off, outer.row_off], dtype=float)
     core = box(window.col_off, window.row_off, window.col_off + window.width, window.row_off + window.height)
     lines, points, open_m = [], [], 0.0
-    spacing, max_px = options.spacing_m / pixel, options.max_width_m / pixel
+    every = measure_every(options.spacing_m)
+    step, max_px = options.spacing_m / every / pixel, options.max_width_m / pixel
     for branch in branches:
         local = smooth_path(branch.path())
         if len(local) < 2:
             continue
         opened = []  # where along the branch a transect found no bank within reach: open water
         measured = []
-        for t in transects(LineString(local), water, valid, half_width, spacing, max_px, gaps):
+        for t in transects(LineString(local), water, valid, half_width, step, max_px, gaps):
             if t.open or t.width > max_px:
                 opened.append(t.distance)
             else:
@@ -263,9 +270,12 @@ def _measure_window(reader: MaskReader, window: Window, margin: int, options: Ri
             inside = shapely.contains_xy(core, x, y)
             mx, my = reader.transform @ (x[inside], y[inside])
             in_core = [t for t, k in zip(measured, inside) if k]
-            points += [(Point(px, py), t.width * pixel, t.flag) for px, py, t in zip(mx, my, in_core)]
+            # the transects at half a spacing and every spacing on are the widths layer's
+            listed = [round(t.distance / step - 0.5) % every == every // 2 for t in in_core]
+            points += [(Point(px, py), t.width * pixel, t.flag, shown)
+                       for px, py, t, shown in zip(mx, my, in_core, listed)]
         line = LineString(np.round(smooth_path(branch.path() + offset), DECIMALS))
-        kept, cut = _split_at_open_water(line, opened, spacing)
+        kept, cut = _split_at_open_water(line, opened, step)
         open_m += sum(piece.intersection(core).length for piece in cut) * pixel
         for piece in kept:
             inside = piece.intersection(core)
@@ -276,9 +286,18 @@ def _measure_window(reader: MaskReader, window: Window, margin: int, options: Ri
     return lines, points, open_m
 
 
+def measure_every(spacing_m: float) -> int:
+    """How many transects are measured for each one the widths layer lists: the least odd
+    number that measures at least every MEASURE_STEP_M (odd, so that a listed transect, half a
+    spacing in and every spacing on, is a measured one)."""
+    every = max(int(np.ceil(spacing_m / MEASURE_STEP_M - 1e-9)), 1)
+    return every if every % 2 else every + 1
+
+
 def _split_at_open_water(line: LineString, opened: list[float], spacing: float) -> tuple[list, list]:
     """The parts of ``line`` a river runs on and the parts cut out: a stretch of ``spacing``
-    centred on each transect at the distances ``opened`` along it (no bank within reach there)."""
+    (the measuring step) centred on each transect at the distances ``opened`` along it (no bank
+    within reach there)."""
     if not opened:
         return [line], []
     removed = []  # merged [start, end] intervals along the line
@@ -314,19 +333,21 @@ def _without_small_bodies(water: np.ndarray, min_px: int) -> tuple[np.ndarray, n
 
 
 def _assemble(lines: list, points: list, pixel: float, options: RiverOptions):
-    """Reaches (window pieces joined, split at junctions) with their transects' statistics, and
-    the transects with their reach and distance along it; reaches outside the widths asked
-    for are left out with their transects."""
+    """Reaches (window pieces joined, split at junctions) with their measured transects'
+    statistics, the transects the widths layer lists with their reach and distance along it, and
+    every measured width of the reaches kept; reaches outside the widths asked for are left out
+    with their transects."""
     merged = line_merge(MultiLineString(lines)) if lines else MultiLineString()
     reach_lines = [g for g in getattr(merged, "geoms", [merged]) if not g.is_empty]
     by_reach: dict[int, list] = {i: [] for i in range(len(reach_lines))}
     if reach_lines and points:
-        reach, along = _located(np.array([(p.x, p.y) for p, _, _ in points]), reach_lines, pixel)
-        for (p, w, flag), i, d in zip(points, reach, along):
-            by_reach[int(i)].append((p, w, flag, d))
+        reach, along = _located(np.array([(p.x, p.y) for p, *_ in points]), reach_lines, pixel)
+        for (p, w, flag, shown), i, d in zip(points, reach, along):
+            by_reach[int(i)].append((p, w, flag, d, shown))
     reaches = {"reach_id": [], "length_m": [], "width_median_m": [], "width_min_m": [], "width_max_m": [],
                "transects": [], "geometry": []}
     widths = {"reach_id": [], "distance_m": [], "width_m": [], "flag": [], "geometry": []}
+    kept_widths = []  # every measured width of the reaches kept
     for i, line in enumerate(reach_lines):
         measured = by_reach[i]
         if not measured:
@@ -335,21 +356,23 @@ def _assemble(lines: list, points: list, pixel: float, options: RiverOptions):
         median = float(np.median(w))
         if median < options.min_width_m or median > options.max_width_m:
             continue
+        kept_widths.append(w)
+        listed = sorted((m for m in measured if m[4]), key=lambda m: m[3])
         rid = len(reaches["geometry"]) + 1
         reaches["reach_id"].append(rid)
         reaches["length_m"].append(round(line.length, 2))
         reaches["width_median_m"].append(round(median, 2))
         reaches["width_min_m"].append(round(float(w.min()), 2))
         reaches["width_max_m"].append(round(float(w.max()), 2))
-        reaches["transects"].append(len(measured))
+        reaches["transects"].append(len(listed))
         reaches["geometry"].append(line)
-        for p, width, flag, along in sorted(measured, key=lambda m: m[3]):
+        for p, width, flag, along, _ in listed:
             widths["reach_id"].append(rid)
             widths["distance_m"].append(round(along, 2))
             widths["width_m"].append(round(width, 2))
             widths["flag"].append(flag)
             widths["geometry"].append(p)
-    return reaches, widths
+    return reaches, widths, np.concatenate(kept_widths) if kept_widths else np.zeros(0)
 
 
 def _located(xy: np.ndarray, lines: list, pixel: float) -> tuple[np.ndarray, np.ndarray]:

@@ -356,3 +356,22 @@ def test_transects_are_placed_on_their_reach_as_shapely_projects_them():
     nearest = STRtree(lines).nearest(points)
     assert np.array_equal(reach, nearest)
     assert np.allclose(along, [lines[i].project(p) for i, p in zip(nearest, points)], atol=1e-6)
+
+
+def test_spacing_thins_the_widths_layer_and_keeps_every_reach(tmp_path):
+    """A sparse --spacing lists fewer transects; it does not drop the reaches shorter than half
+    of it (a 190 m branch under --spacing 500), nor move the cuts or their widths."""
+    main = LineString([(0, 150), (200, 170), (400, 150)])
+    branch = LineString([(200, 170), (215, 265)])
+    mask = mask_of([main.buffer(8), branch.buffer(5)], path=tmp_path / "m.tif")
+    dense = measure_rivers(mask, tmp_path / "dense.gpkg", RiverOptions(spacing_m=30))
+    sparse = measure_rivers(mask, tmp_path / "sparse.gpkg", RiverOptions(spacing_m=500))
+    (d_reaches, d_widths), (s_reaches, s_widths) = layers(tmp_path / "dense.gpkg"), layers(tmp_path / "sparse.gpkg")
+    assert dense.reaches == sparse.reaches == 3
+    assert sparse.length_km == pytest.approx(dense.length_km, rel=0.02)
+    assert sorted(s_reaches.width_median_m) == pytest.approx(sorted(d_reaches.width_median_m), abs=1.0)
+    assert sparse.width_median_m == pytest.approx(dense.width_median_m, abs=1.0)
+    # the widths layer: half a spacing in and every spacing on, and its count in each reach
+    assert len(s_widths) < len(d_widths) and sparse.transects == len(s_widths)
+    assert set(s_widths.distance_m.round(-1)) <= {250.0, 750.0}
+    assert s_reaches.transects.sum() == len(s_widths) and 0 in set(s_reaches.transects)
