@@ -378,7 +378,8 @@ def train(chips_dirs, run_dir, *, world: World | None = None, on_record: Callabl
     from .training.config import TrainOptions
     from .training.loop import train as run  # heavy: torch, deepspeed
 
-    result = run(chips_dirs, run_dir, TrainOptions(**options), on_record=on_record, world=world)
+    _check_path(run_dir, "run_dir")
+    result = run(_paths(chips_dirs, "chips_dirs"), run_dir, TrainOptions(**options), on_record=on_record, world=world)
     _warn_all(result.warnings)
     return result
 

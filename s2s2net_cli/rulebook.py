@@ -279,6 +279,7 @@ RULES = _book(
     Rule("S2N-SOURCE-TYPE", USAGE, "{name} is {kind}, not {wanted}"),  # the library's arguments
     Rule("S2N-OPTION-RANGE", USAGE, "{given} is out of range: it is {bound}"),
     Rule("S2N-SCENES-MISSING", USAGE, "no scenes given"),
+    Rule("S2N-CHIPS-MISSING", USAGE, "no chips folder given"),
     Rule("S2N-RESUME-OVERWRITE", USAGE, "{o.resume} continues a run; {o.overwrite} starts over: not both"),
     Rule("S2N-PAIRS-MISSING", USAGE, "give {o.pair:IMAGE MASK} or {o.manifest:FILE}"),
     # inference/options.py: how a model runs

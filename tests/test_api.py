@@ -183,6 +183,10 @@ def test_option_bundles_refuse_what_the_command_line_types_refuse(tmp_path):
         "spacing_m=-1 is out of range: it is not above 0": lambda: s2n.rivers(mask, out, spacing_m=-1),
         "window=10 is out of range: it is under 256": lambda: s2n.rivers(mask, out, window=10),
         "no scenes given": lambda: s2n.occurrence([], out),
+        # an empty list (a glob that matched nothing) wrote nothing without a word; train: IndexError
+        "no scenes given ": lambda: s2n.predict_scenes([], out),  # (its space tells the keys apart)
+        "no chips folder given": lambda: s2n.train([], out),
+        "chips_dirs is None, not a path (str or Path)": lambda: s2n.train(None, out),
         # a narrowest channel not under the widest measured nothing, silently (0 reaches)
         "min_width_m=50 is not below max_width_m=10: no channel could be measured":
             lambda: s2n.rivers(mask, out, min_width_m=50, max_width_m=10),
@@ -197,7 +201,7 @@ def test_option_bundles_refuse_what_the_command_line_types_refuse(tmp_path):
     for message, call in calls.items():
         with pytest.raises(s2n.UsageError) as refused:
             call()
-        assert str(refused.value) == message
+        assert str(refused.value) == message.strip()
         if message.startswith("spacing_m"):
             with said_as("cli"):  # the same rule on the command line names the flag
                 assert str(refused.value) == "--spacing -1 is out of range: it is not above 0"

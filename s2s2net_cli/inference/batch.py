@@ -73,7 +73,9 @@ def output_targets(scenes: list, output) -> list[tuple]:
     """(scene, output path) for each scene: ``output`` itself for one scene written to a file;
     ``<name>_water.tif`` in the folder ``output`` otherwise (UsageError when several scenes
     are given a file or a .tif name, one scene a file name of another format, or two would
-    share a name)."""
+    share a name, or none is given)."""
+    if not scenes:  # a glob that matched nothing: nothing would be written, without a word
+        raise refuse("S2N-SCENES-MISSING")
     folder = Path(output)
     suffix = folder.suffix.lower()
     if len(scenes) == 1 and not is_folder(output):

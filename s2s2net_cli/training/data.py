@@ -183,6 +183,8 @@ def source_splits(chips_dirs: list, seed: int = 42) -> tuple[list[ChipRecord], l
     (its path where two share a name). A folder with val chips only validates; one without
     any (``chip --val-fraction 0``) trains on all its chips, validating nothing, unless no
     folder has val chips: then a seeded tenth of each one's train chips validates."""
+    if not chips_dirs:
+        raise refuse("S2N-CHIPS-MISSING")
     check_each_source_once(chips_dirs, "chips folder")  # drawn twice as often, silently (--source-weight says so)
     dirs = [Path(d) for d in chips_dirs]
     names = [d.name for d in dirs]
