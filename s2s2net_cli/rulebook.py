@@ -537,6 +537,7 @@ RULES = _book(
                                                     "be counted as two dates; name one of them"),
     Rule("S2N-OCCURRENCE-MASK-UNREADABLE", INPUT, "mask cannot be read"),
     Rule("S2N-OCCURRENCE-NO-OVERLAP", INPUT, "does not overlap the output grid"),
+    Rule("S2N-OCCURRENCE-LIKE-NO-GRID", INPUT, "{why}: it names no grid to count on ({o.like})"),
     # open.py
     Rule("S2N-BANDS-NOT-STACK", INPUT, "{o.bands} applies to stacks; a {kind} names its bands"),
     Rule("S2N-OFFSET-NOT-STACK", INPUT, "{o.offset} applies to stacks; a {kind} states its offset in its metadata "

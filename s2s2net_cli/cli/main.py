@@ -13,7 +13,7 @@ import warnings
 
 import click
 import rasterio
-from rasterio.errors import RasterioError
+from rasterio.errors import NotGeoreferencedWarning, RasterioError
 
 from .. import __version__
 from ..errors import S2S2NetError, first_line, said_as
@@ -66,9 +66,11 @@ class S2S2NetGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         # the rulebook's errors name flags, not keywords; its findings are log lines here (each
-        # command logs its own), not the library's Python warnings of them said a second time
+        # command logs its own), not the library's Python warnings of them said a second time;
+        # nor rasterio's of a raster without georeference, which a rule refuses in one line
         with said_as("cli"), warnings.catch_warnings():
             warnings.simplefilter("ignore", S2S2NetWarning)
+            warnings.simplefilter("ignore", NotGeoreferencedWarning)
             return self._invoke(ctx)
 
     def _invoke(self, ctx: click.Context):

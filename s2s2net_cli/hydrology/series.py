@@ -65,9 +65,12 @@ def series_grid(first: DateMask, like=None, scene_options: SceneOptions | None =
     """The grid the series is counted on: ``like``'s, else ``first``'s (grid_date: the earliest
     dated): its mask's grid, or its scene's 2 m grid (read with ``scene_options``)."""
     if like:
-        return Grid.of(like)
+        return Grid.of(like).check_like(like)
     if first.mask is not None:
-        return Grid.of(first.mask)
+        grid = Grid.of(first.mask)
+        if grid.crs is None:  # each date would fail on its way onto the grid
+            raise refuse("S2N-MASK-NO-CRS", first.mask)
+        return grid
     from ..sources.open import open_scene  # heavy: GDAL's drivers for products and items
 
     s = open_scene(first.source, scene_options or SceneOptions())

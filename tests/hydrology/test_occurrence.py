@@ -276,22 +276,47 @@ def test_a_mask_one_node_cannot_count_stops_both_nodes_not_one(tmp_path):
     assert not (tmp_path / "occ.tif").exists()
 
 
-@pytest.mark.parametrize("case", ["missing_mask", "missing_like", "not_a_raster_like"])
-def test_bad_input_gets_one_line(tmp_path, case):
+@pytest.mark.parametrize("case, code", [("missing_mask", "S2N-FILE-NOT-FOUND"),
+                                        ("missing_like", "S2N-FILE-NOT-FOUND"),  # was "not a raster rasterio can read"
+                                        ("not_a_raster_like", "S2N-RASTER-UNREADABLE"),
+                                        # these three ended in rasterio's traceback ("CRS is invalid: None")
+                                        ("like_without_crs", "S2N-OCCURRENCE-LIKE-NO-GRID"),
+                                        ("rotated_like", "S2N-OCCURRENCE-LIKE-NO-GRID"),
+                                        ("first_mask_without_crs", "S2N-MASK-NO-CRS")])
+def test_bad_input_gets_one_line(tmp_path, case, code):
     paths, _, _ = series(tmp_path, 2)
     args = [*paths, "--from-masks", "-o", tmp_path / "o.tif"]
+    named = {"missing_mask": "nothere.tif", "missing_like": "nolike.tif",
+             "first_mask_without_crs": "early_2020-12-15_water.tif"}.get(case, "like.tif")
     if case == "missing_mask":
         args = [tmp_path / "nothere.tif", *args]
     elif case == "missing_like":
         args += ["--like", tmp_path / "nolike.tif"]
-    else:
+    elif case == "not_a_raster_like":
         (tmp_path / "like.tif").write_text("x")
         args += ["--like", tmp_path / "like.tif"]
+    elif case == "first_mask_without_crs":  # the earliest date: its grid is the output's
+        args = [write_raster(tmp_path / named, np.zeros((N, N), "uint8"), transform=T2, crs=None, nodata=255), *args]
+    else:
+        rotated = T2 * Affine.rotation(10) if case == "rotated_like" else T2
+        write_raster(tmp_path / "like.tif", np.zeros((8, 8), "uint8"), transform=rotated,
+                     crs=None if case == "like_without_crs" else "EPSG:32631")
+        args += ["--like", tmp_path / "like.tif"]
     r = run_cli("occurrence", *args)
-    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "Warning" not in r.stderr, r.stderr
     assert len([line for line in r.stderr.splitlines() if line.startswith("Error")]) == 1
-    assert {"missing_mask": "nothere.tif", "missing_like": "nolike.tif", "not_a_raster_like": "like.tif"}[case] in r.stderr
+    assert codes(r.stderr) == [code] and named in r.stderr
     assert not (tmp_path / "o.tif").exists()
+
+
+def test_a_mask_without_crs_is_named_and_skipped(tmp_path):
+    paths, _, valid = series(tmp_path, 2)
+    loose = write_raster(tmp_path / "loose.tif", np.zeros((N, N), "uint8"), transform=T2, crs=None, nodata=255)
+    r = run_cli("occurrence", *paths, loose, "--from-masks", "-o", tmp_path / "o.tif", "--json")
+    assert r.returncode == 1, r.stderr  # written from the two dates; a script is told one failed
+    summary = json.loads(r.stdout)
+    assert summary["counted"] == 2 and [s["code"] for s in summary["skipped"]] == ["S2N-MASK-NO-CRS"]
+    assert np.array_equal(read(tmp_path / "o.tif")[0][2], valid)
 
 
 def test_one_file_or_one_acquisition_named_twice_is_refused(tmp_path):
