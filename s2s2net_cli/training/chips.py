@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 import rasterio
 from rasterio.windows import Window
+from scipy.spatial import cKDTree
 from shapely import STRtree
 from shapely.geometry import box
 
@@ -46,7 +47,7 @@ from ..sources.options import SceneOptions
 from ..sources.scene import SceneReader
 
 MIN_CHIP_SIZE = 16  # 10 m pixels a side
-VAL_BLOCK = 4  # validation blocks are VAL_BLOCK x VAL_BLOCK chip positions
+VAL_BLOCK = 4  # validation blocks are the area of VAL_BLOCK x VAL_BLOCK chips (_assign_splits)
 COARSE_FROM = 1.5  # a mask whose cells are this many 2 m cells or more is kept at 10 m
 
 
@@ -335,32 +336,73 @@ def _write(path: Path, data: np.ndarray, transform, crs, dtype: str, nodata, des
 
 
 def _assign_splits(rows: list[dict], options: ChipOptions) -> bool:
-    """Validation chips come in spatial blocks (VAL_BLOCK x VAL_BLOCK chip positions of one
-    scene) drawn at random up to ``val_fraction`` of the chips, so that the model is chosen on
-    places it did not train on (train chips overlapping them are dropped afterwards). Where
-    every block holds more than the validation share (a few small scenes), single chips are
-    drawn instead, and may overlap training chips. Whether blocks were drawn."""
-    rng = random.Random(options.seed)
+    """Validation chips come in spatial blocks of one scene drawn at random up to
+    ``val_fraction`` of the chips, so that the model is chosen on places it did not train on
+    (train chips overlapping them are dropped afterwards). Blocks of VAL_BLOCK x VAL_BLOCK chip
+    positions drop a ring of train chips as wide as a chip less a stride: five times their own
+    chips at a quarter-chip stride. So under a stride shorter than the chip, block sides from
+    VAL_BLOCK chips down to VAL_BLOCK strides are drawn, and the one that leaves the most train
+    chips taken, of those whose blocks fill at least half the validation share. Where every
+    block holds more than the validation share (a few small scenes), single chips are drawn
+    instead, and may overlap training chips. Whether blocks were drawn."""
     free = [r for r in rows if r["split"] is None]
     n_val = int(round(len(free) * options.val_fraction))
-    span = options.stride * VAL_BLOCK
+    spans = _block_spans(options.size, options.stride)
+    best, best_kept = None, -1
+    for k, span in enumerate(spans):
+        val = _drawn_blocks(free, span, n_val, random.Random(options.seed))
+        if len(val) * 2 >= n_val or (k == len(spans) - 1 and val and best is None):
+            kept = len(free) - len(val) - _overlapping_val(free, val, options.size)
+            if kept > best_kept:
+                best, best_kept = val, kept
+    if best is not None:
+        for r in free:
+            r["split"] = "val" if id(r) in best else "train"
+        return True
+    rng = random.Random(options.seed)  # every block is larger than the validation share
+    rng.shuffle(free)
+    for k, r in enumerate(free):
+        r["split"] = "val" if k < n_val else "train"
+    return False
+
+
+def _overlapping_val(free: list[dict], val: set[int], size: int) -> int:
+    """How many chips not in ``val`` overlap one that is, of their own scene (closer than a
+    chip side in rows and in columns): the train chips those blocks would drop."""
+    dropped, scenes = 0, {}
+    for r in free:
+        scenes.setdefault(r["scene_id"], []).append(r)
+    for mine in scenes.values():
+        held = np.array([(r["row"], r["col"]) for r in mine if id(r) in val], dtype=float).reshape(-1, 2)
+        rest = np.array([(r["row"], r["col"]) for r in mine if id(r) not in val], dtype=float).reshape(-1, 2)
+        if len(held) and len(rest):
+            near = cKDTree(held).query(rest, k=1, p=np.inf, distance_upper_bound=size - 0.5)[0]
+            dropped += int(np.isfinite(near).sum())
+    return dropped
+
+
+def _block_spans(size: int, stride: int) -> list[int]:
+    """Validation block sides to try, largest first: VAL_BLOCK chips, halved down to VAL_BLOCK
+    strides (one side when the stride is no shorter than a chip)."""
+    spans, least = [max(size, stride) * VAL_BLOCK], stride * VAL_BLOCK
+    while spans[-1] > least:
+        spans.append(max(spans[-1] // 2, least))
+    return spans
+
+
+def _drawn_blocks(free: list[dict], span: int, n_val: int, rng: random.Random) -> set[int]:
+    """The ids of the chips in blocks of side ``span`` (a scene's chips grouped by position)
+    drawn at random while they fit in ``n_val`` chips."""
     blocks: dict[tuple, list[dict]] = {}
     for r in free:
         blocks.setdefault((r["scene_id"], r["row"] // span, r["col"] // span), []).append(r)
     keys = sorted(blocks)
     rng.shuffle(keys)
-    chosen = 0
+    chosen: set[int] = set()
     for key in keys:
-        take = chosen + len(blocks[key]) <= n_val
-        chosen += len(blocks[key]) if take else 0
-        for r in blocks[key]:
-            r["split"] = "val" if take else "train"
-    if chosen == 0 and n_val > 0:  # every block is larger than the validation share
-        rng.shuffle(free)
-        for k, r in enumerate(free):
-            r["split"] = "val" if k < n_val else "train"
-        return False
-    return True
+        if len(chosen) + len(blocks[key]) <= n_val:
+            chosen.update(id(r) for r in blocks[key])
+    return chosen
 
 
 def _drop_overlapping(rows: list[dict], held: str, others: tuple[str, ...], out_dir: Path,

@@ -424,6 +424,26 @@ def test_validation_chips_come_in_blocks_apart_from_training_chips(tmp_path):
     assert len(blocks) < len(val) / 4  # whole blocks, not scattered chips
 
 
+def test_validation_blocks_under_a_short_stride_leave_the_training_chips(tmp_path):
+    """At a quarter-chip stride, blocks of 4 x 4 chip positions each dropped a ring of training
+    chips five times their own count: validation took 0.39-0.41 of the chips kept and training
+    lost half of its own (a Bolivia fold at --size 64 --stride 16: 846 train, 536 val). Blocks
+    up to the area of 4 x 4 chips, the side that leaves the most training chips, keep the
+    validation share near --val-fraction."""
+    p = make_pair(256, seed=5, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 32,
+                "--stride", 8, "--json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    train, val, dropped = summary["chips"]["train"], summary["chips"]["val"], summary["skipped"]["overlaps_val"]
+    assert train + val + dropped == 29 * 29  # every position cut
+    assert 0.15 <= val / (train + val) <= 0.3 and train >= 400, summary  # were 0.42 and 235
+    index = gpd.read_file(tmp_path / "chips" / "index.gpkg")
+    held = index[index.split == "val"].geometry.union_all()
+    assert all(g.intersection(held).area == 0 for g in index[index.split == "train"].geometry)
+
+
 def test_chip_reads_an_area_of_interest_as_predict_does(tmp_path):
     # --aoi (any CRS) cuts the scene to the area's window: chips lie inside it, on the scene's
     # grid, and their 2 m masks are nodata outside the polygon
