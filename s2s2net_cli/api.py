@@ -402,14 +402,17 @@ def calibrate(weights, output, *, pairs=(), manifests=(), gains=None, synthetic_
         on_progress: called with a line as each gain starts.
 
     Returns:
-        A ``Calibration``: the ``threshold`` and ``gain`` chosen, and every source's F1 at
-        each threshold for each gain (``scores``).
+        A ``Calibration``: the ``threshold`` and ``gain`` chosen, every source's F1 at each
+        threshold for each gain (``scores``), and the ``warnings`` (also warned: the largest
+        gain tried chosen, say).
     """
     from .evaluation.calibrate import calibrate_weights  # heavy: torch
 
     given = {"gains": gains, "synthetic_scenes": synthetic_scenes, "synthetic_size": synthetic_size}
-    return calibrate_weights(weights, output, _pairs(pairs), manifests, overwrite=overwrite,
-                             on_progress=on_progress, **{k: v for k, v in given.items() if v is not None})
+    found = calibrate_weights(weights, output, _pairs(pairs), manifests, overwrite=overwrite,
+                              on_progress=on_progress, **{k: v for k, v in given.items() if v is not None})
+    _warn_all(found.warnings)
+    return found
 
 
 def gate(weights, output, *, scenes=(), synthetic_scenes: int | None = None, overwrite: bool = False):

@@ -359,6 +359,8 @@ RULES = _book(
                                                    "the weights this run wrote are trained plain, with threshold "
                                                    "{plain:g}, no prior and no gate: calibrate them with {c.calibrate} "
                                                    "(and fit a gate with {c.gate})"),
+    Rule("S2N-CALIBRATE-GAIN-EDGE", WARNING, "scored best with the largest NDWI prior gain tried, {gain:g}: a larger "
+                                             "one may score better still; try it with {o.gains:{gain:g},{larger}}"),
     Rule("S2N-OCCURRENCE-UNDATED", WARNING, "has no date (none in its metadata or name): counted, but listed undated "
                                             "after the dated ones and not used for the grid; give it one with "
                                             "{o.dates:CSV}"),

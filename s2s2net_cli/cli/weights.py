@@ -19,7 +19,7 @@ from .options import (
     pair_option,
     parse_name_values,
 )
-from .render import summary_table
+from .render import log_findings, summary_table
 
 
 def _parse_gains(ctx, param, value) -> tuple[float, ...]:
@@ -114,6 +114,7 @@ def calibrate(ctx, src, dst, pairs, manifests, gains, synthetic_scenes, syntheti
             rows = [[f"{t:.2f}", *(f"{scores[s][k]:.4f}" for s in scores)] for k, t in enumerate(THRESHOLDS)]
             summary_table(f"NDWI prior gain {gain:g}", ["threshold", *scores], rows)
         click.echo(f"{dst}: threshold {found.threshold:.2f}, NDWI prior gain {found.gain:g}", err=True)
+    log_findings(found.warnings)
 
 
 @weights.command()

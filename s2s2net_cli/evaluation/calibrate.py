@@ -24,10 +24,11 @@ from ..grid import SCALE_FACTOR
 from ..labels import VectorLabel, open_label, rasterise_label
 from ..manifest import Pair
 from ..option_checks import check_bounds
-from ..rulebook import option, refuse
+from ..rulebook import finding, option, refuse
 
 THRESHOLDS = tuple(float(t) for t in np.round(np.arange(0.10, 0.91, 0.05), 2))
 GAINS = (0.0, 4.0, 8.0, 16.0, 32.0)
+MAX_GAIN = 100.0  # the largest NDWI prior gain a card takes
 FIRST_SEED, SYNTHETIC_SCENES = 8000, 12  # the validation scenes' generator seeds: 8000-8011
 SYNTHETIC_SIZE = 192  # 10 m pixels a side
 MIN_SYNTHETIC_SIZE = 32
@@ -45,7 +46,7 @@ def read_gains(given) -> tuple[float, ...]:
         raise refuse("S2N-GAINS-NOT-NUMBERS", option("gains"), value=text) from None
     if not gains or not all(np.isfinite(g) for g in gains):
         raise refuse("S2N-GAINS-NOT-NUMBERS", option("gains"), value=text)
-    if not all(0 <= g <= 100 for g in gains):
+    if not all(0 <= g <= MAX_GAIN for g in gains):
         raise refuse("S2N-GAINS-RANGE", option("gains"), value=text)
     return gains
 
@@ -57,10 +58,12 @@ class Calibration:
     threshold: float
     gain: float
     scores: dict = field(default_factory=dict)  # gain -> {source: [F1 at each of THRESHOLDS]}
+    warnings: list = field(default_factory=list)  # rulebook findings
 
     def to_dict(self) -> dict:
         return {"threshold": self.threshold, "ndwi_prior": self.gain, "thresholds": list(THRESHOLDS),
-                "scores": {f"{g:g}": s for g, s in self.scores.items()}}
+                "scores": {f"{g:g}": s for g, s in self.scores.items()},
+                "warnings": [w.to_dict() for w in self.warnings]}
 
 
 def counts_at(prob_pct: np.ndarray, truth: np.ndarray, valid: np.ndarray, factor: int = 1) -> np.ndarray:
@@ -109,7 +112,17 @@ def calibrate(weights, work_dir, sources: dict[str, list[Pair]] | None = None, g
         scores[gain] = _score(annotated, work, synthetic, sources)
         means.append(np.mean(list(scores[gain].values()), axis=0))
     g, best = np.unravel_index(int(np.argmax(np.array(means))), (len(gains), len(THRESHOLDS)))
-    return Calibration(THRESHOLDS[best], float(list(gains)[g]), scores)
+    gain = float(list(gains)[g])
+    return Calibration(THRESHOLDS[best], gain, scores, gain_edge(gain, gains, weights))
+
+
+def gain_edge(chosen: float, gains, weights) -> list:
+    """A warning when the gain chosen is the largest of several tried and under the largest
+    allowed (100): the best may lie beyond what was tried."""
+    if len(gains) < 2 or chosen != max(gains) or chosen == 0 or chosen >= MAX_GAIN:
+        return []
+    larger = ",".join(f"{g:g}" for g in dict.fromkeys(min(chosen * k, MAX_GAIN) for k in (2, 3)))
+    return [finding("S2N-CALIBRATE-GAIN-EDGE", weights, gain=chosen, larger=larger)]
 
 
 def calibrate_weights(src, dst, pairs=(), manifests=(), gains=GAINS, synthetic_scenes: int = SYNTHETIC_SCENES,

@@ -180,6 +180,9 @@ def test_calibrate_chooses_the_best_threshold_and_gain_and_writes_them(tmp_path,
     assert set(found["scores"]["0"]) == {"synthetic", "pairs", "labels"}
     best = max(means.values())
     assert means[(f"{found['ndwi_prior']:g}", found["threshold"])] == best
+    # the largest gain tried chosen: a larger one may score better, and the command says so
+    warned = [w["code"] for w in found["warnings"]] == ["S2N-CALIBRATE-GAIN-EDGE"]
+    assert warned == (found["ndwi_prior"] == 16) == ("S2N-CALIBRATE-GAIN-EDGE" in codes(r.stderr))
     card = json.loads(run_cli("weights", "show", out).stdout)
     assert card["threshold"] == found["threshold"] and card["ndwi_prior"] == found["ndwi_prior"]
     assert "weights calibrate" in card["training"]["calibration"]
@@ -195,6 +198,22 @@ def test_calibrate_chooses_the_best_threshold_and_gain_and_writes_them(tmp_path,
                 "--synthetic-scenes", 1, "--synthetic-size", 48)
     assert refused(r, "S2N-WEIGHTS-NOT-FOUND", 1, tmp_path / "nowhere.safetensors")
     assert not (tmp_path / "x.safetensors").exists() and not list(tmp_path.glob(".*"))
+
+
+def test_calibrate_warns_when_the_largest_gain_tried_scores_best():
+    """Calibrate chose the largest gain it tried without a word (fold models scored better at
+    100 than at 32, the default list's last): it says to try larger ones, and how."""
+    from s2s2net_cli.errors import said_as
+    from s2s2net_cli.evaluation.calibrate import gain_edge
+
+    (edge,) = gain_edge(32.0, (0.0, 4.0, 8.0, 16.0, 32.0), "w.safetensors")
+    assert edge.code == "S2N-CALIBRATE-GAIN-EDGE"
+    with said_as("cli"):
+        assert str(edge).endswith("try it with --gains 32,64,96")
+    assert str(gain_edge(50.0, (0.0, 50.0), "w")[0]).endswith(" 50,100")  # up to the largest allowed
+    # a gain inside the range, the only one tried, none, or the largest allowed: nothing to say
+    assert gain_edge(16.0, (0.0, 16.0, 32.0), "w") == gain_edge(16.0, (16.0,), "w") == []
+    assert gain_edge(0.0, (0.0,), "w") == gain_edge(100.0, (0.0, 100.0), "w") == []
 
 
 def test_calibrate_scores_water_polygons_as_the_2m_label_they_trace(tmp_path, random_weights):
