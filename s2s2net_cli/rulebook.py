@@ -69,7 +69,8 @@ class Rule:
 
 
 class _Option:
-    """An option as one interface names it: ``--offset -1000`` or ``offset=-1000``."""
+    """An option as one interface names it: ``--offset -1000`` or ``offset=-1000``; a flag set,
+    ``{o.flips:True}``, is ``--flips`` or ``flips=True``."""
 
     def __init__(self, name: str, interface: str):
         self.name, self.interface = name, interface
@@ -77,7 +78,7 @@ class _Option:
     def __format__(self, value: str) -> str:
         if self.interface == "cli":
             flag = "--" + self.name.replace("_", "-")
-            return f"{flag} {value}" if value else flag
+            return f"{flag} {value}" if value and value != "True" else flag
         keyword = PYTHON_KEYWORDS.get(self.name, self.name)
         return f"{keyword}={value}" if value else keyword
 
@@ -280,6 +281,8 @@ RULES = _book(
     Rule("S2N-OPTION-RANGE", USAGE, "{given} is out of range: it is {bound}"),
     Rule("S2N-SCENES-MISSING", USAGE, "no scenes given"),
     Rule("S2N-CHIPS-MISSING", USAGE, "no chips folder given"),
+    Rule("S2N-NETWORK-OPTIONS-NO-MODEL", USAGE, "{given} set how the network runs, and only water indices are "
+                                                "scored ({baselines}): give {o.weights} too, or leave them out"),
     Rule("S2N-RESUME-OVERWRITE", USAGE, "{o.resume} continues a run; {o.overwrite} starts over: not both"),
     Rule("S2N-PAIRS-MISSING", USAGE, "give {o.pair:IMAGE MASK} or {o.manifest:FILE}"),
     # inference/options.py: how a model runs

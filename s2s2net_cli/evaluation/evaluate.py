@@ -40,7 +40,7 @@ from ..labels import (
 )
 from ..manifest import Pair
 from ..metrics import BOUNDARY_TOLERANCE, Counts, boundary_counts, count
-from ..rulebook import refuse
+from ..rulebook import Phrase, option, refuse
 from ..sources.checks import scene_warnings
 from ..sources.degraded import DEGRADED_READING, degrade_scene, degraded_shape
 from ..sources.open import OpenPair, open_pair
@@ -77,6 +77,8 @@ def make_models(weights: list, baselines: list[str], options: PredictOptions | N
     if not weights and not baselines:
         weights, baselines = [default_weights()], list(default_baselines)
     options = options or PredictOptions()
+    if not weights:
+        check_network_options(options, baselines)
     forwards = [IndexBaseline(name) for name in baselines]  # an unknown name is refused before a model loads
     models = [Predictor(w, options) for w in weights]
     for model, name in zip(models, distinct_names([weights_file(w) for w in weights])):  # "default": its file
@@ -87,6 +89,20 @@ def make_models(weights: list, baselines: list[str], options: PredictOptions | N
     if twice is not None:
         raise refuse("S2N-EVALUATE-MODEL-TWICE", twice)
     return models
+
+
+NETWORK_OPTIONS = ("precision", "flips", "threshold", "full_head")  # what a water index does not read
+
+
+def check_network_options(options: PredictOptions, baselines: list[str]) -> None:
+    """UsageError when options that set how the network runs are given and only water indices
+    are scored: --threshold 0.3 beside --baseline ndwi changed nothing, without a word."""
+    plain = PredictOptions()
+    given = [name for name in NETWORK_OPTIONS if getattr(options, name) != getattr(plain, name)]
+    if given:
+        named = ", ".join(option(n, getattr(options, n)).template for n in given)
+        raise refuse("S2N-NETWORK-OPTIONS-NO-MODEL", None, given=Phrase(named),
+                     baselines=", ".join(baselines))
 
 
 def distinct_names(paths: list) -> list[str]:

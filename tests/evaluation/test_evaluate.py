@@ -253,6 +253,27 @@ def test_a_model_given_twice_is_the_one_named(tmp_path, truth_pair, random_weigh
     assert refused(r, "S2N-EVALUATE-MODEL-TWICE", 1, f"Error: {random_weights}: two models")
 
 
+def test_network_options_beside_water_indices_alone_are_refused(tmp_path, truth_pair, random_weights):
+    """compare --baseline ndwi --threshold 0.3 scored NDWI as without it: the threshold, flips,
+    precision and full head are the network's, and no network ran. With a model they apply."""
+    import s2s2net_cli as s2n
+
+    scene, truth, _ = truth_pair
+    ref = write_raster(tmp_path / "ref.tif", truth, transform=T2)
+    r = run_cli("compare", "--baseline", "ndwi", "--baseline", "mndwi", "--threshold", 0.3, "--flips", "--pair",
+                scene, ref)
+    assert refused(r, "S2N-NETWORK-OPTIONS-NO-MODEL", 2, "Error: --flips, --threshold 0.3 set how the network runs, "
+                   "and only water indices are scored (ndwi, mndwi): give --weights too, or leave them out")
+    r = run_cli("evaluate", "--baseline", "ndwi", "--precision", 32, "--pair", scene, ref)
+    assert refused(r, "S2N-NETWORK-OPTIONS-NO-MODEL", 2, "--precision 32 set how")
+    with pytest.raises(s2n.UsageError, match=r"^full_head=True set how the network runs"):
+        s2n.evaluate((scene, ref), baselines="ndwi", full_head=True)
+    r = run_cli("compare", "--weights", random_weights, "--baseline", "ndwi", "--threshold", 0.3, "--precision", 32,
+                "--pair", scene, ref, "--json")
+    assert r.returncode == 0, r.stderr
+    assert [row["model"] for row in json.loads(r.stdout)["rows"]] == ["random.safetensors", "ndwi"]
+
+
 def test_evaluate_and_compare_read_an_area_of_interest_as_predict_does(tmp_path):
     import geopandas as gpd
     from shapely.geometry import box
