@@ -273,10 +273,12 @@ def occurrence(scenes: list, output, *, from_masks: bool = False, like=None, dat
         a rank other than the first.
     """
     from .hydrology.occurrence import OccurrenceOptions, water_occurrence
-    from .hydrology.series import dated_series, grid_date, series_grid
+    from .hydrology.series import check_masks_options, dated_series, grid_date, series_grid
 
     model, scene = _split(options, ModelOptions, SceneOptions)
     scene_options = SceneOptions(**scene)
+    if from_masks:
+        check_masks_options(ModelOptions(**model), scene_options)
     occurrence_options = OccurrenceOptions(classes=classes, strict=strict, cog=cog,
                                            creation_options=creation_options or {}, overwrite=overwrite)
     series = dated_series(_paths(scenes, "scenes"), from_masks, dates)

@@ -10,7 +10,7 @@ import os
 import types
 import typing
 
-from .rulebook import FLAG_NAMES, option, refuse
+from .rulebook import FLAG_NAMES, Phrase, option, refuse
 
 # what a field annotated so takes, and how a message says it
 KINDS = {
@@ -86,3 +86,22 @@ def check_exclusive(bundle, first: str, second: str) -> None:
     if getattr(bundle, first) and getattr(bundle, second):
         raise refuse("S2N-OPTIONS-EXCLUSIVE", None, first=option(FLAG_NAMES.get(first, first)),
                      second=option(FLAG_NAMES.get(second, second)))
+
+
+def fields_set(bundle, names: tuple[str, ...] | None = None) -> list[str]:
+    """The fields of ``bundle`` (of ``names``, in the bundle's order) whose values are not its
+    class's defaults: the options a command or a call gave."""
+    plain = type(bundle)()
+    return [f.name for f in dataclasses.fields(bundle)
+            if (names is None or f.name in names) and getattr(bundle, f.name) != getattr(plain, f.name)]
+
+
+def options_said(bundle, names: list[str]) -> Phrase:
+    """The fields ``names`` of ``bundle`` with their values, as each interface gives them:
+    "--threshold 0.3, --flips, --bands 3,2,1,4,5,6" or "threshold=0.3, flips=True, ..."."""
+    parts = []
+    for name in names:
+        value = getattr(bundle, name)
+        shown = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) if isinstance(value, tuple) else value
+        parts.append(option(FLAG_NAMES.get(name, name), shown).template)
+    return Phrase(", ".join(parts))

@@ -283,6 +283,10 @@ RULES = _book(
     Rule("S2N-CHIPS-MISSING", USAGE, "no chips folder given"),
     Rule("S2N-NETWORK-OPTIONS-NO-MODEL", USAGE, "{given} set how the network runs, and only water indices are "
                                                 "scored ({baselines}): give {o.weights} too, or leave them out"),
+    Rule("S2N-OCCURRENCE-MASKS-OPTIONS", USAGE, "{given} set how scenes are read and predicted, and "
+                                                "{o.from_masks:True} counts masks already made: leave them out (to "
+                                                "count part of the masks' area, give {o.like:PATH}, a raster of that "
+                                                "part)"),
     Rule("S2N-RESUME-OVERWRITE", USAGE, "{o.resume} continues a run; {o.overwrite} starts over: not both"),
     Rule("S2N-PAIRS-MISSING", USAGE, "give {o.pair:IMAGE MASK} or {o.manifest:FILE}"),
     # inference/options.py: how a model runs

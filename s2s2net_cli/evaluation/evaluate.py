@@ -40,7 +40,8 @@ from ..labels import (
 )
 from ..manifest import Pair
 from ..metrics import BOUNDARY_TOLERANCE, Counts, boundary_counts, count
-from ..rulebook import Phrase, option, refuse
+from ..option_checks import fields_set, options_said
+from ..rulebook import refuse
 from ..sources.checks import scene_warnings
 from ..sources.degraded import DEGRADED_READING, degrade_scene, degraded_shape
 from ..sources.open import OpenPair, open_pair
@@ -97,11 +98,9 @@ NETWORK_OPTIONS = ("precision", "flips", "threshold", "full_head")  # what a wat
 def check_network_options(options: PredictOptions, baselines: list[str]) -> None:
     """UsageError when options that set how the network runs are given and only water indices
     are scored: --threshold 0.3 beside --baseline ndwi changed nothing, without a word."""
-    plain = PredictOptions()
-    given = [name for name in NETWORK_OPTIONS if getattr(options, name) != getattr(plain, name)]
+    given = fields_set(options, NETWORK_OPTIONS)
     if given:
-        named = ", ".join(option(n, getattr(options, n)).template for n in given)
-        raise refuse("S2N-NETWORK-OPTIONS-NO-MODEL", None, given=Phrase(named),
+        raise refuse("S2N-NETWORK-OPTIONS-NO-MODEL", None, given=options_said(options, given),
                      baselines=", ".join(baselines))
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..formats import check_exists
 from ..grid import SCALE_FACTOR, fine_transform
+from ..option_checks import fields_set, options_said
 from ..rulebook import finding, option, refuse
 from ..sources import stac
 from ..sources.dates import read_dates, scene_date
@@ -75,3 +76,13 @@ def series_grid(first: DateMask, like=None, scene_options: SceneOptions | None =
 
     s = open_scene(first.source, scene_options or SceneOptions())
     return Grid(s.crs, fine_transform(s.transform), s.width * SCALE_FACTOR, s.height * SCALE_FACTOR)
+
+
+def check_masks_options(*bundles) -> None:
+    """UsageError when a series of masks already made (--from-masks) is given options of how
+    scenes are read and predicted (ModelOptions, SceneOptions): none of them would apply
+    (--bbox did not cut the count to its area, --threshold did not cut a mask)."""
+    given = [options_said(b, names) for b in bundles if (names := fields_set(b))]
+    if given:
+        phrase = type(given[0])(", ".join(p.template for p in given))
+        raise refuse("S2N-OCCURRENCE-MASKS-OPTIONS", None, given=phrase)

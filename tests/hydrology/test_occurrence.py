@@ -309,6 +309,21 @@ def test_bad_input_gets_one_line(tmp_path, case, code):
     assert not (tmp_path / "o.tif").exists()
 
 
+def test_options_of_predicting_are_refused_with_masks_already_made(tmp_path):
+    """--from-masks counted the masks as they were, whatever --bbox (no cut to its area),
+    --threshold or --weights said, without a word: such options are refused, named."""
+    import s2s2net_cli as s2n
+
+    paths, _, _ = series(tmp_path, 2)
+    r = run_cli("occurrence", *paths, "--from-masks", "-o", tmp_path / "o.tif", "--bbox", "3,45,3.1,45.1",
+                "--threshold", 0.3, "--weights", "default")
+    assert refused(r, "S2N-OCCURRENCE-MASKS-OPTIONS", 2, "Error: --weights default, --threshold 0.3, --bbox 3,45,3.1,45.1 "
+                   "set how scenes are read and predicted, and --from-masks counts masks already made")
+    with pytest.raises(s2n.UsageError, match=r"^bands=3,2,1,4,5,6 set how .* and from_masks=True counts .* like=PATH"):
+        s2n.occurrence(paths, tmp_path / "o.tif", from_masks=True, bands="3,2,1,4,5,6")
+    assert not (tmp_path / "o.tif").exists()
+
+
 def test_a_mask_without_crs_is_named_and_skipped(tmp_path):
     paths, _, valid = series(tmp_path, 2)
     loose = write_raster(tmp_path / "loose.tif", np.zeros((N, N), "uint8"), transform=T2, crs=None, nodata=255)
