@@ -89,8 +89,9 @@ def check_exclusive(bundle, first: str, second: str) -> None:
 
 
 def fields_set(bundle, names: tuple[str, ...] | None = None) -> list[str]:
-    """The fields of ``bundle`` (of ``names``, in the bundle's order) whose values are not its
-    class's defaults: the options a command or a call gave."""
+    """The fields of ``bundle`` (of ``names``, in the bundle's order) whose values are not those
+    of its class made without arguments (as its checks finish them): the options a command or a
+    call gave. Not for a bundle's own checks (it would make itself again)."""
     plain = type(bundle)()
     return [f.name for f in dataclasses.fields(bundle)
             if (names is None or f.name in names) and getattr(bundle, f.name) != getattr(plain, f.name)]
@@ -99,9 +100,11 @@ def fields_set(bundle, names: tuple[str, ...] | None = None) -> list[str]:
 def options_said(bundle, names: list[str]) -> Phrase:
     """The fields ``names`` of ``bundle`` with their values, as each interface gives them:
     "--threshold 0.3, --flips, --bands 3,2,1,4,5,6" or "threshold=0.3, flips=True, ..."."""
-    parts = []
-    for name in names:
-        value = getattr(bundle, name)
-        shown = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) if isinstance(value, tuple) else value
-        parts.append(option(FLAG_NAMES.get(name, name), shown).template)
-    return Phrase(", ".join(parts))
+    return Phrase(", ".join(option(FLAG_NAMES.get(n, n), _as_given(getattr(bundle, n))).template for n in names))
+
+
+def _as_given(value):
+    """A field's value as an option takes it: -1000 (not -1000.0), 3,2,1,4,5,6 (a tuple)."""
+    if isinstance(value, tuple):
+        return ",".join(str(_as_given(v)) for v in value)
+    return f"{value:g}" if isinstance(value, float) else value

@@ -573,6 +573,9 @@ RULES = _book(
     Rule("S2N-SYNTH-BACKGROUND-SHAPED", USAGE, "{given} shapes generated landscapes; a pair painted into a "
                                                "{o.background} keeps that scene's own land and level (give one or the "
                                                "other)"),
+    Rule("S2N-SYNTH-READING-NO-BACKGROUND", USAGE, "{given} say how a {o.background} scene is read, and none is "
+                                                   "given: generated scenes are written in the model's band order, "
+                                                   "without an offset"),
     # rivers.py
     Rule("S2N-RIVERS-WIDTHS", USAGE, "{o.min_width:{low:g}} is not below {o.max_width:{high:g}}: no channel could be "
                                      "measured"),

@@ -10,7 +10,7 @@ from typing import Callable
 
 from ..io import check_folder_output, check_output
 from ..manifest import write_manifest
-from ..option_checks import SEED_BOUNDS, check_bounds, check_types
+from ..option_checks import SEED_BOUNDS, check_bounds, check_types, options_said
 from ..rulebook import option, refuse
 from .painted import background_reading, make_painted_pair
 from .scenes import make_pair, write_pair, write_river_truth
@@ -44,6 +44,9 @@ class SynthOptions:
         shaped = [name for name in ("level", "landscape") if getattr(self, name) != "mixed"]
         if self.backgrounds and shaped:  # a painted pair keeps its background's level and land
             raise refuse("S2N-SYNTH-BACKGROUND-SHAPED", None, given=option(shaped[0], getattr(self, shaped[0])))
+        reading = [name for name, plain in (("bands", None), ("offset", 0.0)) if getattr(self, name) != plain]
+        if reading and not self.backgrounds:  # they say how a background is read; none would be
+            raise refuse("S2N-SYNTH-READING-NO-BACKGROUND", None, given=options_said(self, reading))
 
 
 @dataclass
