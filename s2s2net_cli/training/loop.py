@@ -41,6 +41,7 @@ from .run_folder import (
     check_resume_matches,
     check_run_dir,
     prepare_run_dir,
+    started_network,
     truncate_metrics,
     write_config,
 )
@@ -80,7 +81,11 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
     run_dir = Path(run_dir)
     if options.max_steps is None and options.epochs is None:
         options.max_steps = DEFAULT_STEPS
-    init_state, init_card = (load_weights(options.init_weights) if options.init_weights else (None, None))
+    started = None  # a resumed run's network, as config.json records it
+    if options.resume:
+        options.init_weights, started = started_network(run_dir, options)
+    init_state, init_card = (load_weights(options.init_weights) if options.init_weights and not started
+                             else (None, None))
     init_gate = init_state is not None and has_gate(init_state)
     init_state = without_gate(init_state) if init_gate else init_state
     if options.water_indices and init_card and tuple(init_card.bands.names) != BAND_NAMES:
@@ -107,8 +112,11 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
     if said.getvalue().strip():
         logging.getLogger(__name__).debug(said.getvalue().strip())
     try:
-        spec = init_card.bands if init_card else BandSpec()
-        model_config = init_card.model if init_card else ModelConfig(in_channels=len(spec.names))
+        if started:  # the checkpoint holds the weights: the network's shape and bands are the run's
+            spec, model_config = BandSpec.from_dict(started["bands"]), ModelConfig.from_dict(started["model"])
+        else:
+            spec = init_card.bands if init_card else BandSpec()
+            model_config = init_card.model if init_card else ModelConfig(in_channels=len(spec.names))
         if options.water_indices and not model_config.water_indices:
             model_config = replace(model_config, water_indices=True)
         trainer = Trainer(chips_dirs, run_dir, options, world, spec, splits, on_record)
@@ -192,7 +200,8 @@ class Trainer:
                 "chips": self.chips, "chips_folders": [str(d) for d in self.chips_dirs],
                 "train_chips": len(self.train_ds), "val_chips": len(self.val_ds),
                 "sources": _source_counts(self.train_ds.records, self.val_ds.records, options.source_weights),
-                "max_steps": self.max_steps, "world_size": world.size, "resumed_at_step": self.step})
+                "max_steps": self.max_steps, "world_size": world.size, "resumed_at_step": self.step,
+                "model": model_config.to_dict(), "bands": self.spec.to_dict()})
             truncate_metrics(run_dir / "metrics.jsonl", self.step)
 
     def fit(self, start_time: float) -> TrainResult:

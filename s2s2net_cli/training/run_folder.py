@@ -83,11 +83,40 @@ def check_resume_matches(run_dir: Path, options: TrainOptions, world: int, chips
             raise refuse("S2N-RESUME-OPTION", run_dir, flag=flag, was=_shown(config['options'][name]), now=_shown(now[name]), weights=run_dir / 'last.safetensors')
 
 
+def started_network(run_dir: Path, options: TrainOptions) -> tuple[str | None, dict | None]:
+    """What a resumed run was started from: its --init-weights (the run's own when none is
+    given again) and the network config.json records (``model`` and ``bands``, the shape and
+    band statistics its checkpoints hold; None in runs from before it was recorded). A run
+    resumed without the --init-weights it started from built the plain network, which its
+    checkpoints do not fit. InputError when another --init-weights is given. A config that
+    cannot be read is check_resume_matches' to refuse."""
+    try:
+        config = json.loads((run_dir / "config.json").read_text())
+        was = config["options"].get("init_weights")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return options.init_weights, None
+    now = options.init_weights
+    if now is not None and str(now) != str(was) and not _same_file(was, now):
+        raise refuse("S2N-RESUME-OPTION", run_dir, flag=option("init_weights"), was=_shown(was), now=_shown(now),
+                     weights=run_dir / "last.safetensors")
+    network = {k: config[k] for k in ("model", "bands")} if "model" in config and "bands" in config else None
+    return was, network
+
+
+def _same_file(a, b) -> bool:
+    try:
+        return a is not None and Path(a).samefile(b)
+    except OSError:
+        return False
+
+
 def _folder_names(paths) -> list[str]:
     return [Path(str(p).rstrip("/")).name for p in paths]
 
 
 def _shown(value) -> str:
+    if value is None:
+        return "none"
     if isinstance(value, dict):
         return ",".join(f"{k}={v:g}" for k, v in sorted(value.items())) or "none"
     return f"{value:g}" if isinstance(value, float) else str(value)

@@ -109,6 +109,33 @@ def test_resume_continues_at_the_right_step_with_the_same_results(chips, tmp_pat
     assert all(torch.allclose(sa[k], sb[k], atol=1e-6) for k in sa)
 
 
+def test_a_fine_tune_resumes_on_the_network_it_started_from(chips, tmp_path, random_weights):
+    """A run started from --init-weights default (the bundled model's lighter head) and resumed
+    with --resume alone built the plain network, which its checkpoints did not fit: a traceback
+    of size mismatches. It resumes on the network config.json records (or, in a run from before
+    it was recorded, from the weights it started from); other --init-weights are refused."""
+    from s2s2net_cli.weights_header import default_weights
+
+    common = ["--batch-size", 2, "--val-every", 2, "--seed", 9]
+    run = tmp_path / "run"
+    r = run_cli_process("train", chips, "-o", run, "--init-weights", "default", "--max-steps", 2, *common)
+    assert r.returncode == 0, r.stderr
+    _, bundled = load_weights(default_weights())
+    assert json.loads((run / "config.json").read_text())["model"] == bundled.model.to_dict()
+    r = run_cli_process("train", chips, "-o", run, "--max-steps", 4, "--resume", *common)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert [m["step"] for m in metrics(run) if m["kind"] == "train"] == [1, 2, 3, 4]
+    assert load_weights(run / "last.safetensors")[1].model == bundled.model
+    config = json.loads((run / "config.json").read_text())
+    assert config["options"]["init_weights"] == "default" and config["resumed_at_step"] == 2
+    # a run from before config.json recorded its network resumes from the weights it started from
+    (run / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k not in ("model", "bands")}))
+    r = run_cli_process("train", chips, "-o", run, "--max-steps", 6, "--resume", *common)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    r = run_cli_process("train", chips, "-o", run, "--max-steps", 8, "--resume", "--init-weights", random_weights, *common)
+    assert refused(r, "S2N-RESUME-OPTION", 1, "was started with --init-weights default; resume it with the same")
+
+
 def test_exported_weights_equal_the_engines(chips, tmp_path, monkeypatch):
     import s2s2net_cli.training.loop as train_mod
     from s2s2net_cli.training.config import TrainOptions
