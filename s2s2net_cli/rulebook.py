@@ -287,6 +287,9 @@ RULES = _book(
                                                 "{o.from_masks:True} counts masks already made: leave them out (to "
                                                 "count part of the masks' area, give {o.like:PATH}, a raster of that "
                                                 "part)"),
+    Rule("S2N-OFFLOAD-ZERO-STAGE", USAGE, "{o.offload_optimizer:True} moves ZeRO's partitioned optimizer states to the "
+                                          "CPU, and {o.zero_stage:0} partitions none (DeepSpeed would keep them on the "
+                                          "device without a word): give {o.zero_stage:1} or 2"),
     Rule("S2N-RESUME-OVERWRITE", USAGE, "{o.resume} continues a run; {o.overwrite} starts over: not both"),
     Rule("S2N-PAIRS-MISSING", USAGE, "give {o.pair:IMAGE MASK} or {o.manifest:FILE}"),
     # inference/options.py: how a model runs

@@ -197,6 +197,10 @@ def test_option_bundles_refuse_what_the_command_line_types_refuse(tmp_path):
         "seed=-1 is out of range: it is under 0": lambda: s2n.train(out, out, seed=-1),
         "seed=4294967296 is out of range: it is over 4294967295": lambda: s2n.train(out, out, seed=2 ** 32),
         "seed=-5 is out of range: it is under 0": lambda: s2n.chip([(scene, label)], out, seed=-5),
+        # ZeRO-Offload without ZeRO: DeepSpeed kept the optimizer states on the device, without a word
+        "offload_optimizer=True moves ZeRO's partitioned optimizer states to the CPU, and zero_stage=0 partitions "
+        "none (DeepSpeed would keep them on the device without a word): give zero_stage=1 or 2":
+            lambda: s2n.train(out, out, zero_stage=0, offload_optimizer=True),
     }
     for message, call in calls.items():
         with pytest.raises(s2n.UsageError) as refused:

@@ -72,6 +72,8 @@ def check_train_options(options: TrainOptions) -> None:
             raise refuse("S2N-OPTION-CHOICE", None, given=option(name, getattr(options, name)),
                          choices=", ".join(map(str, choices)))
     check_bounds(options, least=LEAST | SEED_BOUNDS["least"], above={"lr": 0, "grad_clip": 0}, most=SEED_BOUNDS["most"])
+    if options.offload_optimizer and options.zero_stage == 0:  # DeepSpeed keeps the plain optimizer where it is
+        raise refuse("S2N-OFFLOAD-ZERO-STAGE")
 
 
 def read_source_weights(given) -> dict[str, float]:
