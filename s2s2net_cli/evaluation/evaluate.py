@@ -41,7 +41,7 @@ from ..labels import (
 from ..manifest import Pair
 from ..metrics import BOUNDARY_TOLERANCE, Counts, boundary_counts, count
 from ..option_checks import fields_set, options_said
-from ..rulebook import refuse
+from ..rulebook import finding, refuse
 from ..sources.checks import scene_warnings
 from ..sources.degraded import DEGRADED_READING, degrade_scene, degraded_shape
 from ..sources.open import OpenPair, open_pair
@@ -184,6 +184,8 @@ def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | N
     results = [ModelScores(m.model_name) for m in models]
     for pair in pairs:
         paths, warnings = [], []
+        if pair.split in ("train", "val"):  # a manifest's row chip trains or validates on: no hold-out
+            opened[pair.id].warnings.append(finding("S2N-EVALUATE-TRAINING-PAIR", pair.image, split=pair.split))
         with tempfile.TemporaryDirectory(prefix="s2s2net-degraded-") as tmp:
             image, scene_said = pair.image, None
             if degrade:

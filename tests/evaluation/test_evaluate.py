@@ -274,6 +274,22 @@ def test_network_options_beside_water_indices_alone_are_refused(tmp_path, truth_
     assert [row["model"] for row in json.loads(r.stdout)["rows"]] == ["random.safetensors", "ndwi"]
 
 
+def test_pairs_a_manifest_marks_for_training_are_warned_of_as_no_hold_out(tmp_path, truth_pair):
+    """A manifest chip reads its splits from (split=train, val, test) scored every row as if held
+    out, the scenes chip trained on too, without a word: those rows are warned of."""
+    scene, truth, _ = truth_pair
+    write_raster(tmp_path / "ref.tif", truth, transform=T2)
+    (tmp_path / "pairs.csv").write_text(f"image,mask,id,split\n{scene},ref.tif,a,train\n{scene},ref.tif,b,test\n"
+                                        f"{scene},ref.tif,c,val\n")
+    r = run_cli("compare", "--manifest", tmp_path / "pairs.csv", "--baseline", "ndwi", "--baseline", "mndwi", "--json")
+    assert r.returncode == 0, r.stderr
+    images = json.loads(r.stdout)["rows"][0]["images"]
+    warned = {img["id"]: "S2N-EVALUATE-TRAINING-PAIR" in [w["code"] for w in img["warnings"]] for img in images}
+    assert warned == {"a": True, "b": False, "c": True}
+    lines = [line for line in r.stderr.splitlines() if "S2N-EVALUATE-TRAINING-PAIR" in line]
+    assert len(lines) == 2 and "split=train" in lines[0] and "split=val" in lines[1]  # once each, not once a model
+
+
 def test_evaluate_and_compare_read_an_area_of_interest_as_predict_does(tmp_path):
     import geopandas as gpd
     from shapely.geometry import box
