@@ -372,6 +372,9 @@ RULES = _book(
     Rule("S2N-EVALUATE-TRAINING-PAIR", WARNING, "is marked split={split} in its manifest, a scene chip cuts training "
                                                 "or validation chips from: its scores are no hold-out's (score the "
                                                 "split=test rows, or chips' test_manifest.csv)"),
+    Rule("S2N-CALIBRATE-TEST-PAIR", WARNING, "is marked split=test in its manifest: the threshold and gain were "
+                                             "chosen on it too, so its scores afterwards are no hold-out's (calibrate "
+                                             "on the train and val rows)"),
     Rule("S2N-CALIBRATE-GAIN-EDGE", WARNING, "scored best with the largest NDWI prior gain tried, {gain:g}: a larger "
                                              "one may score better still; try it with {o.gains:{gain:g},{larger}}"),
     Rule("S2N-OCCURRENCE-UNDATED", WARNING, "has no date (none in its metadata or name): counted, but listed undated "

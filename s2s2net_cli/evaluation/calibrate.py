@@ -113,7 +113,9 @@ def calibrate(weights, work_dir, sources: dict[str, list[Pair]] | None = None, g
         means.append(np.mean(list(scores[gain].values()), axis=0))
     g, best = np.unravel_index(int(np.argmax(np.array(means))), (len(gains), len(THRESHOLDS)))
     gain = float(list(gains)[g])
-    return Calibration(THRESHOLDS[best], gain, scores, gain_edge(gain, gains, weights))
+    held_out = [finding("S2N-CALIBRATE-TEST-PAIR", p.image) for pairs in sources.values() for p in pairs
+                if p.split == "test"]  # chosen on them, the model scores higher there than on a hold-out
+    return Calibration(THRESHOLDS[best], gain, scores, held_out + gain_edge(gain, gains, weights))
 
 
 def gain_edge(chosen: float, gains, weights) -> list:

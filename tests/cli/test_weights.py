@@ -200,6 +200,22 @@ def test_calibrate_chooses_the_best_threshold_and_gain_and_writes_them(tmp_path,
     assert not (tmp_path / "x.safetensors").exists() and not list(tmp_path.glob(".*"))
 
 
+def test_calibrate_warns_of_test_rows_it_chooses_on(tmp_path, random_weights):
+    """A manifest's split=test rows were calibrated on without a word: the threshold chosen on a
+    hold-out makes its later scores no hold-out's. Each is named; the other rows are not."""
+    from ..conftest import write_raster
+
+    scene, water, t10 = _water_scene(tmp_path / "scene.tif", seed=1)
+    write_raster(tmp_path / "label.tif", water.astype("uint8"), transform=t10, nodata=255)
+    (tmp_path / "labels.csv").write_text("image,mask,id,split\nscene.tif,label.tif,a,test\nscene.tif,label.tif,b,train\n")
+    r = run_cli("weights", "calibrate", random_weights, tmp_path / "c.safetensors", "--manifest", tmp_path / "labels.csv",
+                "--gains", "0", "--synthetic-scenes", 1, "--synthetic-size", 48, "--json")
+    assert r.returncode == 0, r.stderr
+    warned = [w for w in json.loads(r.stdout)["warnings"] if w["code"] == "S2N-CALIBRATE-TEST-PAIR"]
+    assert len(warned) == 1 and warned[0]["message"].startswith(f"{scene}: is marked split=test")
+    assert codes(r.stderr) == ["S2N-CALIBRATE-TEST-PAIR"]
+
+
 def test_calibrate_warns_when_the_largest_gain_tried_scores_best():
     """Calibrate chose the largest gain it tried without a word (fold models scored better at
     100 than at 32, the default list's last): it says to try larger ones, and how."""
