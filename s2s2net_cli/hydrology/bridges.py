@@ -59,15 +59,19 @@ def bridge_gaps(water: np.ndarray, max_gap: float, max_span: float, bodies: np.n
 def _spread(a: np.ndarray, size: int, axis: int) -> np.ndarray:
     """Each pixel of ``a`` (bool) or any pixel within ``size // 2`` of it along ``axis`` (a
     maximum filter of odd ``size``, nothing outside the array): shifted copies or-ed together,
-    their reach doubled each time."""
-    half = size // 2
-    a = np.moveaxis(a, axis, 0)
-    n = a.shape[0]
-    run = np.zeros((n + 2 * half,) + a.shape[1:], dtype=bool)  # run[i]: a[i - half] or ... (span of them)
-    run[half:half + n] = a
+    their reach doubled each time, sliced along ``axis`` in place (moving the axis first made
+    the run along rows a strided copy: 6x slower; scipy's maximum_filter1d is slower still
+    along columns)."""
+    half, n = size // 2, a.shape[axis]
+
+    def along(start, stop):
+        return tuple(slice(start, stop) if k == axis else slice(None) for k in range(a.ndim))
+
+    run = np.zeros(a.shape[:axis] + (n + 2 * half,) + a.shape[axis + 1:], dtype=bool)  # run[i]: a[i - half] or ...
+    run[along(half, half + n)] = a
     span = 1
     while span < size:
         step = min(span, size - span)
-        run[:-step] |= run[step:].copy()
+        run[along(None, -step)] |= run[along(step, None)].copy()
         span += step
-    return np.moveaxis(run[:n], 0, axis)
+    return run[along(None, n)]
