@@ -34,7 +34,7 @@ from rasterio.windows import Window
 from ..bands import BAND_NAMES
 from ..errors import InputError, S2S2NetError
 from ..formats import OCCURRENCE_FILE, WATER, check_each_source_once, check_exists, probability_cut
-from ..grid import grid_shift, is_rotated, row_pixel_areas
+from ..grid import grid_shift, row_pixel_areas
 from ..io import atomic_path, check_creation_options, check_output, copy_to_cog, geotiff_profile, temporary_sibling
 from ..labels import MAX_VALUES_NAMED, NODATA_TAG, check_nodata_value, check_one_band, unexpected_values
 from ..rulebook import code_of, finding, refuse
@@ -62,14 +62,6 @@ class Grid:
                 return cls(src.crs, src.transform, src.width, src.height)
         except rasterio.errors.RasterioIOError as exc:
             raise refuse("S2N-RASTER-UNREADABLE", path) from exc
-
-    def check_like(self, path) -> "Grid":
-        """This grid, read from ``path`` (--like): InputError when it has no CRS or is not north-up."""
-        if self.crs is None:
-            raise refuse("S2N-OCCURRENCE-LIKE-NO-GRID", path, why="it has no CRS")
-        if is_rotated(self.transform):
-            raise refuse("S2N-OCCURRENCE-LIKE-NO-GRID", path, why="its transform is rotated or sheared")
-        return self
 
     @property
     def bounds(self) -> tuple[float, float, float, float]:

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..formats import check_exists
-from ..grid import SCALE_FACTOR, fine_transform
+from ..grid import SCALE_FACTOR, fine_transform, is_rotated
 from ..option_checks import fields_set, options_said
-from ..rulebook import finding, option, refuse
+from ..rulebook import Phrase, finding, option, refuse
 from ..sources import stac
 from ..sources.dates import read_dates, scene_date
 from ..sources.options import SceneOptions
@@ -66,7 +66,7 @@ def series_grid(first: DateMask, like=None, scene_options: SceneOptions | None =
     """The grid the series is counted on: ``like``'s, else ``first``'s (grid_date: the earliest
     dated): its mask's grid, or its scene's 2 m grid (read with ``scene_options``)."""
     if like:
-        return Grid.of(like).check_like(like)
+        return _like_grid(like)
     if first.mask is not None:
         grid = Grid.of(first.mask)
         if grid.crs is None:  # each date would fail on its way onto the grid
@@ -82,7 +82,16 @@ def check_masks_options(*bundles) -> None:
     """UsageError when a series of masks already made (--from-masks) is given options of how
     scenes are read and predicted (ModelOptions, SceneOptions): none of them would apply
     (--bbox did not cut the count to its area, --threshold did not cut a mask)."""
-    given = [options_said(b, names) for b in bundles if (names := fields_set(b))]
+    given = [options_said(b, names).template for b in bundles if (names := fields_set(b))]
     if given:
-        phrase = type(given[0])(", ".join(p.template for p in given))
-        raise refuse("S2N-OCCURRENCE-MASKS-OPTIONS", None, given=phrase)
+        raise refuse("S2N-OCCURRENCE-MASKS-OPTIONS", None, given=Phrase(", ".join(given)))
+
+
+def _like_grid(path) -> Grid:
+    """The grid of the raster ``path`` (--like): InputError when it has no CRS or is not north-up."""
+    grid = Grid.of(path)
+    if grid.crs is None:
+        raise refuse("S2N-OCCURRENCE-LIKE-NO-GRID", path, why="it has no CRS")
+    if is_rotated(grid.transform):
+        raise refuse("S2N-OCCURRENCE-LIKE-NO-GRID", path, why="its transform is rotated or sheared")
+    return grid
