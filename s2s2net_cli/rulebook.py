@@ -436,6 +436,8 @@ RULES = _book(
     Rule("S2N-WEIGHTS-IS-FOLDER", INPUT, "is a folder, not a weights file"),
     Rule("S2N-WEIGHTS-IS-RUN", INPUT, "is a training run's folder, not a weights file: give {weights} (best: "
                                       "the best validation F1; last: the last step)"),
+    Rule("S2N-WEIGHTS-IS-CHECKPOINT", INPUT, "is a DeepSpeed checkpoint of a training run (kept for `train "
+                                             "--resume`), not a weights file: give {weights}"),
     Rule("S2N-WEIGHTS-NOT-FOUND", INPUT, "weights file not found"),
     Rule("S2N-WEIGHTS-PERMISSION", INPUT, "weights file cannot be read (permission denied)"),
     Rule("S2N-WEIGHTS-TOO-SHORT", INPUT, "not a safetensors weights file (too short)"),

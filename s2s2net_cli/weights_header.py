@@ -37,9 +37,10 @@ def header_metadata(path) -> dict:
         with open(path, "rb") as fh:
             head = fh.read(8)
     except IsADirectoryError as exc:
-        run = [path / name for name in ("best.safetensors", "last.safetensors") if (path / name).is_file()]
+        run = _run_weights(path)
         if run:  # a training run's folder: which of its weights is the user's to say
             raise refuse("S2N-WEIGHTS-IS-RUN", path, weights=" or ".join(map(str, run))) from exc
+        _refuse_checkpoint(path, exc)
         raise refuse("S2N-WEIGHTS-IS-FOLDER", path) from exc
     except FileNotFoundError as exc:
         raise refuse("S2N-WEIGHTS-NOT-FOUND", path) from exc
@@ -51,6 +52,7 @@ def header_metadata(path) -> dict:
         with safe_open(str(path), framework="numpy") as weights:
             metadata = weights.metadata() or {}
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        _refuse_checkpoint(path, exc)
         raise refuse(_not_safetensors(head), path) from exc
     if METADATA_KEY not in metadata:
         raise refuse("S2N-WEIGHTS-NOT-S2S2NET", path)
@@ -58,6 +60,20 @@ def header_metadata(path) -> dict:
         return json.loads(metadata[METADATA_KEY])
     except (json.JSONDecodeError, TypeError) as exc:
         raise refuse("S2N-WEIGHTS-METADATA-JSON", path) from exc
+
+
+def _run_weights(folder: Path) -> list[Path]:
+    """The weights files a training run's folder holds (best, last), or none."""
+    return [folder / name for name in ("best.safetensors", "last.safetensors") if (folder / name).is_file()]
+
+
+def _refuse_checkpoint(path: Path, cause: Exception) -> None:
+    """Refuse a path inside a run's ``checkpoints/`` (the folder, a step's folder, its pickles)
+    by naming the run's own weights files: DeepSpeed's checkpoints are for ``train --resume``."""
+    for folder in [path, *path.parents][:3]:
+        run = _run_weights(folder.parent) if folder.name == "checkpoints" else []
+        if run:
+            raise refuse("S2N-WEIGHTS-IS-CHECKPOINT", path, weights=" or ".join(map(str, run))) from cause
 
 
 def _not_safetensors(head: bytes) -> str:

@@ -406,3 +406,30 @@ def test_a_run_folder_given_as_weights_names_its_weights(tmp_path, random_weight
     r = run_cli("predict", scene, "-o", out / "w.tif", "--weights", tmp_path / "empty")
     assert refused(r, "S2N-WEIGHTS-IS-FOLDER", 1, tmp_path / "empty")
     assert not out.exists()
+
+
+def test_a_runs_checkpoint_given_as_weights_names_the_runs_weights(tmp_path, random_weights, scene_factory):
+    """--weights run/checkpoints/stepN (or its DeepSpeed pickle) was "is a folder" or "looks like
+    a PyTorch zip pickle ... export to .safetensors", with no word of how: the run's own weights
+    files are named, for every path inside its checkpoints folder."""
+    import shutil
+
+    run = tmp_path / "run"
+    step = run / "checkpoints" / "step00000006"
+    step.mkdir(parents=True)
+    (step / "mp_rank_00_model_states.pt").write_bytes(b"PK\x03\x04" + bytes(60))
+    (run / "checkpoints" / "latest").write_text("step00000006")
+    shutil.copy(random_weights, run / "last.safetensors")
+    scene = scene_factory(24, 28, seed=3)
+    out = tmp_path / "out"
+    for weights in (run / "checkpoints", step, step / "mp_rank_00_model_states.pt", run / "checkpoints" / "latest"):
+        for args in (["predict", scene, "-o", out / "w.tif", "--weights", weights], ["weights", "show", weights]):
+            r = run_cli(*args)
+            assert refused(r, "S2N-WEIGHTS-IS-CHECKPOINT", 1, weights), (args, r.stderr)
+            assert f"give {run / 'last.safetensors'}" in r.stderr
+    assert not out.exists()
+    other = tmp_path / "checkpoints"  # a folder of that name, but no run's
+    other.mkdir()
+    (other / "model.pt").write_bytes(b"PK\x03\x04" + bytes(60))
+    r = run_cli("weights", "show", other / "model.pt")
+    assert refused(r, "S2N-WEIGHTS-ZIP-PICKLE", 1, other / "model.pt")
