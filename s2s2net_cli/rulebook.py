@@ -461,6 +461,9 @@ RULES = _book(
     Rule("S2N-CHIP-FOLDER-NOT-EMPTY", EXISTS, "is not empty and holds no chips: chip into a new or empty folder "
                                               "({o.overwrite} would add them beside what it holds)"),
     Rule("S2N-CHIP-TEST-ID", INPUT, "no scene with id {scene_id!r} (ids: {ids})"),
+    Rule("S2N-CHIP-TEST-ID-SPLIT", USAGE, "names {scene_id!r}, which its manifest row marks split={split}: a "
+                                         "scene is in one split; mark the row split=test or leave it out of "
+                                         "{o.test_ids}"),
     Rule("S2N-CHIP-INPUT-INSIDE", USAGE, "lies in {folder}, which {o.overwrite} clears before chipping: chip into "
                                          "another folder"),
     Rule("S2N-CHIP-SCENE-SMALL", INPUT, "is {width} x {height} px, smaller than one chip of {size} px (give a smaller "

@@ -195,11 +195,20 @@ def _check_inputs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degrad
         if any((out_dir / name).exists() for name in ("index.gpkg", "images", "masks")):
             raise refuse("S2N-CHIP-FOLDER-HAS-CHIPS", out_dir)
         raise refuse("S2N-CHIP-FOLDER-NOT-EMPTY", out_dir)
-    prepared = [_prepare(p, options, degraded_dir / f"{k}.tif") for k, p in enumerate(pairs)]
-    unknown = set(options.test_ids) - {p.pair.id for p in prepared}
+    _check_test_ids(pairs, options.test_ids)
+    return [_prepare(p, options, degraded_dir / f"{k}.tif") for k, p in enumerate(pairs)]
+
+
+def _check_test_ids(pairs: list[Pair], test_ids: tuple[str, ...]) -> None:
+    """--test-ids name scenes of the pairs, none that a manifest row puts in another split
+    (checked before any scene is read)."""
+    unknown = set(test_ids) - {p.id for p in pairs}
     if unknown:
-        raise refuse("S2N-CHIP-TEST-ID", option("test_ids"), scene_id=sorted(unknown)[0], ids=', '.join(p.pair.id for p in prepared))
-    return prepared
+        raise refuse("S2N-CHIP-TEST-ID", option("test_ids"), scene_id=sorted(unknown)[0],
+                     ids=", ".join(p.id for p in pairs))
+    for pair in pairs:
+        if pair.id in test_ids and pair.split in ("train", "val"):
+            raise refuse("S2N-CHIP-TEST-ID-SPLIT", option("test_ids"), scene_id=pair.id, split=pair.split)
 
 
 # what a chips folder holds of a run's making, which --overwrite clears: folders, then files

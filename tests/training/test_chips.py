@@ -285,6 +285,35 @@ def test_chips_with_nodata_are_skipped(tmp_path):
     assert (msk[0][:20, :20] == 255).all() and first.nodata_fraction == pytest.approx(400 / 160**2)
 
 
+def test_test_ids_that_contradict_a_manifest_split_are_refused_before_any_scene_is_read(pairs):
+    """--test-ids naming a row marked split=train made it a test scene without a word (the
+    manifest's split lost); and --test-ids were checked only after every scene was read (minutes
+    for products). Both are refused at once now, in one line, nothing written."""
+    with open(pairs / "split.csv", "w") as fh:
+        fh.write("image,mask,id,split\ns21.tif,m21.tif,scene21,train\ns22.tif,m22.tif,scene22,val\n"
+                 "s23.tif,m23.tif,scene23,\nbroken.tif,m23.tif,broken,\n")
+    (pairs / "broken.tif").write_bytes(b"not a raster")  # read first, it would fail first
+    for ids, code, said in (("scene21", "S2N-CHIP-TEST-ID-SPLIT", "names 'scene21', which its manifest row "
+                                                                  "marks split=train"),
+                            ("scene21,scene22", "S2N-CHIP-TEST-ID-SPLIT", "names 'scene21'"),
+                            ("scene22", "S2N-CHIP-TEST-ID-SPLIT", "names 'scene22', which its manifest row marks split=val"),
+                            ("nosuch", "S2N-CHIP-TEST-ID", "no scene with id 'nosuch'")):
+        r = run_cli("chip", "--manifest", pairs / "split.csv", "-o", pairs / "chips", "--size", 24, "--test-ids", ids)
+        assert refused(r, code, 2 if code.endswith("SPLIT") else 1, f"--test-ids: {said}"), (ids, r.stderr)
+        assert r.stderr.count("\n") == 1
+        assert not (pairs / "chips").exists()
+    (pairs / "broken.tif").unlink()
+    with open(pairs / "split.csv", "w") as fh:
+        fh.write("image,mask,id,split\ns21.tif,m21.tif,scene21,test\ns22.tif,m22.tif,scene22,train\n"
+                 "s23.tif,m23.tif,scene23,\n")
+    r = run_cli("chip", "--manifest", pairs / "split.csv", "-o", pairs / "chips", "--size", 24, "--test-ids",
+                "scene21,scene23")  # a row marked test, named again, and an unmarked one
+    assert r.returncode == 0, r.stderr
+    index = gpd.read_file(pairs / "chips" / "index.gpkg")
+    assert set(index[index.split == "test"].scene_id) == {"scene21", "scene23"}
+    assert set(index[index.scene_id == "scene22"].split) <= {"train", "val"}
+
+
 def test_hold_out_by_scene_id(pairs):
     r = run_cli("chip", "--manifest", pairs / "pairs.csv", "-o", pairs / "chips", "--size", 24, "--test-ids", "scene22")
     assert r.returncode == 0, r.stderr
