@@ -410,7 +410,8 @@ RULES = _book(
     Rule("S2N-AOI-NO-CRS", INPUT, "AOI has no CRS"),
     Rule("S2N-AOI-EMPTY", INPUT, "AOI holds no geometry"),
     Rule("S2N-AOI-CRS", INPUT, "AOI cannot be transformed to the scene's CRS ({error})"),
-    Rule("S2N-AOI-NO-OVERLAP", INPUT, "AOI does not overlap the scene {scene_name}"),
+    Rule("S2N-AOI-NO-OVERLAP", INPUT, "AOI does not overlap the scene {scene_name}, which covers {covers} "
+                                      "(W,S,E,N in longitude/latitude)"),
     # baselines.py
     Rule("S2N-BASELINE-UNKNOWN", INPUT, "unknown baseline (choose from {choices})"),
     # batch.py

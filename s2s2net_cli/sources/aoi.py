@@ -73,7 +73,7 @@ def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
     shapes = [g if g.is_valid else g.buffer(0) for g in shapes if g is not None and not g.is_empty]  # --bbox's too
     left, bottom, right, top = shapely.union_all(shapes).bounds
     if not all(math.isfinite(v) for v in (left, bottom, right, top)):  # far from the scene's projection
-        raise refuse("S2N-AOI-NO-OVERLAP", label, scene_name=scene.name)
+        raise refuse("S2N-AOI-NO-OVERLAP", label, scene_name=scene.name, covers=_lonlat_bounds(scene))
     inverse = ~scene.dataset_transform
     cols, rows = zip(*(inverse @ xy for xy in ((left, top), (right, bottom), (left, bottom), (right, top))))
     H, W = scene.dataset_shape
@@ -83,7 +83,22 @@ def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
     row0 = max(math.floor(min(rows) / PAD_MULTIPLE) * PAD_MULTIPLE, 0)
     col1, row1 = min(math.ceil(max(cols)), W), min(math.ceil(max(rows)), H)
     if col1 <= col0 or row1 <= row0:
-        raise refuse("S2N-AOI-NO-OVERLAP", label, scene_name=scene.name)
+        raise refuse("S2N-AOI-NO-OVERLAP", label, scene_name=scene.name, covers=_lonlat_bounds(scene))
     transform = scene.dataset_transform @ Affine.translation(col0, row0)
     return replace(scene, transform=transform, width=col1 - col0, height=row1 - row0, origin=(row0, col0),
                    aoi=tuple(shapes), aoi_name=str(label))
+
+
+def _lonlat_bounds(scene: Scene) -> str:
+    """The scene's bounds in longitude/latitude as --bbox takes them (W,S,E,N, 4 decimals: 11 m)."""
+    from rasterio.warp import transform_bounds
+
+    H, W = scene.dataset_shape
+    left, top = scene.dataset_transform @ (0, 0)
+    right, bottom = scene.dataset_transform @ (W, H)
+    try:
+        bounds = transform_bounds(scene.crs, "EPSG:4326", min(left, right), min(top, bottom), max(left, right),
+                                  max(top, bottom))
+    except Exception:  # a CRS without a way to longitude/latitude: the message says the rest
+        return "(bounds not known in longitude/latitude)"
+    return ",".join(f"{v:.4f}" for v in bounds)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import rasterio
 from affine import Affine
+from rasterio.warp import transform_bounds
 
 from s2s2net_cli.evaluation.evaluate import score_pair
 from s2s2net_cli.indices import bilinear_to_fine
@@ -317,6 +318,9 @@ def test_evaluate_and_compare_read_an_area_of_interest_as_predict_does(tmp_path)
     assert json.loads(r.stdout)["rows"][0]["pixels"] == 40 * 40
     r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "--bbox", "0,0,1,1")
     assert refused(r, "S2N-AOI-NO-OVERLAP", 1, "the scene s.tif")
+    with rasterio.open(tmp_path / "s.tif") as src:  # where the scene is, for a mistyped box
+        covers = ",".join(f"{v:.4f}" for v in transform_bounds(src.crs, "EPSG:4326", *src.bounds))
+    assert f"the scene s.tif, which covers {covers} (W,S,E,N in longitude/latitude)" in r.stderr
 
 
 def test_compare_scores_every_model_on_the_same_pixels(tmp_path, random_weights):
