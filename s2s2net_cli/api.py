@@ -381,6 +381,7 @@ def train(chips_dirs, run_dir, *, world: World | None = None, on_record: Callabl
     from .training.loop import train as run  # heavy: torch, deepspeed
 
     _check_path(run_dir, "run_dir")
+    options.setdefault("explicit", frozenset(options))  # what a deepspeed_config given beside them may not contradict
     result = run(_paths(chips_dirs, "chips_dirs"), run_dir, TrainOptions(**options), on_record=on_record, world=world)
     _warn_all(result.warnings)
     return result

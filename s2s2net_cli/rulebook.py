@@ -475,6 +475,9 @@ RULES = _book(
     # config.py
     Rule("S2N-TRAIN-BATCH-WORLD", INPUT, "{batch_size} is not divisible by the world size {world_size}"),
     Rule("S2N-DEEPSPEED-CONFIG-CONTRADICTS", INPUT, "{key} = {theirs!r} contradicts {flag} ({ours!r})"),
+    Rule("S2N-DEEPSPEED-CONFIG-BATCH", INPUT, "{key} = {theirs!r}, but a run's batch of {batch_size} on "
+                                              "{world_size} rank(s) makes it {ours!r}: give the global batch by "
+                                              "{o.batch_size} (or the config's train_batch_size) and leave {key} out"),
     Rule("S2N-DEEPSPEED-CONFIG-NOT-FOUND", INPUT, "DeepSpeed config not found"),
     Rule("S2N-DEEPSPEED-CONFIG-JSON", INPUT, "DeepSpeed config is not valid JSON ({error})"),
     Rule("S2N-DEEPSPEED-CONFIG-OBJECT", INPUT, "DeepSpeed config must be a JSON object"),

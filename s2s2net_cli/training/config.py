@@ -52,6 +52,9 @@ class TrainOptions:
         self.precision = precision_text(self.precision)
         if isinstance(self.deepspeed_config, (str, Path)):  # a file, as --deepspeed-config names one
             self.deepspeed_config = read_deepspeed_config(self.deepspeed_config)
+        if "train_batch_size" in (self.deepspeed_config or {}) and "batch_size" not in self.explicit:
+            # the config's global batch is the run's, as its other keys are (the loop draws by it)
+            self.batch_size = self.deepspeed_config["train_batch_size"]
         self.source_weights = read_source_weights(self.source_weights)
         check_types(self)
         check_train_options(self)
@@ -125,8 +128,19 @@ def build_ds_config(options: TrainOptions, world_size: int, device_type: str, bf
         config["optimizer"] = {"type": "AdamW", "params": {"lr": options.lr, "weight_decay": options.weight_decay}}
     if options.deepspeed_config:
         _check_contradictions(config, options)
+        _check_batch_keys(config, options.deepspeed_config, world_size)
         config = _merge(config, options.deepspeed_config)
     return config
+
+
+def _check_batch_keys(config: dict, user: dict, world_size: int) -> None:
+    """A config's rank batch and gradient accumulation must be the ones --batch-size makes: the
+    loop draws each rank's chips and counts its steps by them (DeepSpeed would stop with an
+    assertion, or step the optimizer once in several of the run's steps)."""
+    for key in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps"):
+        if key in user and user[key] != config[key]:
+            raise refuse("S2N-DEEPSPEED-CONFIG-BATCH", option("deepspeed_config"), key=key, theirs=user[key],
+                         ours=config[key], batch_size=config["train_batch_size"], world_size=world_size)
 
 
 def _check_contradictions(config: dict, options: TrainOptions) -> None:

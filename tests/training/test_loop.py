@@ -347,7 +347,29 @@ def test_weights_with_an_ndwi_prior_train_without_it(chips, tmp_path, random_wei
     assert codes(r.stderr) == ["S2N-TRAIN-CALIBRATION-DROPPED"] and f"{with_prior}: was calibrated" in r.stderr
 
 
-@pytest.mark.parametrize("case", ["no_index", "empty_train", "exists", "nothing_to_resume", "contradiction", "both_limits",
+def test_a_deepspeed_configs_global_batch_is_the_runs(chips, tmp_path):
+    """--deepspeed-config with train_batch_size and no --batch-size stopped in DeepSpeed's
+    assertion (16 != 8 * 1 * 1): the config's other keys were taken, its batch half-taken. It is
+    the run's batch now (drawn, recorded, resumed by); beside a --batch-size, or a batch_size
+    from Python, that says otherwise it is refused as any contradicting key is."""
+    import s2s2net_cli as s2n
+
+    cfg = tmp_path / "ds.json"
+    cfg.write_text(json.dumps({"train_batch_size": 4, "gradient_clipping": 0.5}))
+    run = tmp_path / "run"
+    r = run_cli_process("train", chips, "-o", run, "--deepspeed-config", cfg, "--max-steps", 1, "--val-every", 1)
+    assert r.returncode == 0, r.stderr
+    config = json.loads((run / "config.json").read_text())
+    assert config["options"]["batch_size"] == 4
+    assert (config["deepspeed_config"]["train_batch_size"], config["deepspeed_config"]["train_micro_batch_size_per_gpu"],
+            config["deepspeed_config"]["gradient_clipping"]) == (4, 4, 0.5)
+    with pytest.raises(s2n.InputError, match=r"deepspeed_config: train_batch_size = 4 contradicts batch_size \(2\)"):
+        s2n.train(chips, tmp_path / "run2", batch_size=2, deepspeed_config=cfg, max_steps=1)
+    assert not (tmp_path / "run2").exists()
+
+
+@pytest.mark.parametrize("case", ["no_index", "empty_train", "exists", "nothing_to_resume", "contradiction",
+                                  "config_rank_batch", "config_accumulation", "both_limits",
                                   "resume_other_batch", "resume_other_inputs", "resume_other_label_edges",
                                   "resume_other_lr", "resume_other_chips", "overwrite_own_init", "overwrite_own_chips"])
 def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
@@ -372,6 +394,11 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
         cfg = tmp_path / "ds.json"
         cfg.write_text(json.dumps({"zero_optimization": {"stage": 1}}))
         extra = ["--deepspeed-config", cfg, "--zero-stage", 2]
+    elif case in ("config_rank_batch", "config_accumulation"):  # DeepSpeed's assertion, or a step in two
+        cfg = tmp_path / "ds.json"
+        cfg.write_text(json.dumps({"train_micro_batch_size_per_gpu": 4} if case == "config_rank_batch" else
+                                  {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}))
+        extra = ["--deepspeed-config", cfg]
     elif case == "both_limits":
         extra = ["--epochs", 1, "--max-steps", 3]
     elif case == "resume_other_batch":  # a run started with 2 ranks and a global batch of 8
@@ -411,6 +438,7 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
     assert "Traceback" not in r.stderr
     expected = {"no_index": "S2N-CHIPS-NO-INDEX", "empty_train": "S2N-CHIPS-NO-TRAIN-VAL", "exists": "S2N-RUN-EXISTS",
                 "nothing_to_resume": "S2N-RESUME-NOTHING", "contradiction": "S2N-DEEPSPEED-CONFIG-CONTRADICTS",
+                "config_rank_batch": "S2N-DEEPSPEED-CONFIG-BATCH", "config_accumulation": "S2N-DEEPSPEED-CONFIG-BATCH",
                 "both_limits": "S2N-OPTIONS-EXCLUSIVE", "resume_other_batch": "S2N-RESUME-WORLD",
                 "resume_other_inputs": "S2N-RESUME-WATER-INDICES", "resume_other_label_edges": "S2N-RESUME-LABEL-EDGES",
                 "resume_other_lr": "S2N-RESUME-OPTION", "resume_other_chips": "S2N-RESUME-CHIPS",
@@ -419,7 +447,9 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
     named = {"resume_other_lr": f"(--init-weights {run / 'last.safetensors'})",
              "resume_other_chips": f"{tmp_path / 'synthetic'}; resume it on the same (this run: {chips})",
              "overwrite_own_init": f"{run / 'best.safetensors'}: lies in {run}",
-             "overwrite_own_chips": f"{run / 'chips'}: lies in {run}"}.get(case, "")
+             "overwrite_own_chips": f"{run / 'chips'}: lies in {run}",
+             "config_rank_batch": "train_micro_batch_size_per_gpu = 4, but a run's batch of 8 on 1 rank(s) makes it 8",
+             "config_accumulation": "train_micro_batch_size_per_gpu = 4"}.get(case, "")
     assert named in r.stderr
     if case != "both_limits":
         assert len(lines) == 1 and lines[0].startswith("Error:"), r.stderr
