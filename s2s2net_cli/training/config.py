@@ -52,12 +52,16 @@ class TrainOptions:
         self.precision = precision_text(self.precision)
         if isinstance(self.deepspeed_config, (str, Path)):  # a file, as --deepspeed-config names one
             self.deepspeed_config = read_deepspeed_config(self.deepspeed_config)
-        if "train_batch_size" in (self.deepspeed_config or {}) and "batch_size" not in self.explicit:
-            # the config's global batch is the run's, as its other keys are (the loop draws by it)
-            self.batch_size = self.deepspeed_config["train_batch_size"]
+        self.take_config_batch()
         self.source_weights = read_source_weights(self.source_weights)
         check_types(self)
         check_train_options(self)
+
+    def take_config_batch(self) -> None:
+        """The --deepspeed-config's global batch is the run's when --batch-size is not given, as
+        its other keys are (the loop draws each rank's chips by it)."""
+        if "train_batch_size" in (self.deepspeed_config or {}) and "batch_size" not in self.explicit:
+            self.batch_size = self.deepspeed_config["train_batch_size"]
 
 
 def check_train_options(options: TrainOptions) -> None:

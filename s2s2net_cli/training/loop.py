@@ -38,9 +38,11 @@ from .losses import WaterLoss
 from .run_folder import (
     CHECKPOINTS,
     Records,
+    check_resume_deepspeed,
     check_resume_matches,
     check_run_dir,
     prepare_run_dir,
+    started_deepspeed_config,
     started_network,
     truncate_metrics,
     write_config,
@@ -84,6 +86,9 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
     started = None  # a resumed run's network, as config.json records it
     if options.resume:
         options.init_weights, started = started_network(run_dir, options)
+        given_config = options.deepspeed_config
+        options.deepspeed_config = started_deepspeed_config(run_dir, options)
+        options.take_config_batch()
     init_state, init_card = (load_weights(options.init_weights) if options.init_weights and not started
                              else (None, None))
     init_gate = init_state is not None and has_gate(init_state)
@@ -99,6 +104,8 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
     deepspeed = import_deepspeed()
     cuda = torch.cuda.is_available()
     ds_config = build_ds_config(options, world.size, "cuda" if cuda else "cpu", cuda and torch.cuda.is_bf16_supported())
+    if options.resume:
+        check_resume_deepspeed(run_dir, ds_config, given_config)
     if cuda:
         torch.cuda.set_device(world.local_rank)
     elif on_record and world.leads and not deepspeed_op_built():

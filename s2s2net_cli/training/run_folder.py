@@ -103,6 +103,56 @@ def started_network(run_dir: Path, options: TrainOptions) -> tuple[str | None, d
     return was, network
 
 
+def started_deepspeed_config(run_dir: Path, options: TrainOptions) -> dict | None:
+    """The --deepspeed-config a resumed run takes: the one given, or else the one it was started
+    with (config.json records it), whose keys its checkpoints were saved under."""
+    if options.deepspeed_config is not None:
+        return options.deepspeed_config
+    try:
+        return json.loads((run_dir / "config.json").read_text())["options"].get("deepspeed_config")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+# DeepSpeed keys that follow the device a run is on, not what it trains: a run may resume on another
+DEVICE_KEYS = {("zero_optimization", "overlap_comm"), ("zero_optimization", "offload_optimizer", "pin_memory")}
+
+
+def check_resume_deepspeed(run_dir: Path, ds_config: dict, given: dict | None) -> None:
+    """A resumed run builds the DeepSpeed config it was started with (ZeRO stage, precision,
+    clipping, optimizer: what its checkpoints and steps depend on), whatever options or
+    --deepspeed-config (``given``) made it. A key an older run's config.json lacks is compared
+    only when ``given`` sets it."""
+    try:
+        was = json.loads((run_dir / "config.json").read_text())["deepspeed_config"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    differs = _first_difference(was, ds_config, given or {}, ())
+    if differs is not None:
+        key, before, now = differs
+        raise refuse("S2N-RESUME-DEEPSPEED-CONFIG", run_dir, key=".".join(key), was=json.dumps(before),
+                     now=json.dumps(now))
+
+
+_MISSING = object()
+
+
+def _first_difference(was, now, given, path: tuple):
+    """(key path, was, now) of the first key whose value differs (None for a key one lacks), or None."""
+    if path in DEVICE_KEYS:
+        return None
+    if isinstance(was, dict) and isinstance(now, dict):
+        given = given if isinstance(given, dict) else {}
+        for key in [*was, *(k for k in now if k not in was and k in given)]:
+            found = _first_difference(was.get(key, _MISSING), now.get(key, _MISSING), given.get(key), (*path, key))
+            if found is not None:
+                return found
+        return None
+    if was == now:
+        return None
+    return path, *(None if v is _MISSING else v for v in (was, now))
+
+
 def _same_file(a, b) -> bool:
     try:
         return a is not None and Path(a).samefile(b)

@@ -368,6 +368,37 @@ def test_a_deepspeed_configs_global_batch_is_the_runs(chips, tmp_path):
     assert not (tmp_path / "run2").exists()
 
 
+
+def test_a_run_resumes_with_the_deepspeed_config_it_was_started_with(chips, tmp_path):
+    """A run started with --deepspeed-config and resumed without it was refused for its batch
+    (or, given --batch-size, resumed at another ZeRO stage and clipping without a word); with
+    another config, the same. It takes the config it was started with (config.json records
+    it), and a DeepSpeed config that differs from the one it was started with is refused."""
+    cfg = tmp_path / "ds.json"
+    cfg.write_text(json.dumps({"train_batch_size": 4, "gradient_clipping": 0.5, "zero_optimization": {"stage": 1}}))
+    run = tmp_path / "run"
+    r = run_cli_process("train", chips, "-o", run, "--deepspeed-config", cfg, "--max-steps", 1, "--val-every", 1)
+    assert r.returncode == 0, r.stderr
+    r = run_cli_process("train", chips, "-o", run, "--resume", "--max-steps", 2, "--val-every", 1, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["steps"] == 2
+    config = json.loads((run / "config.json").read_text())
+    assert config["options"]["batch_size"] == 4 and config["deepspeed_config"]["gradient_clipping"] == 0.5
+    assert config["deepspeed_config"]["zero_optimization"]["stage"] == 1
+    kept = (run / "metrics.jsonl").read_text()
+    other = tmp_path / "other.json"
+    for given, said in (({"train_batch_size": 4, "gradient_clipping": 0.7}, "gradient_clipping = 0.5; resume it with "
+                                                                             "the same (this run: 0.7)"),
+                        ({"train_batch_size": 4, "gradient_clipping": 0.5}, "zero_optimization.stage = 1; resume it "
+                                                                             "with the same (this run: 2)"),
+                        ({"train_batch_size": 4, "gradient_clipping": 0.5, "zero_optimization": {"stage": 1},
+                          "optimizer": {"type": "SGD", "params": {"lr": 0.1}}}, "optimizer = null")):
+        other.write_text(json.dumps(given))
+        r = run_cli_process("train", chips, "-o", run, "--resume", "--max-steps", 3, "--deepspeed-config", other)
+        assert refused(r, "S2N-RESUME-DEEPSPEED-CONFIG", 1, f"{run}: was started with DeepSpeed's {said}"), r.stderr
+        assert (run / "metrics.jsonl").read_text() == kept
+
+
 @pytest.mark.parametrize("case", ["no_index", "empty_train", "exists", "nothing_to_resume", "contradiction",
                                   "config_rank_batch", "config_accumulation", "both_limits",
                                   "resume_other_batch", "resume_other_inputs", "resume_other_label_edges",
