@@ -1,5 +1,5 @@
 """When a scene was seen: from a STAC item's ``datetime``, a product's name (its sensing
-start, ``..._MSIL2A_20230823T095559_...``), a GeoTIFF's acquisition tags, or a date in the
+start, ``..._MSIL2A_20230823T095559_...``) or, renamed, its metadata, a GeoTIFF's acquisition tags, or a date in the
 file name; ``None`` when none of them says (then ``--dates`` must, a CSV read by read_dates_csv,
 or from Python a mapping, read_dates).
 And which acquisition it is (``acquisition``): one pass over one tile, whatever its product."""
@@ -16,7 +16,7 @@ import rasterio
 
 from ..formats import read_csv, source_stem
 from ..rulebook import option, refuse
-from . import stac
+from . import safe, stac
 
 PRODUCT_TIME = re.compile(r"_MSIL(?:1C|2A)_(\d{8})T(\d{6})")
 # a product's name: satellite, sensing time, (processing baseline,) relative orbit, tile
@@ -36,6 +36,11 @@ def scene_date(source) -> str | None:
     if match:
         d = match.group(1)
         return f"{d[:4]}-{d[4:6]}-{d[6:]}"
+    if safe.is_product(text):  # renamed: its metadata's sensing start (or name) says
+        for said in safe.product_names(text):
+            found = NAME_DATE.search(said)
+            if found and _iso(found):
+                return _iso(found)
     try:
         with rasterio.open(text) as src:
             tags = src.tags()
@@ -105,7 +110,9 @@ def acquisition(source) -> tuple[str, ...] | None:
     predicted from it (named after it): from its name, or a STAC item's product name or id
     (stac.item_product_names); None when none says. Two tiles of one pass are two acquisitions."""
     text = str(source)
-    names = [text] + (stac.item_product_names(text) if stac.is_item(text) else [])
+    names = [text] + (stac.item_product_names(text) if stac.is_item(text) else
+                      safe.product_names(text) if safe.is_product(text) and not PRODUCT_NAME.match(source_stem(text))
+                      else [])
     for name in names:
         found = PRODUCT_NAME.match(source_stem(name))
         if found:

@@ -83,6 +83,25 @@ def product_bands(source: str) -> BandFiles:
     return BandFiles(source, f"{level} product", files, offset, scale)
 
 
+def product_names(source: str) -> list[str]:
+    """What the product ``source`` says of itself, whatever its file is called: its sensing start
+    (PRODUCT_START_TIME) and its name (PRODUCT_URI, and the .SAFE folder it sits in); empty
+    when its metadata cannot be read (the product's own reading says why)."""
+    from ..errors import S2S2NetError
+
+    try:
+        if source.lower().endswith(".zip"):
+            root, _, xml_bytes, _ = _from_zip(source)
+        else:
+            root, _, xml_bytes, _ = _from_folder(source)
+        tree = ET.fromstring(xml_bytes)
+    except (S2S2NetError, ET.ParseError, OSError):
+        return []
+    said = {el.tag.rsplit("}", 1)[-1]: (el.text or "").strip() for el in tree.iter()
+            if el.tag.rsplit("}", 1)[-1] in ("PRODUCT_START_TIME", "PRODUCT_URI")}
+    return [v for v in (said.get("PRODUCT_START_TIME"), said.get("PRODUCT_URI"), root.rsplit("/", 1)[-1]) if v]
+
+
 def _finest_band_files(image_files: list[str]) -> dict:
     """Band name -> IMAGE_FILE at the finest resolution listed (L1C files have no suffix)."""
     best: dict[str, tuple[int, str]] = {}

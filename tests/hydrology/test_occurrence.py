@@ -395,6 +395,28 @@ def test_dates_from_a_csv_order_the_dates_and_a_date_that_is_not_iso_is_refused(
     assert not (tmp_path / "occ2.tif").exists()
 
 
+def test_a_renamed_product_is_dated_and_known_by_its_metadata(tmp_path, random_weights):
+    """A product saved under another name (a download tool's id, a copy) was "undated" and
+    counted beside its own original as a second date: its metadata (PRODUCT_START_TIME,
+    PRODUCT_URI) says its date and acquisition, whatever its file or folder is called."""
+    from ..sources.product_factory import read_stack, virginia_window, write_product
+
+    zipped = write_product(tmp_path, *read_stack(window=virginia_window(300, 121, 32)), as_zip=True)
+    renamed = shutil.copy(zipped, tmp_path / "download_7f3a.zip")
+    folder = write_product(tmp_path / "unzipped", *read_stack(window=virginia_window(300, 121, 32)))
+    folder = folder.rename(tmp_path / "unzipped" / "lake_scene")  # a folder holding MTD_MSIL2A.xml
+    fast = ("--weights", random_weights, "--tile-size", 32, "--overlap", 8)
+    for product in (renamed, folder):
+        r = run_cli("occurrence", product, "-o", tmp_path / "o.tif", *fast, "--json", "--overwrite")
+        assert r.returncode == 0, r.stderr
+        [date] = json.loads(r.stdout)["dates"]
+        assert (date["date"], [w["code"] for w in date["warnings"]]) == ("2023-08-23", ["S2N-SCENE-SMALL"]), r.stdout
+    r = run_cli("occurrence", zipped, renamed, "-o", tmp_path / "both.tif", *fast)
+    assert refused(r, "S2N-OCCURRENCE-ACQUISITION-TWICE", 1, f"{renamed}: holds the same acquisition as {zipped} "
+                                                             "(S2B 20230823T155559 R122 T18SVG)")
+    assert not (tmp_path / "both.tif").exists()
+
+
 def test_two_stac_items_of_one_acquisition_are_refused_by_their_product_names(tmp_path, random_weights):
     """Earth Search names its items S2A_31UFU_20210315_0_L2A and _L1C: no orbit or time, so the
     two items of one pass were counted as two dates. Their ``s2:product_uri`` names the product;
