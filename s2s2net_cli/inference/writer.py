@@ -28,6 +28,7 @@ from ..io import (
     temporary_sibling,
 )
 from ..rulebook import refuse
+from ..sources.dates import DATE_TAG, scene_date
 
 WRITE_ROWS = 512  # 2 m rows converted and written at a time
 SOURCE_TAG = "source_scene"  # the tag naming the scene a mask was made from
@@ -80,6 +81,13 @@ def reading_tags(scene) -> dict:
     }
 
 
+def date_tag(scene) -> dict:
+    """ACQUISITION_DATE, the scene's date where its name, metadata or tags say it: what dates
+    the mask in ``occurrence --from-masks`` whatever the mask is called."""
+    date = scene_date(scene.path)
+    return {DATE_TAG: date} if date else {}
+
+
 def mask_profile(scene, creation_options: dict | None = None) -> dict:
     """The GeoTIFF profile of a 2 m uint8 mask on the exact 5x sub-grid of ``scene``."""
     f = SCALE_FACTOR
@@ -130,7 +138,7 @@ class MaskWriter:
         return {
             "s2s2net_version": __version__, **(self.forward_tags or {}),
             "values": VALUES_TAG[self.probability],
-            SOURCE_TAG: scene.name, "source_kind": scene.kind, **reading_tags(scene),
+            SOURCE_TAG: scene.name, "source_kind": scene.kind, **reading_tags(scene), **date_tag(scene),
         }
 
     def write_block(self, dst, prob: np.ndarray, row0: int, valid_10m: np.ndarray, stats: PredictionStats,

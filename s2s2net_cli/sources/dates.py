@@ -21,7 +21,8 @@ from . import safe, stac
 PRODUCT_TIME = re.compile(r"_MSIL(?:1C|2A)_(\d{8})T(\d{6})")
 # a product's name: satellite, sensing time, (processing baseline,) relative orbit, tile
 PRODUCT_NAME = re.compile(r"^(S2[A-D])_MSIL(?:1C|2A)_(\d{8}T\d{6})(?:_N\d{4})?_(R\d{3})_(T\w{5})")
-TAGS = ("ACQUISITION_DATE", "acquisition_date", "DATETIME", "datetime", "TIFFTAG_DATETIME", "SENSING_TIME",
+DATE_TAG = "ACQUISITION_DATE"  # the tag predict writes a scene's date in, on its mask
+TAGS = (DATE_TAG, "acquisition_date", "DATETIME", "datetime", "TIFFTAG_DATETIME", "SENSING_TIME",
         "PRODUCT_START_TIME", "date")
 NAME_DATE = re.compile(r"(?<!\d)(\d{4})-?(\d{2})-?(\d{2})(?!\d)")
 

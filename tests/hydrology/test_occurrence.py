@@ -415,6 +415,15 @@ def test_a_renamed_product_is_dated_and_known_by_its_metadata(tmp_path, random_w
     assert refused(r, "S2N-OCCURRENCE-ACQUISITION-TWICE", 1, f"{renamed}: holds the same acquisition as {zipped} "
                                                              "(S2B 20230823T155559 R122 T18SVG)")
     assert not (tmp_path / "both.tif").exists()
+    # predict writes the date on the mask, so its masks are dated whatever they are called
+    r = run_cli("predict", renamed, "-o", tmp_path / "masks" / "lake.tif", *fast)
+    assert r.returncode == 0, r.stderr
+    with rasterio.open(tmp_path / "masks" / "lake.tif") as src:
+        assert src.tags()["ACQUISITION_DATE"] == "2023-08-23"
+    r = run_cli("occurrence", tmp_path / "masks" / "lake.tif", "--from-masks", "-o", tmp_path / "m.tif", "--json")
+    assert r.returncode == 0, r.stderr
+    [date] = json.loads(r.stdout)["dates"]
+    assert (date["date"], date["warnings"]) == ("2023-08-23", [])
 
 
 def test_two_stac_items_of_one_acquisition_are_refused_by_their_product_names(tmp_path, random_weights):
