@@ -28,6 +28,7 @@ import rasterio
 from ..formats import NODATA, safe_name
 from ..inference.baselines import IndexBaseline
 from ..inference.predictor import PredictOptions, Predictor
+from ..inference.writer import SOURCE_TAG, date_tag, reading_tags
 from ..io import check_output
 from ..labels import (
     VectorLabel,
@@ -196,6 +197,8 @@ def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | N
                     on_progress(pair.id, run.model_name)
                 paths.append(prediction_path(predictions_dir, pair, run.model_name))
                 said = run.predict_scene(image, paths[-1]).warnings
+                if degrade:
+                    tag_degraded(paths[-1], opened[pair.id].scene, degrade)
                 warnings.append((said if scene_said is None else scene_said) + opened[pair.id].warnings)
         for result, counts, path, said in zip(results, score_predictions(paths, pair, nodata), paths, warnings):
             result.counts += counts
@@ -204,6 +207,14 @@ def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | N
                                   "warnings": list(said),
                                   **({"degrade": degrade} if degrade else {})})
     return results
+
+
+def tag_degraded(path: Path, scene, factor: int) -> None:
+    """A prediction of a degraded scene (written from a temporary stack of its reflectance)
+    names the scene it was degraded from, read as it was, and the factor in its tags."""
+    with rasterio.open(path, "r+") as dst:
+        dst.update_tags(**{SOURCE_TAG: scene.name, "source_kind": scene.kind, **reading_tags(scene),
+                           **date_tag(scene), "degraded": f"{factor}x (Wald's protocol)"})
 
 
 def check_degradable(opened: OpenPair, pair: Pair, factor: int) -> None:

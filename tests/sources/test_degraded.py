@@ -119,6 +119,10 @@ def test_compare_degrade_runs_models_and_baselines_on_the_same_degraded_pixels(t
     for r in rows:  # each prediction is on the scene's own 10 m grid: 5x the degraded scene's 50 m
         with rasterio.open(r["images"][0]["prediction"]) as src:
             assert src.transform == T10 and (src.width, src.height) == (40, 40)
+            # its tags name the user's scene and the factor (they named the temporary "degraded.tif", scale 1)
+            tags = src.tags()
+            assert (tags["source_scene"], tags["degraded"], tags["scale"]) == (scene.name, "5x (Wald's protocol)",
+                                                                                "10000")
     assert plot.stat().st_size > 0
     assert "pixels are about 50 m" not in result.stderr  # the degraded grid is not the user's scene
 
