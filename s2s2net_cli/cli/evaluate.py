@@ -145,7 +145,7 @@ def compare(ctx, model, weights, baselines, csv_path, plot, scoring, as_json):
     if as_json:
         click.echo(json.dumps(scores_document(results, scoring["degrade"]), indent=2))
     if csv_path:
-        write_csv(csv_path, results)
+        write_csv(csv_path, results, scoring["degrade"])
     if not ctx.obj.get("quiet"):
         _compare_tables(results)
 

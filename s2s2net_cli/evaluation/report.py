@@ -33,13 +33,15 @@ def table_rows(results: list[ModelScores]) -> list[dict]:
     return rows
 
 
-def write_csv(path, results: list[ModelScores]) -> None:
+def write_csv(path, results: list[ModelScores], degrade: int | None = None) -> None:
+    """The table as CSV, with a last column ``degrade``: the factor each scene was degraded by
+    (Wald's protocol), empty for scores at the scenes' own pixels."""
     with atomic_path(path) as tmp:
         with open(tmp, "w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=COLUMNS)
+            writer = csv.DictWriter(fh, fieldnames=[*COLUMNS, "degrade"])
             writer.writeheader()
             for row in table_rows(results):
-                writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+                writer.writerow({k: ("" if v is None else v) for k, v in row.items()} | {"degrade": degrade or ""})
 
 
 def false_colour(scene_path, max_side: int = 400, scene_options=None) -> np.ndarray:

@@ -411,6 +411,8 @@ def test_compare_reports_each_models_boundary_f1_in_json_csv_and_table(tmp_path)
         table = list(csv.DictReader(fh))
     overall = {row["model"]: float(row["boundary_f1"]) for row in table if row["image"] == "overall"}
     assert overall == pytest.approx({name: row["boundary_f1"] for name, row in rows.items()})
+    assert list(table[0]) == ["model", "image", "f1", "iou", "precision", "recall", "boundary_f1", "pixels", "degrade"]
+    assert {row["degrade"] for row in table} == {""}
 
 
 def test_compare_tables_in_a_log_keep_whole_names(tmp_path):

@@ -1,5 +1,6 @@
 """Wald's protocol: a scene degraded N x exactly as sources/degraded.py says, and scored by it."""
 
+import csv
 import json
 
 import geopandas as gpd
@@ -125,6 +126,12 @@ def test_compare_degrade_runs_models_and_baselines_on_the_same_degraded_pixels(t
                                                                                 "10000")
     assert plot.stat().st_size > 0
     assert "pixels are about 50 m" not in result.stderr  # the degraded grid is not the user's scene
+    # a CSV of the scores says they are the protocol's (it looked like one at the scene's own pixels)
+    result = run_cli("compare", "--baseline", "ndwi", "--pair", scene, label, "--degrade", "5", "--csv",
+                     tmp_path / "scores.csv")
+    assert result.returncode == 0, result.stderr
+    with open(tmp_path / "scores.csv", newline="") as fh:
+        assert {row["degrade"] for row in csv.DictReader(fh)} == {"5"}
 
 
 @pytest.mark.parametrize("args, status, said", [
