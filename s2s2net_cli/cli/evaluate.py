@@ -112,7 +112,7 @@ def evaluate(ctx, model, baseline, scoring, as_json):
         click.echo(json.dumps(scores_document(results, scoring["degrade"]), indent=2))
     if not ctx.obj.get("quiet"):
         rows = _image_rows(result) + [["overall", *(_fmt(result.overall[c]) for c in SCORE_COLUMNS), str(result.overall["pixels"])]]
-        summary_table(result.model, ["image", *SCORE_COLUMNS, "pixels"], rows)
+        summary_table(_titled(result.model, scoring["degrade"]), ["image", *SCORE_COLUMNS, "pixels"], rows)
 
 
 @click.command()
@@ -147,10 +147,15 @@ def compare(ctx, model, weights, baselines, csv_path, plot, scoring, as_json):
     if csv_path:
         write_csv(csv_path, results, scoring["degrade"])
     if not ctx.obj.get("quiet"):
-        _compare_tables(results)
+        _compare_tables(results, scoring["degrade"])
 
 
-def _compare_tables(results) -> None:
+def _titled(title: str, degrade: int | None) -> str:
+    """A table's title, saying when its scores are Wald's protocol's."""
+    return f"{title} (scenes degraded {degrade}x, Wald's protocol)" if degrade else title
+
+
+def _compare_tables(results, degrade: int | None = None) -> None:
     rows = [[r.model, *(_fmt(r.overall[c]) for c in SCORE_COLUMNS), str(r.overall["pixels"])] for r in results]
     highlight = {}
     for j, c in enumerate(SCORE_COLUMNS, start=1):
@@ -158,6 +163,7 @@ def _compare_tables(results) -> None:
         if any(v is not None for v in values):
             best = max(v for v in values if v is not None)
             highlight.update({(i, j): "bold green" for i, v in enumerate(values) if v == best})
-    summary_table("overall (pooled over all images)", ["model", *SCORE_COLUMNS, "pixels"], rows, highlight)
+    summary_table(_titled("overall (pooled over all images)", degrade), ["model", *SCORE_COLUMNS, "pixels"], rows,
+                  highlight)
     for r in results:
-        summary_table(r.model, ["image", *SCORE_COLUMNS, "pixels"], _image_rows(r))
+        summary_table(_titled(r.model, degrade), ["image", *SCORE_COLUMNS, "pixels"], _image_rows(r))

@@ -132,6 +132,7 @@ def test_compare_degrade_runs_models_and_baselines_on_the_same_degraded_pixels(t
     assert result.returncode == 0, result.stderr
     with open(tmp_path / "scores.csv", newline="") as fh:
         assert {row["degrade"] for row in csv.DictReader(fh)} == {"5"}
+    assert "overall (pooled over all images) (scenes degraded 5x, Wald's protocol)" in result.stderr
 
 
 @pytest.mark.parametrize("args, status, said", [
