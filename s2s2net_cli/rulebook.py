@@ -492,6 +492,8 @@ RULES = _book(
     Rule("S2N-CHIPS-NO-TRAIN-VAL", INPUT, "has no chips in the train or val split"),
     Rule("S2N-CHIPS-CHIP-MISSING", INPUT, "listed in index.gpkg but missing"),
     Rule("S2N-CHIPS-NO-TRAIN", INPUT, "has no chips in the train split"),
+    Rule("S2N-CHIPS-SIDES", INPUT, "holds chips of {side} px, and {other} chips of {other_side} px: a batch stacks "
+                                   "chips of one size; cut them at one chip size ({c.chip})"),
     Rule("S2N-TRAIN-SOURCE-WEIGHT", INPUT, "no chips folder named {name!r} among the training sources ({sources})"),
     # dataarray.py
     Rule("S2N-DATAARRAY-DIMS", INPUT, "needs dimensions (band, y, x), has {dims}"),

@@ -198,7 +198,28 @@ def source_splits(chips_dirs: list, seed: int = 42) -> tuple[list[ChipRecord], l
         val += [ChipRecord(r.image, r.mask, name) for r in v]
     if not train:
         raise refuse("S2N-CHIPS-NO-TRAIN", dirs[0] / "index.gpkg")
+    _check_one_chip_side(dirs, splits)
     return train, val
+
+
+def _check_one_chip_side(dirs: list[Path], splits: list) -> None:
+    """InputError when two folders' chips differ in side: a batch stacks chips of one size (two
+    folders cut at two --size stopped in torch.stack at the first mixed batch)."""
+    sides = {}
+    for d, (t, v) in zip(dirs, splits):
+        first = next(iter(t or v), None)
+        if first is None:
+            continue
+        try:
+            with rasterio.open(first.image) as src:
+                sides[d] = (src.width, src.height)
+        except RasterioIOError:
+            continue  # the dataset names the chip it cannot read, with its path
+        (a, side_a), *others = sides.items()
+        for b, side_b in others:
+            if side_b != side_a:
+                raise refuse("S2N-CHIPS-SIDES", b, side=f"{side_b[0]} x {side_b[1]}", other=a,
+                             other_side=f"{side_a[0]} x {side_a[1]}")
 
 
 def check_source_weights(weights: dict[str, float], records: list[ChipRecord]) -> None:

@@ -41,3 +41,26 @@ def test_a_mask_on_neither_grid_is_refused_naming_it(tmp_path):
     write_raster(mask, np.ones((8, 8), "uint8"), nodata=255)
     _, target, scale = ChipDataset([ChipRecord(image, mask)])[0]
     assert scale == 5 and target.shape == (1, 40, 40) and torch.all(target == 1)
+
+
+def test_chips_folders_of_two_chip_sizes_are_refused_before_a_run_starts(tmp_path):
+    """Two chips folders cut at two --size (16 and 20 px) stopped at the first mixed batch in
+    torch.stack ("stack expects each tensor to be equal size"), after DeepSpeed had started and
+    the run folder was made. Refused in one line now, naming both folders and sides."""
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+
+    from ..conftest import refused, run_cli
+
+    p = make_pair(64, seed=5, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    for name, size in (("a", 16), ("b", 20), ("c", 16)):
+        r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / name, "--size", size)
+        assert r.returncode == 0, r.stderr
+    r = run_cli("train", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "run", "--max-steps", 1)
+    assert refused(r, "S2N-CHIPS-SIDES", 1, f"{tmp_path / 'b'}: holds chips of 20 x 20 px, and {tmp_path / 'a'} "
+                                           "chips of 16 x 16 px")
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+    from s2s2net_cli.training.data import source_splits
+
+    train, val = source_splits([tmp_path / "a", tmp_path / "c"])  # one size: as before
+    assert {r.source for r in train} == {"a", "c"}
