@@ -19,7 +19,7 @@ from .options import (
     pair_option,
     parse_name_values,
 )
-from .render import log_findings, summary_table
+from .render import log_findings, progress_bar, summary_table
 
 
 def _parse_gains(ctx, param, value) -> tuple[float, ...]:
@@ -106,7 +106,12 @@ def calibrate(ctx, src, dst, pairs, manifests, gains, synthetic_scenes, syntheti
     """
     from ..evaluation.calibrate import THRESHOLDS, calibrate_weights  # heavy: torch
 
-    found = calibrate_weights(src, dst, pairs, manifests, gains, synthetic_scenes, synthetic_size, overwrite)
+    with progress_bar("calibrate: NDWI prior gains", quiet=ctx.obj.get("quiet"), every_step=True) as on_step:
+        started = iter(range(len(gains)))  # each gain scored in turn: the bar counts those done
+        found = calibrate_weights(src, dst, pairs, manifests, gains, synthetic_scenes, synthetic_size, overwrite,
+                                  on_progress=(lambda _: on_step(next(started), len(gains))) if on_step else None)
+        if on_step:
+            on_step(len(gains), len(gains))
     if as_json:
         click.echo(json.dumps(found.to_dict(), indent=2))
     elif not ctx.obj.get("quiet"):
@@ -148,7 +153,8 @@ def gate(ctx, src, dst, scenes, synthetic_scenes, overwrite, as_json):
     """
     from ..training.gate import gate_weights  # heavy: torch
 
-    fit = gate_weights(src, dst, tuple(scenes), synthetic_scenes, overwrite)  # None: the fit's default
+    with progress_bar("gate: windows read, then the fit", quiet=ctx.obj.get("quiet")) as on_step:
+        fit = gate_weights(src, dst, tuple(scenes), synthetic_scenes, overwrite, on_progress=on_step)  # None: default
     if as_json:
         click.echo(json.dumps(fit.to_dict(), indent=2))
     elif not ctx.obj.get("quiet"):

@@ -239,6 +239,16 @@ def synthetic_inputs(count: int = SYNTHETIC_SCENES, size: int = SYNTHETIC_SIZE, 
             yield from scene_inputs(scene, spec)
 
 
+def window_corners(height: int, width: int, windows: int = WINDOWS_PER_SCENE) -> list[tuple[int, int]]:
+    """The (row, col) corners of the windows scene_inputs reads: WINDOW pixels apart, at most
+    ``windows`` of them spread over the scene."""
+    rows = range(0, max(height - WINDOW, 0) + 1, WINDOW) if height > WINDOW else [0]
+    cols = range(0, max(width - WINDOW, 0) + 1, WINDOW) if width > WINDOW else [0]
+    places = [(r, c) for r in rows for c in cols]
+    step = max(1, math.ceil(len(places) / windows))
+    return places[::step][:windows]
+
+
 def scene_inputs(path, spec=None, windows: int = WINDOWS_PER_SCENE) -> Iterable[np.ndarray]:
     """Normalised windows of at most WINDOW pixels of a scene (any that predict reads), at most
     ``windows`` of them spread over it, as predict reads them."""
@@ -249,12 +259,8 @@ def scene_inputs(path, spec=None, windows: int = WINDOWS_PER_SCENE) -> Iterable[
 
     spec = spec or BandSpec()
     scene = open_scene(path, SceneOptions(), len(spec.names))
-    rows = range(0, max(scene.height - WINDOW, 0) + 1, WINDOW) if scene.height > WINDOW else [0]
-    cols = range(0, max(scene.width - WINDOW, 0) + 1, WINDOW) if scene.width > WINDOW else [0]
-    places = [(r, c) for r in rows for c in cols]
-    step = max(1, math.ceil(len(places) / windows))
     with SceneReader(scene) as reader:
-        for r, c in places[::step][:windows]:
+        for r, c in window_corners(scene.height, scene.width, windows):
             window = Window(c, r, min(WINDOW, scene.width - c), min(WINDOW, scene.height - r))
             data, _, _ = read_normalised(reader, window, spec)
             yield data
@@ -263,7 +269,8 @@ def scene_inputs(path, spec=None, windows: int = WINDOWS_PER_SCENE) -> Iterable[
 def fit_model_gate(model, threshold: float, inputs: Iterable[np.ndarray],
                    on_progress: Callable[[int], None] | None = None) -> tuple[WaterGate, WaterGate, GateFit]:
     """The water gate and the fine gate of ``model`` (an inference network on the CPU, fp32)
-    fitted on ``inputs`` (normalised arrays (bands, h, w)) at ``threshold`` (a probability)."""
+    fitted on ``inputs`` (normalised arrays (bands, h, w)) at ``threshold`` (a probability);
+    ``on_progress(k)`` after the k-th input, and once more (inputs + 1) when the fit is done."""
     from ..inference.runtime import threshold_logit
 
     logit = threshold_logit(min(max(threshold, 1e-6), 1 - 1e-6))
@@ -279,6 +286,8 @@ def fit_model_gate(model, threshold: float, inputs: Iterable[np.ndarray],
     gate, fit = fit_gate(cells, logit)
     fine_gate, fit.fine = fit_gate([replace(c, features=c.fine_features) for c in cells], logit)
     fit.both_active_fraction = _both_active(gate, fine_gate, cells, logit)
+    if on_progress:  # the fit itself, a step after the inputs (a minute on 40 scenes)
+        on_progress(len(cells) + 1)
     fit.int8_ranges = [(math.floor(low * 1e4) / 1e4, math.ceil(high * 1e4) / 1e4) for low, high in int8_ranges]
     return gate, fine_gate, fit
 
@@ -295,7 +304,7 @@ def _both_active(gate: WaterGate, fine_gate: WaterGate, cells: list[Cells], thre
 
 
 def gate_weights(src, dst, scenes: tuple = (), synthetic_scenes: int | None = None, overwrite: bool = False,
-                 on_progress: Callable[[int], None] | None = None) -> GateFit:
+                 on_progress: Callable[[int, int], None] | None = None) -> GateFit:
     """Copy weights ``src`` to ``dst`` with a water gate fitted to them (any gate of ``src``'s
     replaced): on ``synthetic_scenes`` synthetic scenes and windows of ``scenes``, at the
     threshold of ``src``'s card, and the head steps' input ranges on the same scenes (the card's
@@ -316,7 +325,15 @@ def gate_weights(src, dst, scenes: tuple = (), synthetic_scenes: int | None = No
     model = inference_network(model)
     inputs = chain(synthetic_inputs(synthetic_scenes, spec=card.bands),
                    *(scene_inputs(scene, card.bands) for scene in scenes))
-    gate, fine_gate, fit = fit_model_gate(model, card.threshold, inputs, on_progress)
+    total = None
+    if on_progress:  # each synthetic scene is one window, a scene as many as window_corners places; then the fit
+        from ..sources.open import open_scene
+        from ..sources.options import SceneOptions
+
+        opened = [open_scene(scene, SceneOptions(), len(card.bands.names)) for scene in scenes]
+        total = synthetic_scenes + sum(len(window_corners(o.height, o.width)) for o in opened) + 1
+    gate, fine_gate, fit = fit_model_gate(model, card.threshold, inputs,
+                                          (lambda done: on_progress(done, total)) if on_progress else None)
     state, card = load_weights(src)
     state = {**without_gate(state), **{GATE_PREFIX + name: t for name, t in gate.state_dict().items()},
              **{FINE_GATE_PREFIX + name: t for name, t in fine_gate.state_dict().items()}}

@@ -183,6 +183,8 @@ def test_calibrate_chooses_the_best_threshold_and_gain_and_writes_them(tmp_path,
     # the largest gain tried chosen: a larger one may score better, and the command says so
     warned = [w["code"] for w in found["warnings"]] == ["S2N-CALIBRATE-GAIN-EDGE"]
     assert warned == (found["ndwi_prior"] == 16) == ("S2N-CALIBRATE-GAIN-EDGE" in codes(r.stderr))
+    # a run of minutes said nothing until it ended: each gain scored is a step of its progress
+    assert all(f"calibrate: NDWI prior gains: {k}/2 ({k / 2:.0%})" in r.stderr for k in range(3)), r.stderr
     card = json.loads(run_cli("weights", "show", out).stdout)
     assert card["threshold"] == found["threshold"] and card["ndwi_prior"] == found["ndwi_prior"]
     assert "weights calibrate" in card["training"]["calibration"]
@@ -269,6 +271,7 @@ def test_a_fitted_water_gate_skips_the_head_and_keeps_the_mask(tmp_path, random_
     assert r.returncode == 0, r.stderr
     fit = json.loads(r.stdout)
     assert fit["inputs"] == 3 and fit["margin"] >= 0.5 and 0 <= fit["missed_fraction"] <= 1e-6
+    assert "gate: windows read, then the fit: 4/4 (100%)" in r.stderr  # its progress: 3 windows and the fit
     assert fit["water_margin"] >= 0.5 and 0 <= fit["wrong_water_fraction"] <= 1e-6
     assert 0 <= fit["filled_fraction"] and fit["active_fraction"] + fit["filled_fraction"] <= 1
     fine = fit["fine"]  # the fine gate, fitted alike on the head's 10 m features
