@@ -1,7 +1,8 @@
 """When a scene was seen: from a STAC item's ``datetime``, a product's name (its sensing
-start, ``..._MSIL2A_20230823T095559_...``) or, renamed, its metadata, a GeoTIFF's acquisition tags, or a date in the
-file name; ``None`` when none of them says (then ``--dates`` must, a CSV read by read_dates_csv,
-or from Python a mapping, read_dates).
+start, ``..._MSIL2A_20230823T095559_...``) or, renamed, its metadata, a GeoTIFF's acquisition
+tags (``ACQUISITION_DATE`` on predict's masks), or a date in the file name; ``None`` when none
+of them says (then ``--dates`` must, a CSV read by read_dates_csv, or from Python a mapping,
+read_dates).
 And which acquisition it is (``acquisition``): one pass over one tile, whatever its product."""
 
 from __future__ import annotations
@@ -108,12 +109,14 @@ def read_dates_csv(path) -> dict[str, str]:
 def acquisition(source) -> tuple[str, ...] | None:
     """(satellite, sensing time, relative orbit, tile) of the Sentinel-2 acquisition ``source``
     holds, the same for its L1C and L2A, its .zip and .SAFE, its STAC items and the masks
-    predicted from it (named after it): from its name, or a STAC item's product name or id
-    (stac.item_product_names); None when none says. Two tiles of one pass are two acquisitions."""
+    predicted from it (named after it): from its name, a STAC item's product name or id
+    (stac.item_product_names), or a renamed product's metadata; None when none says. Two tiles of one pass are two acquisitions."""
     text = str(source)
-    names = [text] + (stac.item_product_names(text) if stac.is_item(text) else
-                      safe.product_names(text) if safe.is_product(text) and not PRODUCT_NAME.match(source_stem(text))
-                      else [])
+    names = [text]
+    if stac.is_item(text):
+        names += stac.item_product_names(text)
+    elif safe.is_product(text) and not PRODUCT_NAME.match(source_stem(text)):  # renamed: its metadata names it
+        names += safe.product_names(text)
     for name in names:
         found = PRODUCT_NAME.match(source_stem(name))
         if found:
