@@ -28,7 +28,7 @@ import rasterio
 from ..formats import NODATA, safe_name
 from ..inference.baselines import IndexBaseline
 from ..inference.predictor import PredictOptions, Predictor
-from ..inference.writer import SOURCE_TAG, date_tag, reading_tags
+from ..inference.writer import SOURCE_TAG, acquisition_tags, reading_tags
 from ..io import check_output
 from ..labels import (
     VectorLabel,
@@ -214,7 +214,7 @@ def tag_degraded(path: Path, scene, factor: int) -> None:
     names the scene it was degraded from, read as it was, and the factor in its tags."""
     with rasterio.open(path, "r+") as dst:
         dst.update_tags(**{SOURCE_TAG: scene.name, "source_kind": scene.kind, **reading_tags(scene),
-                           **date_tag(scene), "degraded": f"{factor}x (Wald's protocol)"})
+                           **acquisition_tags(scene), "degraded": f"{factor}x (Wald's protocol)"})
 
 
 def check_degradable(opened: OpenPair, pair: Pair, factor: int) -> None:

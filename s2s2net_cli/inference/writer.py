@@ -16,7 +16,7 @@ from rasterio.windows import Window
 
 from .. import __version__
 from ..errors import first_line
-from ..formats import NODATA, VALUES_TAG, percent_cut, source_name, water_percent
+from ..formats import NODATA, VALUES_TAG, percent_cut, source_name, source_stem, water_percent
 from ..grid import SCALE_FACTOR, fine_transform, row_pixel_areas
 from ..io import (
     atomic_path,
@@ -28,10 +28,9 @@ from ..io import (
     temporary_sibling,
 )
 from ..rulebook import refuse
-from ..sources.dates import DATE_TAG, scene_date
+from ..sources.dates import DATE_TAG, PRODUCT_TAG, SOURCE_TAG, product_name, scene_date
 
 WRITE_ROWS = 512  # 2 m rows converted and written at a time
-SOURCE_TAG = "source_scene"  # the tag naming the scene a mask was made from
 MADE_WITH = ("model", "model_sha256", "threshold", "ndwi_prior", "values")  # the tags that say how a mask was made
 
 
@@ -81,11 +80,14 @@ def reading_tags(scene) -> dict:
     }
 
 
-def date_tag(scene) -> dict:
-    """ACQUISITION_DATE, the scene's date where its name, metadata or tags say it: what dates
-    the mask in ``occurrence --from-masks`` whatever the mask is called."""
-    date = scene_date(scene.path)
-    return {DATE_TAG: date} if date else {}
+def acquisition_tags(scene) -> dict:
+    """ACQUISITION_DATE, the scene's date, and source_product, the product it holds where it is
+    named otherwise (a renamed .zip, a STAC item), as far as its name, metadata or tags say
+    them: what dates the mask in ``occurrence --from-masks`` and tells its acquisition, whatever
+    the mask is called."""
+    date, product = scene_date(scene.path), product_name(scene.path)
+    return {**({DATE_TAG: date} if date else {}),
+            **({PRODUCT_TAG: product} if product and product != source_stem(scene.name) else {})}
 
 
 def mask_profile(scene, creation_options: dict | None = None) -> dict:
@@ -138,7 +140,7 @@ class MaskWriter:
         return {
             "s2s2net_version": __version__, **(self.forward_tags or {}),
             "values": VALUES_TAG[self.probability],
-            SOURCE_TAG: scene.name, "source_kind": scene.kind, **reading_tags(scene), **date_tag(scene),
+            SOURCE_TAG: scene.name, "source_kind": scene.kind, **reading_tags(scene), **acquisition_tags(scene),
         }
 
     def write_block(self, dst, prob: np.ndarray, row0: int, valid_10m: np.ndarray, stats: PredictionStats,

@@ -23,6 +23,8 @@ PRODUCT_TIME = re.compile(r"_MSIL(?:1C|2A)_(\d{8})T(\d{6})")
 # a product's name: satellite, sensing time, (processing baseline,) relative orbit, tile
 PRODUCT_NAME = re.compile(r"^(S2[A-D])_MSIL(?:1C|2A)_(\d{8}T\d{6})(?:_N\d{4})?_(R\d{3})_(T\w{5})")
 DATE_TAG = "ACQUISITION_DATE"  # the tag predict writes a scene's date in, on its mask
+SOURCE_TAG = "source_scene"  # the tag naming the scene a mask of predict's was made from
+PRODUCT_TAG = "source_product"  # and the product it holds, where the scene is named otherwise
 TAGS = (DATE_TAG, "acquisition_date", "DATETIME", "datetime", "TIFFTAG_DATETIME", "SENSING_TIME",
         "PRODUCT_START_TIME", "date")
 NAME_DATE = re.compile(r"(?<!\d)(\d{4})-?(\d{2})-?(\d{2})(?!\d)")
@@ -43,11 +45,7 @@ def scene_date(source) -> str | None:
             found = NAME_DATE.search(said)
             if found and _iso(found):
                 return _iso(found)
-    try:
-        with rasterio.open(text) as src:
-            tags = src.tags()
-    except Exception:  # noqa: BLE001 - a file GDAL cannot open says nothing of its date
-        tags = {}
+    tags = _tags(text)
     for key in TAGS:
         if key in tags:
             found = NAME_DATE.search(tags[key].replace(":", "-", 2))
@@ -55,6 +53,15 @@ def scene_date(source) -> str | None:
                 return _iso(found)
     found = NAME_DATE.search(Path(text).name)
     return _iso(found) if found else None
+
+
+def _tags(path: str) -> dict:
+    """A raster's tags; empty for a file GDAL cannot open (it says nothing of its date)."""
+    try:
+        with rasterio.open(path) as src:
+            return src.tags()
+    except Exception:  # noqa: BLE001 - any file at all may be named
+        return {}
 
 
 def _iso(match) -> str | None:
@@ -109,16 +116,29 @@ def read_dates_csv(path) -> dict[str, str]:
 def acquisition(source) -> tuple[str, ...] | None:
     """(satellite, sensing time, relative orbit, tile) of the Sentinel-2 acquisition ``source``
     holds, the same for its L1C and L2A, its .zip and .SAFE, its STAC items and the masks
-    predicted from it (named after it): from its name, a STAC item's product name or id
-    (stac.item_product_names), or a renamed product's metadata; None when none says. Two tiles of one pass are two acquisitions."""
+    predicted from it: from its product_name; None when none says. Two tiles of one pass are
+    two acquisitions."""
+    name = product_name(source)
+    return PRODUCT_NAME.match(name).groups() if name else None
+
+
+def product_name(source) -> str | None:
+    """The name of the Sentinel-2 product ``source`` holds (without .SAFE or .zip): its own name,
+    a STAC item's product name or id (stac.item_product_names), a renamed product's metadata, or
+    the tags of a mask of predict's (``source_scene``, ``source_product``); None when none says."""
     text = str(source)
-    names = [text]
-    if stac.is_item(text):
-        names += stac.item_product_names(text)
-    elif safe.is_product(text) and not PRODUCT_NAME.match(source_stem(text)):  # renamed: its metadata names it
-        names += safe.product_names(text)
-    for name in names:
-        found = PRODUCT_NAME.match(source_stem(name))
-        if found:
-            return found.groups()
+    for name in [text] if PRODUCT_NAME.match(source_stem(text)) else [text, *_names_within(text)]:
+        if PRODUCT_NAME.match(source_stem(name)):
+            return source_stem(name)
     return None
+
+
+def _names_within(text: str) -> list[str]:
+    """The names a source not named after its product holds: a STAC item's, a renamed
+    product's metadata's, or the tags of a mask of predict's."""
+    if stac.is_item(text):
+        return stac.item_product_names(text)
+    if safe.is_product(text):
+        return safe.product_names(text)
+    tags = _tags(text)
+    return [tags[key] for key in (SOURCE_TAG, PRODUCT_TAG) if tags.get(key)]

@@ -420,10 +420,19 @@ def test_a_renamed_product_is_dated_and_known_by_its_metadata(tmp_path, random_w
     assert r.returncode == 0, r.stderr
     with rasterio.open(tmp_path / "masks" / "lake.tif") as src:
         assert src.tags()["ACQUISITION_DATE"] == "2023-08-23"
+        assert src.tags()["source_product"] == zipped.name.removesuffix(".SAFE.zip")  # the renamed zip's product
     r = run_cli("occurrence", tmp_path / "masks" / "lake.tif", "--from-masks", "-o", tmp_path / "m.tif", "--json")
     assert r.returncode == 0, r.stderr
     [date] = json.loads(r.stdout)["dates"]
     assert (date["date"], date["warnings"]) == ("2023-08-23", [])
+    # and a second mask of the same product, its probability under yet another name, is that acquisition again
+    r = run_cli("predict", zipped, "-o", tmp_path / "masks" / "p.tif", "--probability", *fast)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("occurrence", tmp_path / "masks" / "lake.tif", tmp_path / "masks" / "p.tif", "--from-masks", "-o",
+                tmp_path / "m2.tif")
+    assert refused(r, "S2N-OCCURRENCE-ACQUISITION-TWICE", 1, f"{tmp_path / 'masks' / 'p.tif'}: holds the same "
+                                                             f"acquisition as {tmp_path / 'masks' / 'lake.tif'}")
+    assert not (tmp_path / "m2.tif").exists()
 
 
 def test_two_stac_items_of_one_acquisition_are_refused_by_their_product_names(tmp_path, random_weights):
