@@ -615,6 +615,10 @@ RULES = _book(
     Rule("S2N-RESUME-WATER-INDICES", INPUT, "was started {with_or_without} {o.water_indices}; resume it the same way"),
     Rule("S2N-RESUME-LABEL-EDGES", INPUT, "was started with {o.label_edges:{started_edges}}; resume it the same way"),
     Rule("S2N-RESUME-CHIPS", INPUT, "was started on the chips of {was}; resume it on the same (this run: {now})"),
+    Rule("S2N-RESUME-CHIPS-CHANGED", INPUT, "was started on {source} holding {train_was} train and {val_was} val "
+                                            "chips, which holds {train} and {val} now (chipped again?): resume it on "
+                                            "the chips it started on, or start a new run from its weights "
+                                            "({o.init_weights:{weights}})"),
     Rule("S2N-RESUME-DEEPSPEED-CONFIG", INPUT, "was started with DeepSpeed's {key} = {was}; resume it with the "
                                                "same (this run: {now}): give the options and {o.deepspeed_config} "
                                                "it was started with (its config.json records them)"),

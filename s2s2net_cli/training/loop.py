@@ -38,10 +38,12 @@ from .losses import WaterLoss
 from .run_folder import (
     CHECKPOINTS,
     Records,
+    check_resume_chips,
     check_resume_deepspeed,
     check_resume_matches,
     check_run_dir,
     prepare_run_dir,
+    source_counts,
     started_deepspeed_config,
     started_network,
     truncate_metrics,
@@ -101,6 +103,7 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
     world = world or World.from_environment()
     if options.resume:
         check_resume_matches(run_dir, options, world.size, chips_dirs)
+        check_resume_chips(run_dir, *splits)
     deepspeed = import_deepspeed()
     cuda = torch.cuda.is_available()
     ds_config = build_ds_config(options, world.size, "cuda" if cuda else "cpu", cuda and torch.cuda.is_bf16_supported())
@@ -206,7 +209,7 @@ class Trainer:
             write_config(run_dir, options, ds_config, {
                 "chips": self.chips, "chips_folders": [str(d) for d in self.chips_dirs],
                 "train_chips": len(self.train_ds), "val_chips": len(self.val_ds),
-                "sources": _source_counts(self.train_ds.records, self.val_ds.records, options.source_weights),
+                "sources": source_counts(self.train_ds.records, self.val_ds.records, options.source_weights),
                 "max_steps": self.max_steps, "world_size": world.size, "resumed_at_step": self.step,
                 "model": model_config.to_dict(), "bands": self.spec.to_dict()})
             truncate_metrics(run_dir / "metrics.jsonl", self.step)
@@ -352,13 +355,6 @@ def rank_batches(dataset: ChipDataset, world: World, micro: int, options: TrainO
         loader = DataLoader(dataset, batch_sampler=batches, num_workers=options.num_workers)
         yield from loader
         epoch, skip = epoch + 1, 0
-
-
-def _source_counts(train: list, val: list, weights: dict) -> dict:
-    """Each source's train and val chips and its weight, for config.json."""
-    names = sorted({r.source for r in train + val})
-    return {n: {"train": sum(r.source == n for r in train), "val": sum(r.source == n for r in val),
-                "weight": weights.get(n, 1.0)} for n in names}
 
 
 @torch.no_grad()

@@ -103,6 +103,29 @@ def started_network(run_dir: Path, options: TrainOptions) -> tuple[str | None, d
     return was, network
 
 
+def source_counts(train: list, val: list, weights: dict | None = None) -> dict:
+    """Each source's train and val chips (and its weight), as config.json records them."""
+    names = sorted({r.source for r in train + val})
+    return {n: {"train": sum(r.source == n for r in train), "val": sum(r.source == n for r in val),
+                **({"weight": weights.get(n, 1.0)} if weights is not None else {})} for n in names}
+
+
+def check_resume_chips(run_dir: Path, train: list, val: list) -> None:
+    """A resumed run draws from the chips it was started on: each source's train and val chips
+    as many as config.json records (a folder chipped again since, under its old name, would
+    change the data order and the validation best.safetensors is chosen on, without a word)."""
+    try:
+        was = json.loads((run_dir / "config.json").read_text()).get("sources") or {}
+    except (OSError, ValueError, AttributeError):
+        return  # check_resume_matches refuses a config it cannot read
+    now = source_counts(train, val)
+    for name, counts in was.items():
+        if name in now and (counts.get("train"), counts.get("val")) != (now[name]["train"], now[name]["val"]):
+            raise refuse("S2N-RESUME-CHIPS-CHANGED", run_dir, source=name, train_was=counts.get("train"),
+                         val_was=counts.get("val"), train=now[name]["train"], val=now[name]["val"],
+                         weights=run_dir / "last.safetensors")
+
+
 def started_deepspeed_config(run_dir: Path, options: TrainOptions) -> dict | None:
     """The --deepspeed-config a resumed run takes: the one given, or else the one it was started
     with (config.json records it), whose keys its checkpoints were saved under."""

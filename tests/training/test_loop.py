@@ -402,6 +402,7 @@ def test_a_run_resumes_with_the_deepspeed_config_it_was_started_with(chips, tmp_
 @pytest.mark.parametrize("case", ["no_index", "empty_train", "exists", "nothing_to_resume", "contradiction",
                                   "config_rank_batch", "config_accumulation", "both_limits",
                                   "resume_other_batch", "resume_other_inputs", "resume_other_label_edges",
+                                  "resume_chips_changed",
                                   "resume_other_lr", "resume_other_chips", "overwrite_own_init", "overwrite_own_chips"])
 def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
     target, run = chips, tmp_path / "run"
@@ -442,6 +443,12 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
         (run / "checkpoints" / "latest").write_text("step4")
         (run / "config.json").write_text(json.dumps({"world_size": 1, "options": {"batch_size": 8, "water_indices": True}}))
         extra = ["--resume"]
+    elif case == "resume_chips_changed":  # a run started on the folder before it was chipped again
+        (run / "checkpoints").mkdir(parents=True)
+        (run / "checkpoints" / "latest").write_text("step4")
+        (run / "config.json").write_text(json.dumps({"world_size": 1, "chips": str(chips), "options": {"batch_size": 8},
+                                                     "sources": {"chips": {"train": 999, "val": 1, "weight": 1.0}}}))
+        extra = ["--resume"]
     elif case == "resume_other_label_edges":  # a run whose 10 m labels' shores were read by majority
         (run / "checkpoints").mkdir(parents=True)
         (run / "checkpoints" / "latest").write_text("step4")
@@ -472,6 +479,7 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
                 "config_rank_batch": "S2N-DEEPSPEED-CONFIG-BATCH", "config_accumulation": "S2N-DEEPSPEED-CONFIG-BATCH",
                 "both_limits": "S2N-OPTIONS-EXCLUSIVE", "resume_other_batch": "S2N-RESUME-WORLD",
                 "resume_other_inputs": "S2N-RESUME-WATER-INDICES", "resume_other_label_edges": "S2N-RESUME-LABEL-EDGES",
+                "resume_chips_changed": "S2N-RESUME-CHIPS-CHANGED",
                 "resume_other_lr": "S2N-RESUME-OPTION", "resume_other_chips": "S2N-RESUME-CHIPS",
                 "overwrite_own_init": "S2N-RUN-INPUT-INSIDE", "overwrite_own_chips": "S2N-RUN-INPUT-INSIDE"}[case]
     assert codes(r.stderr) == [expected], r.stderr
@@ -480,11 +488,12 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
              "overwrite_own_init": f"{run / 'best.safetensors'}: lies in {run}",
              "overwrite_own_chips": f"{run / 'chips'}: lies in {run}",
              "config_rank_batch": "train_micro_batch_size_per_gpu = 4, but a run's batch of 8 on 1 rank(s) makes it 8",
-             "config_accumulation": "train_micro_batch_size_per_gpu = 4"}.get(case, "")
+             "config_accumulation": "train_micro_batch_size_per_gpu = 4",
+             "resume_chips_changed": "was started on chips holding 999 train and 1 val chips, which holds "}.get(case, "")
     assert named in r.stderr
     if case != "both_limits":
         assert len(lines) == 1 and lines[0].startswith("Error:"), r.stderr
-    if case.startswith("resume_other"):
+    if case.startswith(("resume_other", "resume_chips")):
         assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.json"]  # untouched
     elif case.startswith("overwrite_own"):
         assert sorted(p.name for p in run.iterdir()) == ["best.safetensors" if case == "overwrite_own_init" else "chips"]
