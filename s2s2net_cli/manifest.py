@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .formats import is_remote, read_csv, source_file, source_stem
@@ -17,6 +17,7 @@ class Pair:
     mask: Path
     id: str
     split: str | None = None
+    row: str = field(default="", compare=False)  # "line N of MANIFEST", where a manifest lists it
 
 
 def pairs_from_options(pairs: list[tuple[str, str]] | None, manifests=()) -> list[Pair]:
@@ -30,7 +31,8 @@ def pairs_from_options(pairs: list[tuple[str, str]] | None, manifests=()) -> lis
     for p in out:
         for f in (p.image, p.mask):
             if not is_remote(f) and not Path(source_file(f)).exists():  # an item: its collection's file
-                raise refuse("S2N-MANIFEST-FILE-MISSING", f)
+                where = (f" ({p.row}, whose paths are read from its own folder)" if p.row else "")
+                raise refuse("S2N-MANIFEST-FILE-MISSING", f, where=where)
     ids = [p.id for p in out]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
@@ -64,7 +66,8 @@ def read_manifest(path) -> list[Pair]:
         split = (row.get("split") or "").strip() or None
         if split not in (None, "train", "val", "test"):
             raise refuse("S2N-MANIFEST-SPLIT", path, n=n, split=split)
-        pairs.append(Pair(_image(image, base), base / mask, (row.get("id") or "").strip() or source_stem(image), split))
+        pairs.append(Pair(_image(image, base), base / mask, (row.get("id") or "").strip() or source_stem(image), split,
+                          row=f"line {n} of {path}"))
     return pairs
 
 

@@ -552,7 +552,7 @@ RULES = _book(
     Rule("S2N-TRAIN-TOO-FEW-CHIPS", INPUT, "{n_train} training chips are fewer than one global batch of {batch_size}"),
     Rule("S2N-TRAIN-CHECKPOINT-UNLOADABLE", INPUT, "checkpoint could not be loaded"),
     # manifest.py
-    Rule("S2N-MANIFEST-FILE-MISSING", INPUT, "file not found"),
+    Rule("S2N-MANIFEST-FILE-MISSING", INPUT, "file not found{where}"),
     Rule("S2N-MANIFEST-ID-TWICE", INPUT, "scene id {scene_id!r} appears twice ({first} and {second}): {fix}"),
     Rule("S2N-MANIFEST-COLUMNS", INPUT, "manifest lacks column(s) {missing} (needs image,mask)"),
     Rule("S2N-MANIFEST-NOT-FOUND", INPUT, "manifest not found"),

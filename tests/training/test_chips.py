@@ -432,6 +432,9 @@ def test_bad_input_gets_one_line_and_nothing_written(tmp_path, pairs, case):
     expected_name = {"no_overlap": "far.tif", "empty_mask": "nan.tif", "three_bands": "rgb.tif", "missing_file": "nothere.tif",
                      "missing_column": "m.csv", "bad_crs": "local.tif"}[case]
     assert expected_name in lines[0]
+    if case == "missing_file":  # which row, and how its paths are read (relative to the manifest, not here)
+        assert lines[0].endswith(f"nothere.tif: file not found (line 2 of {manifest}, whose paths are read from its "
+                                 "own folder) [S2N-MANIFEST-FILE-MISSING]"), lines[0]
     assert not out.exists()
 
 
