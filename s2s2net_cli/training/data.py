@@ -208,18 +208,20 @@ def _check_one_chip_side(dirs: list[Path], splits: list) -> None:
     sides = {}
     for d, (t, v) in zip(dirs, splits):
         first = next(iter(t or v), None)
-        if first is None:
+        if first is None:  # a folder without chips: nothing to compare
             continue
         try:
             with rasterio.open(first.image) as src:
                 sides[d] = (src.width, src.height)
         except RasterioIOError:
             continue  # the dataset names the chip it cannot read, with its path
-        (a, side_a), *others = sides.items()
-        for b, side_b in others:
-            if side_b != side_a:
-                raise refuse("S2N-CHIPS-SIDES", b, side=f"{side_b[0]} x {side_b[1]}", other=a,
-                             other_side=f"{side_a[0]} x {side_a[1]}")
+    if not sides:
+        return
+    (a, side_a), *others = sides.items()
+    for b, side_b in others:
+        if side_b != side_a:
+            raise refuse("S2N-CHIPS-SIDES", b, side=f"{side_b[0]} x {side_b[1]}", other=a,
+                         other_side=f"{side_a[0]} x {side_a[1]}")
 
 
 def check_source_weights(weights: dict[str, float], records: list[ChipRecord]) -> None:
