@@ -44,6 +44,8 @@ WEIGHTS_FILE = OutputKind((".safetensors",), "weights are written as safetensors
 
 
 # A 2 m output's ``values`` tag: a 0/1 mask, or (True) a ``predict --probability`` raster.
+# A training run's folder: its DeepSpeed checkpoints (for --resume), and the weights it exports
+RUN_CHECKPOINTS, RUN_BEST, RUN_LAST = "checkpoints", "best.safetensors", "last.safetensors"
 VALUES_TAG = {False: "0 land, 1 water, 255 nodata", True: "probability percent 0-100, 255 nodata"}
 
 

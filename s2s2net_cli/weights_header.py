@@ -11,6 +11,7 @@ from pathlib import Path
 
 from safetensors import SafetensorError, safe_open
 
+from .formats import RUN_BEST, RUN_CHECKPOINTS, RUN_LAST
 from .rulebook import refuse
 
 METADATA_KEY = "s2s2net"
@@ -64,14 +65,14 @@ def header_metadata(path) -> dict:
 
 def _run_weights(folder: Path) -> list[Path]:
     """The weights files a training run's folder holds (best, last), or none."""
-    return [folder / name for name in ("best.safetensors", "last.safetensors") if (folder / name).is_file()]
+    return [folder / name for name in (RUN_BEST, RUN_LAST) if (folder / name).is_file()]
 
 
 def _refuse_checkpoint(path: Path, cause: Exception) -> None:
     """Refuse a path inside a run's ``checkpoints/`` (the folder, a step's folder, its pickles)
     by naming the run's own weights files: DeepSpeed's checkpoints are for ``train --resume``."""
     for folder in [path, *path.parents][:3]:
-        run = _run_weights(folder.parent) if folder.name == "checkpoints" else []
+        run = _run_weights(folder.parent) if folder.name == RUN_CHECKPOINTS else []
         if run:
             raise refuse("S2N-WEIGHTS-IS-CHECKPOINT", path, weights=" or ".join(map(str, run))) from cause
 

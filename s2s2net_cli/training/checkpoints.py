@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 from ..checkpoint import WeightsCard, save_weights
 from ..errors import first_line
+from ..formats import RUN_BEST, RUN_LAST
 from ..io import atomic_path, write_error_text
 from ..rulebook import refuse
 from ..world import World
@@ -91,6 +92,6 @@ def consolidated_state_dict(engine, ckpt_dir: Path, tag: str) -> dict:
 def export_weights(engine, run_dir: Path, tag: str, card: WeightsCard, improved: bool) -> None:
     """last.safetensors (and best.safetensors when ``improved``) from checkpoint ``tag``."""
     state = consolidated_state_dict(engine, run_dir / CHECKPOINTS, tag)
-    save_weights(run_dir / "last.safetensors", state, card)
+    save_weights(run_dir / RUN_LAST, state, card)
     if improved:
-        save_weights(run_dir / "best.safetensors", state, card)
+        save_weights(run_dir / RUN_BEST, state, card)

@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader, default_collate
 
 from ..bands import BAND_NAMES, BandSpec
 from ..checkpoint import WeightsCard, has_gate, load_weights, without_gate
-from ..formats import NODATA
+from ..formats import NODATA, RUN_BEST, RUN_LAST
 from ..metrics import scores_from_counts
 from ..model import ModelConfig, S2S2Net, widen_inputs
 from ..rulebook import finding, refuse
@@ -235,7 +235,7 @@ class Trainer:
         finally:
             restore_handlers(handlers)
             self.records.close()
-        last, best = (self.run_dir / name for name in ("last.safetensors", "best.safetensors"))
+        last, best = self.run_dir / RUN_LAST, self.run_dir / RUN_BEST
         return TrainResult(self.step, interrupted, str(last) if last.exists() else None, str(best) if best.exists() else None,
                            self.best_f1, time.perf_counter() - start_time, self.world.size, self.records.records,
                            *optimizer_memory(self.engine.optimizer),

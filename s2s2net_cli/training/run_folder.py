@@ -15,11 +15,12 @@ import torch
 
 from .. import __version__
 from ..errors import first_line
+from ..formats import RUN_CHECKPOINTS, RUN_LAST
 from ..io import atomic_path, check_folder_output, lies_in
 from ..rulebook import option, refuse
 from .config import TrainOptions
 
-CHECKPOINTS = "checkpoints"  # the DeepSpeed checkpoints' folder inside the run folder
+CHECKPOINTS = RUN_CHECKPOINTS  # the DeepSpeed checkpoints' folder inside the run folder
 # What a run's steps, data order and random draws depend on: a resumed run keeps them (only its
 # length, --val-every and --num-workers may change), or it would be two runs recorded as one.
 KEPT_ON_RESUME = ("lr", "weight_decay", "warmup_steps", "grad_clip", "seed", "augment", "source_weights", "precision",
@@ -98,7 +99,7 @@ def started_network(run_dir: Path, options: TrainOptions) -> tuple[str | None, d
     now = options.init_weights
     if now is not None and str(now) != str(was) and not _same_file(was, now):
         raise refuse("S2N-RESUME-OPTION", run_dir, flag=option("init_weights"), was=_shown(was), now=_shown(now),
-                     weights=run_dir / "last.safetensors")
+                     weights=run_dir / RUN_LAST)
     network = {k: config[k] for k in ("model", "bands")} if "model" in config and "bands" in config else None
     return was, network
 
@@ -123,7 +124,7 @@ def check_resume_chips(run_dir: Path, train: list, val: list) -> None:
         if name in now and (counts.get("train"), counts.get("val")) != (now[name]["train"], now[name]["val"]):
             raise refuse("S2N-RESUME-CHIPS-CHANGED", run_dir, source=name, train_was=counts.get("train"),
                          val_was=counts.get("val"), train=now[name]["train"], val=now[name]["val"],
-                         weights=run_dir / "last.safetensors")
+                         weights=run_dir / RUN_LAST)
 
 
 def started_deepspeed_config(run_dir: Path, options: TrainOptions) -> dict | None:
