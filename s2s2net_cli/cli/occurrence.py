@@ -79,7 +79,9 @@ def occurrence(ctx, scenes, output, from_masks, like, dates_csv, classes, strict
     elif not ctx.obj.get("quiet"):
         for d in summary.dates:
             click.echo(f"{d.date or '-'}  {d.source}: {d.water_km2:.3f} km2 water, {d.valid_share:.1%} seen", err=True)
-        click.echo(f"{summary.output}: {len(summary.dates)} dates, water ever {summary.ever_water_km2:.3f} km2", err=True)
+        counted = len(summary.dates)
+        click.echo(f"{summary.output}: {counted} date{'' if counted == 1 else 's'}, water ever "
+                   f"{summary.ever_water_km2:.3f} km2", err=True)
     for d in summary.skipped:
         click.echo(f"skipped: {d.error}" + (f" [{d.code}]" if d.code else ""), err=True)  # the error names the file
     if summary.skipped or not summary.dates:  # written from the other dates, but not from all: a script must hear

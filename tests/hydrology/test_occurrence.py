@@ -411,6 +411,8 @@ def test_a_renamed_product_is_dated_and_known_by_its_metadata(tmp_path, random_w
         assert r.returncode == 0, r.stderr
         [date] = json.loads(r.stdout)["dates"]
         assert (date["date"], [w["code"] for w in date["warnings"]]) == ("2023-08-23", ["S2N-SCENE-SMALL"]), r.stdout
+    r = run_cli("occurrence", renamed, "-o", tmp_path / "o.tif", *fast, "--overwrite")  # its summary line
+    assert r.returncode == 0 and f"{tmp_path / 'o.tif'}: 1 date, water ever" in r.stderr, r.stderr
     r = run_cli("occurrence", zipped, renamed, "-o", tmp_path / "both.tif", *fast)
     assert refused(r, "S2N-OCCURRENCE-ACQUISITION-TWICE", 1, f"{renamed}: holds the same acquisition as {zipped} "
                                                              "(S2B 20230823T155559 R122 T18SVG)")
