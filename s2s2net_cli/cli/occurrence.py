@@ -12,7 +12,7 @@ from ..api import occurrence as water_occurrence
 from ..formats import OCCURRENCE_FILE, PLOT_FILE
 from ..io import check_output
 from .options import creation_options, json_option, model_options, named_as, overwrite_option, scene_options
-from .render import log_findings, progress_bar
+from .render import counted, log_findings, progress_bar
 
 log = logging.getLogger("s2s2net")
 
@@ -79,8 +79,7 @@ def occurrence(ctx, scenes, output, from_masks, like, dates_csv, classes, strict
     elif not ctx.obj.get("quiet"):
         for d in summary.dates:
             click.echo(f"{d.date or '-'}  {d.source}: {d.water_km2:.3f} km2 water, {d.valid_share:.1%} seen", err=True)
-        counted = len(summary.dates)
-        click.echo(f"{summary.output}: {counted} date{'' if counted == 1 else 's'}, water ever "
+        click.echo(f"{summary.output}: {counted(len(summary.dates), 'date')}, water ever "
                    f"{summary.ever_water_km2:.3f} km2", err=True)
     for d in summary.skipped:
         click.echo(f"skipped: {d.error}" + (f" [{d.code}]" if d.code else ""), err=True)  # the error names the file

@@ -83,6 +83,11 @@ def _plain_lines(description: str, km2_per_step: float | None, interval: float):
     return on_step
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless one: "1 date", "3 dates"."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def summary_table(title: str, columns: list[str], rows: list[list[str]], highlight: dict | None = None) -> None:
     """A rich table on stderr. ``highlight`` maps (row, column) to a style.
 

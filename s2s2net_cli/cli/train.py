@@ -12,7 +12,7 @@ from ..errors import S2S2NetError
 from ..rulebook import finding
 from ..training.config import AUGMENTATIONS, DEFAULT_STEPS, LABEL_EDGES, TrainOptions, read_source_weights
 from .options import bad_parameter, exclusive, json_option, overwrite_option, seed_option, train_precision_option
-from .render import log_findings, progress_bar, stderr
+from .render import counted, log_findings, progress_bar, stderr
 
 _TRAIN = TrainOptions()  # the defaults, as the options show them
 
@@ -127,5 +127,5 @@ def report(ctx, result, as_json: bool) -> None:
     elif not ctx.obj.get("quiet"):
         best = "no validation" if result.best_f1 is None else f"best validation F1 {result.best_f1:.3f} ({result.best})"
         ranks = f" on {result.world_size} ranks" if result.world_size > 1 else ""
-        stderr.print(f"{result.steps} steps in {result.seconds:.0f} s{ranks}: {best}; last weights {result.last}",
+        stderr.print(f"{counted(result.steps, 'step')} in {result.seconds:.0f} s{ranks}: {best}; last weights {result.last}",
                      highlight=False, soft_wrap=True)

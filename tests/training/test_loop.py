@@ -345,6 +345,7 @@ def test_weights_with_an_ndwi_prior_train_without_it(chips, tmp_path, random_wei
         assert load_weights(run / name)[1].ndwi_prior == 0.0
     # and the run says so, naming the weights it started from and the command that calibrates
     assert codes(r.stderr) == ["S2N-TRAIN-CALIBRATION-DROPPED"] and f"{with_prior}: was calibrated" in r.stderr
+    assert any(line.startswith("1 step in ") for line in r.stderr.splitlines()), r.stderr  # not "1 steps"
 
 
 def test_a_deepspeed_configs_global_batch_is_the_runs(chips, tmp_path):
