@@ -28,7 +28,7 @@ import rasterio
 from ..formats import NODATA, safe_name
 from ..inference.baselines import IndexBaseline
 from ..inference.predictor import PredictOptions, Predictor
-from ..inference.writer import SOURCE_TAG, acquisition_tags, reading_tags
+from ..inference.writer import acquisition_tags, reading_tags
 from ..io import check_output
 from ..labels import (
     VectorLabel,
@@ -44,6 +44,7 @@ from ..metrics import BOUNDARY_TOLERANCE, Counts, boundary_counts, count
 from ..option_checks import fields_set, options_said
 from ..rulebook import finding, refuse
 from ..sources.checks import scene_warnings
+from ..sources.dates import SOURCE_TAG
 from ..sources.degraded import DEGRADED_READING, degrade_scene, degraded_shape
 from ..sources.open import OpenPair, open_pair
 from ..weights_header import default_weights, weights_file

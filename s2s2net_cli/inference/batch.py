@@ -27,12 +27,13 @@ from ..formats import GEOTIFF_SUFFIXES, check_each_source_once, check_exists, sa
 from ..io import check_not_inputs
 from ..rulebook import code_of, option, refuse
 from ..sources import stac
+from ..sources.dates import SOURCE_TAG, raster_tags
 from ..sources.open import open_scene
 from ..weights_header import default_weights, weights_tags
 from ..world import World
 from .beside import Beside
 from .options import PredictOptions
-from .writer import SOURCE_TAG, made_with, mask_tags, reading_tags
+from .writer import made_with, reading_tags
 
 if TYPE_CHECKING:  # the network and torch load only when a scene is predicted
     from .predictor import Predictor, SceneResult
@@ -105,7 +106,7 @@ def finished_output(scene, target, made_with: dict | None = None) -> bool:
     would mix two runs' masks), or a file predict did not write, rather than skipping it."""
     if not Path(target).exists():
         return False
-    tags, name = mask_tags(target), source_name(scene)
+    tags, name = raster_tags(target), source_name(scene)  # SOURCE_TAG: its scene; MADE_WITH's: how
     made_from = tags.get(SOURCE_TAG)
     if made_from != name:
         if made_from:

@@ -51,16 +51,6 @@ class PredictionStats:
         return self
 
 
-def mask_tags(path) -> dict:
-    """The tags of the raster at ``path`` (empty when it is no raster): SOURCE_TAG names the
-    scene a mask of predict's was made from, MADE_WITH's how."""
-    try:
-        with rasterio.open(path) as src:
-            return src.tags()
-    except RasterioIOError:
-        return {}
-
-
 def made_with(forward_tags: dict, probability: bool, threshold_per_scene: bool = False) -> dict:
     """The MADE_WITH tags a mask gets from a forward's ``forward_tags`` and whether it is a
     ``probability`` raster; without the threshold when each scene draws its own."""

@@ -45,7 +45,7 @@ def scene_date(source) -> str | None:
             found = NAME_DATE.search(said)
             if found and _iso(found):
                 return _iso(found)
-    tags = _tags(text)
+    tags = raster_tags(text)
     for key in TAGS:
         if key in tags:
             found = NAME_DATE.search(tags[key].replace(":", "-", 2))
@@ -55,8 +55,9 @@ def scene_date(source) -> str | None:
     return _iso(found) if found else None
 
 
-def _tags(path: str) -> dict:
-    """A raster's tags; empty for a file GDAL cannot open (it says nothing of its date)."""
+def raster_tags(path) -> dict:
+    """A raster's tags; empty for a file GDAL cannot open (a mask not written yet, a file that
+    says nothing of its date)."""
     try:
         with rasterio.open(path) as src:
             return src.tags()
@@ -140,5 +141,5 @@ def _names_within(text: str) -> list[str]:
         return stac.item_product_names(text)
     if safe.is_product(text):
         return safe.product_names(text)
-    tags = _tags(text)
+    tags = raster_tags(text)
     return [tags[key] for key in (SOURCE_TAG, PRODUCT_TAG) if tags.get(key)]
