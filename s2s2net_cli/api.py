@@ -230,13 +230,15 @@ def rivers(mask, output, *, overwrite: bool = False, on_progress: Callable[[int,
     """River centrelines and widths from a water mask, as ``s2s2net rivers`` does.
 
     Args:
-        mask: a 2 m mask of ``predict`` (or its probability raster, or any 0/1 raster with a
-            projected CRS).
+        mask: a 2 m mask of ``predict`` (or its probability raster, the raster of
+            ``occurrence()``, or any 0/1 raster with a projected CRS).
         output: the GeoPackage to write (layers ``reaches`` and ``widths``).
         overwrite: replace an existing output.
         **options: RiverOptions fields (``spacing_m``, ``min_width_m``, ``max_width_m``,
             ``min_area_m2``, ``max_bridge_m``, ``window``, ``workers``: processes measuring
-            windows at once, one per CPU core by default).
+            windows at once, one per CPU core by default; ``min_occurrence``: for an occurrence
+            raster, the percent of dates from which a pixel is water, its permanent water's by
+            default).
 
     Returns:
         A ``RiverSummary`` (reaches, length_km, transects, width_median_m).

@@ -43,9 +43,9 @@ TABLE_FILE = OutputKind((".csv", ".txt", ""), "the table is written as CSV")
 WEIGHTS_FILE = OutputKind((".safetensors",), "weights are written as safetensors")
 
 
-# A 2 m output's ``values`` tag: a 0/1 mask, or (True) a ``predict --probability`` raster.
 # A training run's folder: its DeepSpeed checkpoints (for --resume), and the weights it exports
 RUN_CHECKPOINTS, RUN_BEST, RUN_LAST = "checkpoints", "best.safetensors", "last.safetensors"
+# A 2 m output's ``values`` tag: a 0/1 mask, or (True) a ``predict --probability`` raster.
 VALUES_TAG = {False: "0 land, 1 water, 255 nodata", True: "probability percent 0-100, 255 nodata"}
 
 
@@ -63,6 +63,20 @@ def probability_cut(tags: dict) -> int | None:
     if "probability" not in tags.get("values", ""):
         return None
     return percent_cut(float(tags.get("threshold", 0.5)))
+
+
+# The ``software`` tag of ``s2s2net occurrence``'s raster (band 1: percent of the dates seen
+# as water), and the tag naming where its permanent water starts (percent)
+OCCURRENCE_SOFTWARE, PERMANENT_TAG = "s2s2net occurrence", "permanent_from_percent"
+
+
+def occurrence_cut(tags: dict, at_least: int | None = None) -> int | None:
+    """Where a raster of ``s2s2net occurrence`` (its ``software`` tag says so) is water: band 1
+    at or above ``at_least`` percent, or else its permanent water's (the tag's, 90 when
+    untagged); None for any other raster."""
+    if tags.get("software") != OCCURRENCE_SOFTWARE:
+        return None
+    return at_least if at_least is not None else int(float(tags.get(PERMANENT_TAG, 90)))
 
 
 def water_percent(prob: np.ndarray, water: np.ndarray, cut: int) -> np.ndarray:

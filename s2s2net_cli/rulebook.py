@@ -36,7 +36,8 @@ PYTHON_KEYWORDS = {"mask": "leave_out", "source_weight": "source_weights", "pair
                    "co": "creation_options"}
 # The commands a message points to, as each interface calls them: ``{c.calibrate}`` in a template.
 COMMANDS = {"calibrate": ("s2s2net weights calibrate", "s2n.calibrate()"), "gate": ("s2s2net weights gate", "s2n.gate()"),
-            "chip": ("s2s2net chip", "s2n.chip()"), "predict": ("s2s2net predict", "s2n.predict()")}
+            "chip": ("s2s2net chip", "s2n.chip()"), "predict": ("s2s2net predict", "s2n.predict()"),
+            "occurrence": ("s2s2net occurrence", "s2n.occurrence()")}
 FLAG_NAMES = {keyword: flag for flag, keyword in PYTHON_KEYWORDS.items()}  # a bundle's field -> its option's name
 
 
@@ -604,6 +605,8 @@ RULES = _book(
     Rule("S2N-RIVERS-NOT-METRES", INPUT, "its CRS unit is the {units}, not the metre, in which river widths and "
                                          "lengths are measured: reproject it to UTM first"),
     Rule("S2N-RIVERS-NOT-SQUARE", INPUT, "its pixels are not square and north-up, as river widths need"),
+    Rule("S2N-RIVERS-NOT-OCCURRENCE", USAGE, "is no occurrence raster of {c.occurrence} (its software tag says "
+                                             "so), and {o.min_occurrence} cuts one"),
     # run_folder.py
     Rule("S2N-RESUME-NOTHING", INPUT, "nothing to resume (no checkpoints/latest)"),
     Rule("S2N-RUN-EXISTS", EXISTS, "already exists (use {o.resume} to continue or {o.overwrite} to start over)"),

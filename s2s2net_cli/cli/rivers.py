@@ -29,6 +29,9 @@ from .render import progress_bar, summary_table
 @click.option("--max-bridge", type=click.FloatRange(min=0), default=20.0, show_default=True,
               help="Land across a channel up to this long (m) that cuts its water in two is a bridge: the "
                    "centreline runs under it and transects across it are flagged bridge (0: none).")
+@click.option("--min-occurrence", type=click.IntRange(1, 100), default=None, metavar="PERCENT",
+              help="For an occurrence raster of `s2s2net occurrence`: water is where it was seen on at least "
+                   "this percent of the dates  [default: its permanent water's, 90]")
 @click.option("--window", type=click.IntRange(256), default=4096, show_default=True,
               help="Window side in pixels: memory is bounded by one window and its margin.")
 @click.option("--workers", type=click.IntRange(1), default=None,
@@ -36,11 +39,13 @@ from .render import progress_bar, summary_table
 @overwrite_option
 @json_option
 @click.pass_context
-def rivers(ctx, mask, output, spacing, min_width, max_width, min_area, max_bridge, window, workers, overwrite, as_json):
+def rivers(ctx, mask, output, spacing, min_width, max_width, min_area, max_bridge, min_occurrence, window, workers,
+           overwrite, as_json):
     """River centrelines and widths from a water mask.
 
     MASK is a mask of `s2s2net predict` (0 land, 1 water, 255 nodata), its --probability raster
-    (cut at the threshold in its tags), or any 0/1 raster with a projected CRS. The output has
+    (cut at the threshold in its tags), an occurrence raster of `s2s2net occurrence` (its
+    permanent water, or see --min-occurrence), or any 0/1 raster with a projected CRS. The output has
     two layers: `reaches` (centrelines split at junctions, with length and median, min and max
     width) and `widths` (a transect every --spacing metres: width and a flag, bank, island,
     bridge or edge).
@@ -49,11 +54,12 @@ def rivers(ctx, mask, output, spacing, min_width, max_width, min_area, max_bridg
     Examples:
       s2s2net rivers water.tif -o rivers.gpkg
       s2s2net rivers water.tif -o rivers.gpkg --spacing 50 --min-width 10 --max-width 300
+      s2s2net rivers occurrence.tif -o rivers.gpkg --min-occurrence 50
     """
     from ..hydrology.rivers import RiverOptions, measure_rivers  # heavy: scipy, shapely, geopandas
 
     options = RiverOptions(spacing_m=spacing, min_width_m=min_width, max_width_m=max_width, min_area_m2=min_area,
-                           max_bridge_m=max_bridge, window=window, workers=workers,
+                           max_bridge_m=max_bridge, min_occurrence=min_occurrence, window=window, workers=workers,
                            overwrite=overwrite)
     with progress_bar(mask.name, quiet=ctx.obj.get("quiet")) as on_step:
         summary = measure_rivers(mask, output, options, on_progress=on_step)

@@ -33,7 +33,15 @@ from rasterio.windows import Window
 
 from ..bands import BAND_NAMES
 from ..errors import InputError, S2S2NetError
-from ..formats import OCCURRENCE_FILE, WATER, check_each_source_once, check_exists, probability_cut
+from ..formats import (
+    OCCURRENCE_FILE,
+    OCCURRENCE_SOFTWARE,
+    PERMANENT_TAG,
+    WATER,
+    check_each_source_once,
+    check_exists,
+    probability_cut,
+)
 from ..grid import grid_shift, row_pixel_areas
 from ..io import atomic_path, check_creation_options, check_output, copy_to_cog, geotiff_profile, temporary_sibling
 from ..labels import MAX_VALUES_NAMED, NODATA_TAG, check_nodata_value, check_one_band, unexpected_values
@@ -357,7 +365,7 @@ class _OutputFile:
                  "valid count (dates seen)"] + (["class (0 never water, 1 seasonal, 2 permanent)"] if self.bands == 4
                                                 else [])
         self.dst.descriptions = tuple(names)
-        self.dst.update_tags(permanent_from_percent=str(PERMANENT_FROM), software="s2s2net occurrence")
+        self.dst.update_tags(**{PERMANENT_TAG: str(PERMANENT_FROM), "software": OCCURRENCE_SOFTWARE})
         return self.dst
 
     def __exit__(self, kind, value, traceback):

@@ -45,7 +45,7 @@ from shapely import line_merge
 from shapely.geometry import LineString, MultiLineString, Point, box
 from shapely.ops import substring
 
-from ..formats import NODATA, RIVERS_FILE, WATER, check_exists, probability_cut
+from ..formats import NODATA, RIVERS_FILE, WATER, check_exists, occurrence_cut, probability_cut
 from ..io import atomic_path, check_output
 from ..labels import NODATA_TAG, check_label, check_one_band, open_label
 from ..option_checks import check_bounds, check_types
@@ -76,13 +76,14 @@ class RiverOptions:
     window: int = 4096  # px a side, without the margin
     margin: int | None = None  # px; default: enough for the widest channel kept (max_width_m)
     workers: int | None = None  # processes measuring windows at once; default: one per core it may use
+    min_occurrence: int | None = None  # an occurrence raster's water: percent of dates; default its permanent water's
     overwrite: bool = False
 
     def __post_init__(self):
         check_types(self)
         check_bounds(self, least={"min_width_m": 0, "min_area_m2": 0, "max_bridge_m": 0, "bridge_span_m": 0,
-                                  "prune": 0, "window": MIN_WINDOW, "margin": 0, "workers": 1},
-                     above={"spacing_m": 0, "max_width_m": 0})
+                                  "prune": 0, "window": MIN_WINDOW, "margin": 0, "workers": 1, "min_occurrence": 1},
+                     above={"spacing_m": 0, "max_width_m": 0}, most={"min_occurrence": 100})
         if self.min_width_m >= self.max_width_m:  # every channel would be too narrow or too wide
             raise refuse("S2N-RIVERS-WIDTHS", None, low=self.min_width_m, high=self.max_width_m)
 
@@ -108,7 +109,7 @@ def measure_rivers(mask_path, out_path, options: RiverOptions = RiverOptions(),
                    on_progress: Callable[[int, int], None] | None = None) -> RiverSummary:
     """Centrelines and widths of the water in ``mask_path`` written to ``out_path`` (GeoPackage)."""
     out_path = check_output(out_path, options.overwrite, kind=RIVERS_FILE)
-    reader = MaskReader(mask_path)
+    reader = MaskReader(mask_path, options.min_occurrence)
     pixel = reader.pixel_size
     margin = options.margin if options.margin is not None else int(np.ceil(options.max_width_m / pixel)) + 32
     lines, points, open_m = [], [], 0.0
@@ -189,10 +190,12 @@ def check_measurable(path, crs, transform) -> None:
 
 
 class MaskReader:
-    """Water and validity of a mask, a window at a time: 0/1 with nodata, or a probability
-    raster of ``predict --probability`` (percent) cut at the threshold in its tags."""
+    """Water and validity of a mask, a window at a time: 0/1 with nodata, a probability raster
+    of ``predict --probability`` (percent) cut at the threshold in its tags, or the occurrence
+    raster of ``s2s2net occurrence`` (band 1, percent of dates) cut at ``min_occurrence``, by
+    default where its permanent water starts (its tag)."""
 
-    def __init__(self, path):
+    def __init__(self, path, min_occurrence: int | None = None):
         self.path = Path(path)
         check_exists(self.path)
         try:
@@ -202,6 +205,11 @@ class MaskReader:
         except rasterio.errors.RasterioIOError as exc:
             raise refuse("S2N-RASTER-UNREADABLE", self.path) from exc
         check_measurable(self.path, self.crs, self.transform)
+        self.cut = occurrence_cut(tags, min_occurrence)
+        if self.cut is None and min_occurrence is not None:
+            raise refuse("S2N-RIVERS-NOT-OCCURRENCE", self.path)
+        if self.cut is not None:
+            return  # bands 2-4 count dates and classes: band 1 is read
         check_one_band(self.path, self.count)
         self.cut = probability_cut(tags)
         if self.cut is None:

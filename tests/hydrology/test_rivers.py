@@ -190,6 +190,30 @@ def test_a_probability_raster_is_cut_at_the_threshold_in_its_tags(tmp_path):
     assert layers(tmp_path / "a.gpkg")[1].width_m.tolist() == layers(tmp_path / "b.gpkg")[1].width_m.tolist()
 
 
+def test_an_occurrence_raster_gives_the_rivers_of_its_permanent_water_or_of_min_occurrence(tmp_path):
+    """occurrence, then rivers, as a user chains them: a river seen on every date, a channel on
+    one date of four. Its occurrence raster (3 bands) was refused as a mask of 3 bands."""
+    river = LineString([(0, 100), (400, 100)]).buffer(10, cap_style="flat")
+    channel = LineString([(0, 300), (400, 300)]).buffer(8, cap_style="flat")
+    masks = [mask_of([river, channel] if k == 0 else [river], path=tmp_path / f"m_2021-0{k + 1}-01.tif")
+             for k in range(4)]
+    r = run_cli("occurrence", *masks, "--from-masks", "-o", tmp_path / "occ.tif", "-q")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("rivers", tmp_path / "occ.tif", "-o", tmp_path / "permanent.gpkg", "--json")
+    assert r.returncode == 0, r.stderr
+    permanent = layers(tmp_path / "permanent.gpkg")[0]
+    assert len(permanent) == 1 and permanent.geometry.iloc[0].centroid.y == pytest.approx(T2.f - 200, abs=4)
+    assert permanent.width_median_m.iloc[0] == pytest.approx(40, abs=2)
+    r = run_cli("rivers", tmp_path / "occ.tif", "-o", tmp_path / "any.gpkg", "--min-occurrence", "25", "--json")
+    assert r.returncode == 0, r.stderr
+    wet_once = layers(tmp_path / "any.gpkg")[0].sort_values("width_median_m")
+    assert len(wet_once) == 2 and wet_once.width_median_m.tolist() == pytest.approx([32, 40], abs=2)
+    # a mask is cut by its own values, not a percent of dates
+    r = run_cli("rivers", masks[0], "-o", tmp_path / "no.gpkg", "--min-occurrence", "50")
+    assert r.returncode == 2 and codes(r.stderr) == ["S2N-RIVERS-NOT-OCCURRENCE"], r.stderr
+    assert "--min-occurrence" in r.stderr and not (tmp_path / "no.gpkg").exists()
+
+
 @pytest.mark.parametrize("case", ["values", "nodata_land", "geographic", "feet", "exists", "missing"])
 def test_bad_input_gets_one_line_and_nothing_written(tmp_path, case):
     mask = tmp_path / "m.tif"
