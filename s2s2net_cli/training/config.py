@@ -107,9 +107,11 @@ def read_source_weights(given) -> dict[str, float]:
     return weights
 
 
-def build_ds_config(options: TrainOptions, world_size: int, device_type: str, bf16_supported: bool = False) -> dict:
+def build_ds_config(options: TrainOptions, world_size: int, device_type: str, bf16_supported: bool = False,
+                    config_source=None) -> dict:
     """The DeepSpeed config from the options, with --deepspeed-config merged over it key by key
-    (``bf16_supported``: whether the GPU has bf16, for precision "auto")."""
+    (``bf16_supported``: whether the GPU has bf16, for precision "auto"). ``config_source`` is
+    what a refusal of the config's keys names: --deepspeed-config, or where a resumed run's came from."""
     if options.batch_size % world_size:
         raise refuse("S2N-TRAIN-BATCH-WORLD", option("batch_size"), batch_size=options.batch_size, world_size=world_size)
     precision = options.precision
@@ -131,23 +133,24 @@ def build_ds_config(options: TrainOptions, world_size: int, device_type: str, bf
         config["zero_optimization"]["offload_optimizer"] = {"device": "cpu", "pin_memory": device_type == "cuda"}
         config["optimizer"] = {"type": "AdamW", "params": {"lr": options.lr, "weight_decay": options.weight_decay}}
     if options.deepspeed_config:
-        _check_contradictions(config, options)
-        _check_batch_keys(config, options.deepspeed_config, world_size)
+        source = config_source if config_source is not None else option("deepspeed_config")
+        _check_contradictions(config, options, source)
+        _check_batch_keys(config, options.deepspeed_config, world_size, source)
         config = _merge(config, options.deepspeed_config)
     return config
 
 
-def _check_batch_keys(config: dict, user: dict, world_size: int) -> None:
+def _check_batch_keys(config: dict, user: dict, world_size: int, source) -> None:
     """A config's rank batch and gradient accumulation must be the ones --batch-size makes: the
     loop draws each rank's chips and counts its steps by them (DeepSpeed would stop with an
     assertion, or step the optimizer once in several of the run's steps)."""
     for key in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps"):
         if key in user and user[key] != config[key]:
-            raise refuse("S2N-DEEPSPEED-CONFIG-BATCH", option("deepspeed_config"), key=key, theirs=user[key],
+            raise refuse("S2N-DEEPSPEED-CONFIG-BATCH", source, key=key, theirs=user[key],
                          ours=config[key], batch_size=config["train_batch_size"], world_size=world_size)
 
 
-def _check_contradictions(config: dict, options: TrainOptions) -> None:
+def _check_contradictions(config: dict, options: TrainOptions, source) -> None:
     user = options.deepspeed_config
     checks = {
         "batch_size": [("train_batch_size",)],
@@ -164,7 +167,7 @@ def _check_contradictions(config: dict, options: TrainOptions) -> None:
             if name in ("lr", "weight_decay"):
                 ours = getattr(options, name)
             if theirs is not None and ours is not None and theirs != ours:
-                raise refuse("S2N-DEEPSPEED-CONFIG-CONTRADICTS", option("deepspeed_config"), key='.'.join(path), theirs=theirs,
+                raise refuse("S2N-DEEPSPEED-CONFIG-CONTRADICTS", source, key='.'.join(path), theirs=theirs,
                              flag=option(name), ours=ours)
 
 

@@ -38,6 +38,7 @@ from .losses import WaterLoss
 from .run_folder import (
     CHECKPOINTS,
     Records,
+    adopted_config_source,
     check_resume_chips,
     check_resume_deepspeed,
     check_resume_matches,
@@ -86,10 +87,13 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
     if options.max_steps is None and options.epochs is None:
         options.max_steps = DEFAULT_STEPS
     started = None  # a resumed run's network, as config.json records it
+    config_source = None  # what a refusal of the DeepSpeed config's keys names: --deepspeed-config
     if options.resume:
         options.init_weights, started = started_network(run_dir, options)
         given_config = options.deepspeed_config
         options.deepspeed_config = started_deepspeed_config(run_dir, options)
+        if given_config is None:
+            config_source = adopted_config_source(run_dir)
         options.take_config_batch()
     init_state, init_card = (load_weights(options.init_weights) if options.init_weights and not started
                              else (None, None))
@@ -106,7 +110,8 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
         check_resume_chips(run_dir, *splits)
     deepspeed = import_deepspeed()
     cuda = torch.cuda.is_available()
-    ds_config = build_ds_config(options, world.size, "cuda" if cuda else "cpu", cuda and torch.cuda.is_bf16_supported())
+    ds_config = build_ds_config(options, world.size, "cuda" if cuda else "cpu", cuda and torch.cuda.is_bf16_supported(),
+                                config_source)
     if options.resume:
         check_resume_deepspeed(run_dir, ds_config, given_config)
     if cuda:

@@ -17,7 +17,7 @@ from .. import __version__
 from ..errors import first_line
 from ..formats import RUN_CHECKPOINTS, RUN_LAST
 from ..io import atomic_path, check_folder_output, lies_in
-from ..rulebook import option, refuse
+from ..rulebook import Phrase, option, refuse
 from .config import TrainOptions
 
 CHECKPOINTS = RUN_CHECKPOINTS  # the DeepSpeed checkpoints' folder inside the run folder
@@ -136,6 +136,12 @@ def started_deepspeed_config(run_dir: Path, options: TrainOptions) -> dict | Non
         return json.loads((run_dir / "config.json").read_text())["options"].get("deepspeed_config")
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def adopted_config_source(run_dir: Path) -> Phrase:
+    """How a refusal names the --deepspeed-config a resumed run took from its config.json."""
+    where = str(Path(run_dir) / "config.json").replace("{", "{{").replace("}", "}}")
+    return Phrase(where + " (the {o.deepspeed_config} the run was started with)")
 
 
 # DeepSpeed keys that follow the device a run is on, not what it trains: a run may resume on another

@@ -387,6 +387,11 @@ def test_a_run_resumes_with_the_deepspeed_config_it_was_started_with(chips, tmp_
     assert config["options"]["batch_size"] == 4 and config["deepspeed_config"]["gradient_clipping"] == 0.5
     assert config["deepspeed_config"]["zero_optimization"]["stage"] == 1
     kept = (run / "metrics.jsonl").read_text()
+    # an option against the adopted config names the run's config.json, not a --deepspeed-config given
+    r = run_cli_process("train", chips, "-o", run, "--resume", "--max-steps", 3, "--zero-stage", 2)
+    assert refused(r, "S2N-DEEPSPEED-CONFIG-CONTRADICTS", 1,
+                   f"{run / 'config.json'} (the --deepspeed-config the run was started with): "
+                   "zero_optimization.stage = 1 contradicts --zero-stage (2)"), r.stderr
     other = tmp_path / "other.json"
     for given, said in (({"train_batch_size": 4, "gradient_clipping": 0.7}, "gradient_clipping = 0.5; resume it with "
                                                                              "the same (this run: 0.7)"),
