@@ -121,7 +121,8 @@ def evaluate(ctx, model, baseline, scoring, as_json):
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
               callback=named_as(TABLE_FILE), help="Write the table as CSV.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, callback=named_as(PLOT_FILE),
-              help="Write a PNG: scene, reference and each prediction.")
+              help="Write a PNG: scene, reference and each prediction (of 20 images at most: those the models "
+                   "differ most on).")
 @scoring_options
 @click.pass_context
 def compare(ctx, model, weights, baselines, csv_path, plot, scoring, as_json):

@@ -100,13 +100,30 @@ def degraded_colour(scene_path, factor: int, shape: tuple[int, int], scene_optio
 # model's output leaves out
 MASK_COLOURS = {"water": "#1f5fbf", "land": "#d9c89e", "left out": "#808080"}
 LEGEND_INCHES = 0.4
+TITLE_INCHES = 0.4
+PLOT_MAX_IMAGES = 20  # rows of --plot: 3 inches each (230 images made a PNG 69040 px high)
+
+
+def plotted_pairs(pairs: list[Pair], results: list[ModelScores]) -> list[Pair]:
+    """The pairs --plot draws, in the table's order: all of them, or the ``PLOT_MAX_IMAGES`` on
+    which the models' F1 differ most (an undefined F1 left aside; the first ones on ties)."""
+    if len(pairs) <= PLOT_MAX_IMAGES:
+        return list(pairs)
+
+    def spread(pair: Pair) -> float:
+        f1 = [img["f1"] for r in results for img in r.images if img["id"] == pair.id and img["f1"] is not None]
+        return max(f1) - min(f1) if f1 else 0.0
+
+    chosen = sorted(range(len(pairs)), key=lambda i: (-spread(pairs[i]), i))[:PLOT_MAX_IMAGES]
+    return [pairs[i] for i in sorted(chosen)]
 
 
 def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predictions_dir, scene_options=None,
                     nodata: float | None = None, degrade: int | None = None) -> None:
-    """A PNG: one row per image; scene in false colour (with ``degrade``, the scene the models
-    saw), reference (``nodata``: its nodata value, grey as in the scores, where they leave it
-    out), then each model's prediction."""
+    """A PNG: one row per image (at most ``PLOT_MAX_IMAGES``: those the models differ most on,
+    said in its title); scene in false colour (with ``degrade``, the scene the models saw),
+    reference (``nodata``: its nodata value, grey as in the scores, where they leave it out),
+    then each model's prediction."""
     import matplotlib  # heavy: only --plot draws
 
     matplotlib.use("Agg")
@@ -116,8 +133,13 @@ def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predict
 
     cmap = ListedColormap([MASK_COLOURS["land"], MASK_COLOURS["water"]]).with_extremes(bad=MASK_COLOURS["left out"])
     ncols = 2 + len(results)
-    height = 3 * len(pairs) + LEGEND_INCHES
+    total, pairs = len(pairs), plotted_pairs(pairs, results)
+    top = TITLE_INCHES if len(pairs) < total else 0.0
+    height = 3 * len(pairs) + LEGEND_INCHES + top
     fig, axes = plt.subplots(len(pairs), ncols, figsize=(3 * ncols, height), squeeze=False)
+    if top:
+        fig.suptitle(f"{len(pairs)} of {total} images: those on which the models' F1 differ most", fontsize=10,
+                     y=1 - 0.1 / height, va="top")
     for i, pair in enumerate(pairs):
         rgb = false_colour(pair.image, scene_options=scene_options)
         shape = rgb.shape[:2]
@@ -143,7 +165,7 @@ def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predict
     fig.legend(handles=[Patch(facecolor=colour, edgecolor="black", linewidth=0.5, label=name)
                         for name, colour in MASK_COLOURS.items()],
                loc="lower center", ncol=len(MASK_COLOURS), fontsize=9, frameon=False)
-    fig.tight_layout(rect=(0, LEGEND_INCHES / height, 1, 1))
+    fig.tight_layout(rect=(0, LEGEND_INCHES / height, 1, 1 - top / height))
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)

@@ -194,6 +194,38 @@ def test_compare_json_has_one_row_per_model_and_writes_csv_and_plot(tmp_path, ra
     assert set(doc["images"][0]) >= {"image", "reference", "f1", "iou", "precision", "recall", "pixels"}
 
 
+def test_a_plot_of_many_images_draws_those_the_models_differ_most_on(tmp_path):
+    """compare --plot drew a row of 3 inches an image: 230 images made a PNG 69040 px high. It
+    draws PLOT_MAX_IMAGES of them, those whose F1 differ most between models, and says so."""
+    from PIL import Image
+
+    from s2s2net_cli.evaluation.evaluate import ModelScores
+    from s2s2net_cli.evaluation.report import PLOT_MAX_IMAGES, plotted_pairs
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+
+    n = PLOT_MAX_IMAGES + 3
+    pairs = [Pair(f"s{k}.tif", f"m{k}.tif", id=f"p{k}") for k in range(n)]
+    spread = {n - 3: 0.5, n - 2: 0.2, n - 1: 0.1}  # the others agree, or one model's F1 is undefined
+    results = [ModelScores("a", images=[{"id": p.id, "f1": 0.5} for p in pairs]),
+               ModelScores("b", images=[{"id": p.id, "f1": None if k == 1 else 0.5 + spread.get(k, 0.0)}
+                                        for k, p in enumerate(pairs)])]
+    chosen = [p.id for p in plotted_pairs(pairs, results)]
+    # the three that differ, then on ties the first ones, in the table's order
+    assert chosen == [f"p{k}" for k in [*range(PLOT_MAX_IMAGES - 3), n - 3, n - 2, n - 1]]
+    assert [p.id for p in plotted_pairs(pairs[:5], results)] == [p.id for p in pairs[:5]]
+    rows = ["image,mask"]
+    for k in range(n):
+        write_pair(make_pair(40, seed=100 + k, nodata_margin=False), tmp_path / f"s{k}.tif", tmp_path / f"m{k}.tif")
+        rows.append(f"s{k}.tif,m{k}.tif")
+    (tmp_path / "pairs.csv").write_text("\n".join(rows) + "\n")
+    r = run_cli("compare", "--baseline", "ndwi", "--baseline", "mndwi", "--manifest", tmp_path / "pairs.csv",
+                "--plot", tmp_path / "t.png", "--json")
+    assert r.returncode == 0, r.stderr
+    assert all(len(row["images"]) == n for row in json.loads(r.stdout)["rows"])  # the table scores all
+    with Image.open(tmp_path / "t.png") as png:
+        assert png.height == round(100 * (3 * PLOT_MAX_IMAGES + 0.8))  # was 3 inches an image, all of them
+
+
 def test_evaluate_with_flips_scores_what_predict_with_flips_writes(tmp_path, random_weights):
     from s2s2net_cli.synthetic.scenes import make_pair, write_pair
 
