@@ -653,7 +653,7 @@ RULES = _book(
     Rule("S2N-SAFE-NOT-FINITE", INPUT, "{what} is not finite"),
     # scene.py
     Rule("S2N-SCENE-UNREADABLE", INPUT, "not a readable raster ({error})"),
-    Rule("S2N-SCENE-IS-FOLDER", INPUT, "is a folder, not a scene: a scene is a stack (GeoTIFF or VRT; "
+    Rule("S2N-SCENE-IS-FOLDER", INPUT, "is a folder, not a scene{holds}: a scene is a stack (GeoTIFF or VRT; "
                                        "gdalbuildvrt -separate stacks band files), a product (.SAFE folder or .zip) "
                                        "or a STAC item"),
     Rule("S2N-SCENE-IS-VECTOR", INPUT, "is a vector file, not a scene (a stack, a product or a STAC item); of a "

@@ -8,6 +8,7 @@ windows of it with where they hold data (formats.valid_mask) and where that data
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -100,6 +101,26 @@ class Scene:
         return (raw.astype(np.float32) + offset) / np.float32(self.scale)
 
 
+SCENE_SUFFIXES = (".tif", ".tiff", ".vrt", ".zip", ".safe", ".json")  # what may be a scene, named in a folder
+
+
+def _scenes_held(folder: Path) -> str:
+    """What a folder given as a scene holds that may be scenes, as its refusal says it (a user
+    who meant its scenes: ``predict scenes/`` for ``predict scenes/*.tif``); "" when nothing,
+    or when its files are bands (``..._B02_10m.tif``), which the refusal says to stack."""
+    try:
+        held = sorted(p for p in folder.iterdir() if p.suffix.lower() in SCENE_SUFFIXES)
+    except OSError:
+        return ""
+    bands = {band_name(word) for p in held for word in re.split(r"[_.\- ]", p.stem)} - {None}
+    if not held or len(bands) > 1:
+        return ""
+    suffixes = {p.suffix for p in held}
+    pattern = folder / ("*" + suffixes.pop() if len(suffixes) == 1 else "*")
+    names = ", ".join(p.name for p in held[:2]) + (", ..." if len(held) > 2 else "")
+    return f" (it holds {len(held)} files that may be scenes: {names}; name each, as {pattern})"
+
+
 def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(BAND_NAMES)) -> Scene:
     """Open a GeoTIFF/VRT stack ``path`` and check that it can be read as a reflectance scene.
 
@@ -118,7 +139,7 @@ def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(
             named = tuple(band_name(d) or band_name(c.name) for d, c in zip(src.descriptions, src.colorinterp))
     except RasterioIOError as exc:
         if Path(path).is_dir():  # not a product's folder (open_scene reads those): a folder of band files, say
-            raise refuse("S2N-SCENE-IS-FOLDER", path) from exc
+            raise refuse("S2N-SCENE-IS-FOLDER", path, holds=_scenes_held(Path(path))) from exc
         if open_layer(path) is not None:  # water polygons given where the scene belongs
             raise refuse("S2N-SCENE-IS-VECTOR", path) from exc
         raise refuse("S2N-SCENE-UNREADABLE", path, error=first_line(exc)) from exc

@@ -38,6 +38,25 @@ def test_bad_scenes_get_one_clear_error(tmp_path, scene_factory):
         open_scene(scene_factory(), SceneOptions(bands=(1, 2, 3, 4, 5, 5)))
 
 
+def test_a_folder_of_scenes_given_as_a_scene_names_them_and_one_of_bands_does_not(tmp_path, scene_factory):
+    """``predict scenes/ -o out/`` was refused as "is a folder, not a scene", whose way out
+    (gdalbuildvrt) is for a folder of band files; one of scenes says how to name them."""
+    scenes = tmp_path / "scenes"
+    scenes.mkdir()
+    for name in ("a.tif", "b.tif", "c.tif"):
+        (scenes / name).write_bytes(scene_factory().read_bytes())
+    (scenes / "notes.txt").write_text("not a scene")
+    with pytest.raises(InputError, match=rf"scenes: is a folder, not a scene \(it holds 3 files that may be scenes: "
+                                         rf"a.tif, b.tif, ...; name each, as {scenes}/\*.tif\)"):
+        open_scene(scenes)
+    bands = tmp_path / "T18SVG_20230823"
+    bands.mkdir()
+    for band in ("B02", "B03", "B04"):
+        (bands / f"T18SVG_20230823_{band}_10m.tif").write_bytes(b"")
+    with pytest.raises(InputError, match=r"T18SVG_20230823: is a folder, not a scene: a scene is a stack"):
+        open_scene(bands)
+
+
 def test_band_indexes_pick_and_reorder(tmp_path):
     data = np.stack([np.full((4, 4), 100 * (i + 1), "uint16") for i in range(8)])
     path = write_raster(tmp_path / "stack.tif", data)
