@@ -199,7 +199,8 @@ def test_an_output_under_a_file_is_one_line_in_every_command(tmp_path, random_we
                         transform=T10, nodata=255)
     notes = tmp_path / "notes.txt"
     notes.write_text("not a folder")
-    assert run_cli("chip", "--pair", scene, mask, "-o", tmp_path / "chips", "--size", 16).returncode == 0
+    r = run_cli("chip", "--pair", scene, mask, "-o", tmp_path / "chips", "--size", 16)
+    assert r.returncode == 0 and "1 scene -> " in r.stderr, r.stderr  # it said "1 scene(s)"
     cases = [
         ["predict", scene, "-o", notes / "w.tif", "--weights", random_weights],
         ["predict", scene, "-o", tmp_path / "w.tif", "--vector", notes / "w.gpkg", "--weights", random_weights],
@@ -230,7 +231,8 @@ def test_an_output_named_dash_is_refused_not_written_as_a_file_named_dash(tmp_pa
                          transform=T10, nodata=0)
     mask = write_raster(tmp_path / "m.tif", (np.random.default_rng(2).random((40, 40)) < 0.3).astype("uint8"),
                         transform=T10, nodata=255)
-    assert run_cli("chip", "--pair", scene, mask, "-o", tmp_path / "chips", "--size", 16).returncode == 0
+    r = run_cli("chip", "--pair", scene, mask, "-o", tmp_path / "chips", "--size", 16)
+    assert r.returncode == 0 and "1 scene -> " in r.stderr, r.stderr  # it said "1 scene(s)"
     cases = [
         ["predict", scene, "-o", "-", "--weights", random_weights],
         ["chip", "--pair", scene, mask, "-o", "-", "--size", 16],

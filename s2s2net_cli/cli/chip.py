@@ -21,7 +21,7 @@ from .options import (
     scene_options,
     seed_option,
 )
-from .render import log_findings, progress_bar, summary_table
+from .render import counted, log_findings, progress_bar, summary_table
 
 log = logging.getLogger("s2s2net")
 
@@ -87,4 +87,4 @@ def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, tes
         rows += [[f"skipped ({why.replace('_', ' ')})", str(n), ""] for why, n in summary.skipped.items()]
         if summary.labels_10m:
             rows.append(["masks kept at 10 m (coarse label)", str(summary.labels_10m), ""])
-        summary_table(f"{summary.scenes} scene(s) -> {summary.index}", ["split", "chips", "water"], rows)
+        summary_table(f"{counted(summary.scenes, 'scene')} -> {summary.index}", ["split", "chips", "water"], rows)
