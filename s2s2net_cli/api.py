@@ -372,8 +372,9 @@ def train(chips_dirs, run_dir, *, world: World | None = None, on_record: Callabl
         chips_dirs: one chips folder or several (the sources, drawn as ``source_weights`` say).
         run_dir: the run folder (checkpoints, metrics.jsonl, best.safetensors).
         world: the ranks (default: the launcher's, or one process).
-        on_record: called with each record: train steps, validations, and status lines
-            (``kind`` "status": the first DeepSpeed op build, say).
+        on_record: called with each record: train steps, validations, status lines
+            (``kind`` "status": the first DeepSpeed op build, say) and warnings as the run
+            starts (``kind`` "warning", its ``finding``; also warned when it ends).
         **options: TrainOptions fields (``max_steps``, ``batch_size``, ``lr``, ``init_weights``...).
 
     Returns:

@@ -99,12 +99,16 @@ def train(ctx, chips_dirs, run_dir, max_steps, epochs, batch_size, lr, weight_de
                            water_indices=water_indices)
     world = ctx.obj["world"]
     quiet = ctx.obj.get("quiet") or not world.leads
+    said = []  # warnings logged as the run went
     with progress_bar("train", quiet=quiet) as on_step:
         def on_record(record):
             if on_step and record["kind"] == "train":
                 on_step(record["step"], record["total_steps"])
             elif record["kind"] == "status" and not quiet:
                 stderr.print(record["message"])
+            elif record["kind"] == "warning":
+                log_findings([record["finding"]])
+                said.append(record["finding"])
             elif record["kind"] == "val" and not quiet:
                 f1 = "-" if record["f1"] is None else f"{record['f1']:.3f}"
                 stderr.print(f"step {record['step']}: val loss {record['val_loss']:.4f}, F1 {f1}")
@@ -113,7 +117,7 @@ def train(ctx, chips_dirs, run_dir, max_steps, epochs, batch_size, lr, weight_de
 
         result = run_training(list(chips_dirs), run_dir, options, on_record=on_record, world=world)
     if world.leads:
-        log_findings(result.warnings)
+        log_findings([w for w in result.warnings if w not in said])
         report(ctx, result, as_json)
     if result.interrupted:
         click.echo(f"Interrupted at step {result.steps}; checkpoint saved. Continue with --resume.", err=True)

@@ -114,6 +114,9 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
                                 config_source)
     if options.resume:
         check_resume_deepspeed(run_dir, ds_config, given_config)
+    early = fp16_on_cpu(ds_config, cuda)  # warnings said as the run starts, not after it
+    for found in early if on_record and world.leads else ():
+        on_record({"kind": "warning", "finding": found})
     if cuda:
         torch.cuda.set_device(world.local_rank)
     elif on_record and world.leads and not deepspeed_op_built():
@@ -137,7 +140,7 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
         trainer = Trainer(chips_dirs, run_dir, options, world, spec, splits, on_record)
         trainer.start(deepspeed, ds_config, model_config, init_state)
         result = trainer.fit(start_time)
-        result.warnings = calibration_dropped(options.init_weights, init_card, init_gate)
+        result.warnings = early + calibration_dropped(options.init_weights, init_card, init_gate)
         return result
     finally:
         World.leave(wait=False)
@@ -149,6 +152,14 @@ def forget_groups(deepspeed) -> None:
     next run in this process (a notebook's second ``train``) fails to broadcast its model
     ("Group ... is not registered")."""
     deepspeed.utils.groups._WORLD_GROUP = None
+
+
+def fp16_on_cpu(ds_config: dict, cuda: bool) -> list:
+    """A warning when a run trains in fp16 (``--precision 16``, or a --deepspeed-config's) on a
+    CPU: no fast path there (measured in the rule's message)."""
+    if cuda or not ds_config.get("fp16", {}).get("enabled"):
+        return []
+    return [finding("S2N-TRAIN-FP16-ON-CPU")]
 
 
 def calibration_dropped(init_weights, init_card: WeightsCard | None, gate: bool = False) -> list:

@@ -348,6 +348,33 @@ def test_weights_with_an_ndwi_prior_train_without_it(chips, tmp_path, random_wei
     assert any(line.startswith("1 step in ") for line in r.stderr.splitlines()), r.stderr  # not "1 steps"
 
 
+def test_fp16_on_a_cpu_is_warned_of_as_the_run_starts(chips, tmp_path):
+    """--precision 16 on a CPU trained at about a thirtieth of fp32's pace, without a word: a
+    run of hours became days. It is warned of before the first step, once; from Python, as the
+    run starts (on_record) and when it ends."""
+    import s2s2net_cli as s2n
+    from s2s2net_cli.rulebook import S2S2NetWarning
+
+    r = run_cli_process("train", chips, "-o", tmp_path / "run", "--precision", 16, "--max-steps", 1,
+                        "--val-every", 1, "--batch-size", 2)
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    warned = [k for k, line in enumerate(lines) if "[S2N-TRAIN-FP16-ON-CPU]" in line]
+    first_step = next(k for k, line in enumerate(lines) if line.startswith("step 1:"))
+    assert len(warned) == 1 and warned[0] < first_step, r.stderr
+    assert "trains in fp16 on a CPU" in lines[warned[0]] and "--precision auto" in lines[warned[0]]
+    records = []
+    with pytest.warns(S2S2NetWarning, match="trains in fp16 on a CPU"):
+        result = s2n.train(chips, tmp_path / "run2", precision="16", max_steps=1, val_every=1, batch_size=2,
+                           on_record=records.append)
+    kinds = [rec["kind"] for rec in records]
+    assert kinds.index("warning") < kinds.index("train") and records[kinds.index("warning")]["finding"].code == \
+        "S2N-TRAIN-FP16-ON-CPU"
+    assert [w.code for w in result.warnings] == ["S2N-TRAIN-FP16-ON-CPU"]
+    assert codes(run_cli_process("train", chips, "-o", tmp_path / "run3", "--max-steps", 1, "--val-every", 1,
+                                 "--batch-size", 2).stderr) == []  # auto: fp32 here, no warning
+
+
 def test_a_deepspeed_configs_global_batch_is_the_runs(chips, tmp_path):
     """--deepspeed-config with train_batch_size and no --batch-size stopped in DeepSpeed's
     assertion (16 != 8 * 1 * 1): the config's other keys were taken, its batch half-taken. It is
