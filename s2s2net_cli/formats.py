@@ -66,17 +66,18 @@ def probability_cut(tags: dict) -> int | None:
 
 
 # The ``software`` tag of ``s2s2net occurrence``'s raster (band 1: percent of the dates seen
-# as water), and the tag naming where its permanent water starts (percent)
+# as water), and the tag naming where its permanent water starts (percent), by JRC's definition
 OCCURRENCE_SOFTWARE, PERMANENT_TAG = "s2s2net occurrence", "permanent_from_percent"
+PERMANENT_FROM = 90  # percent of valid dates seen as water: permanent water
 
 
 def occurrence_cut(tags: dict, at_least: int | None = None) -> int | None:
     """Where a raster of ``s2s2net occurrence`` (its ``software`` tag says so) is water: band 1
-    at or above ``at_least`` percent, or else its permanent water's (the tag's, 90 when
-    untagged); None for any other raster."""
+    at or above ``at_least`` percent, or else its permanent water's (the tag's,
+    ``PERMANENT_FROM`` when untagged); None for any other raster."""
     if tags.get("software") != OCCURRENCE_SOFTWARE:
         return None
-    return at_least if at_least is not None else int(float(tags.get(PERMANENT_TAG, 90)))
+    return at_least if at_least is not None else int(float(tags.get(PERMANENT_TAG, PERMANENT_FROM)))
 
 
 def water_percent(prob: np.ndarray, water: np.ndarray, cut: int) -> np.ndarray:

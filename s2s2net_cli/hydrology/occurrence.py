@@ -36,6 +36,7 @@ from ..errors import InputError, S2S2NetError
 from ..formats import (
     OCCURRENCE_FILE,
     OCCURRENCE_SOFTWARE,
+    PERMANENT_FROM,
     PERMANENT_TAG,
     WATER,
     check_each_source_once,
@@ -49,7 +50,6 @@ from ..rulebook import code_of, finding, refuse
 from ..sources.dates import acquisition
 from ..world import World
 
-PERMANENT_FROM = 90  # percent of valid dates seen as water: permanent water
 WINDOW = 2048
 OUTSIDE = -2 ** 31  # where a warped mask has no pixel, in its working type (int32): no mask value
 PROCESS_GROUP_TIMEOUT = timedelta(minutes=30)
