@@ -29,7 +29,7 @@ from rasterio.warp import Resampling, reproject, transform_bounds
 from rasterio.windows import Window, from_bounds
 
 from .errors import InputError, first_line
-from .formats import VALUES_TAG, gdal_empty, gdal_masked
+from .formats import VALUES_TAG, gdal_empty, gdal_masked, probability_cut
 from .grid import is_rotated
 from .polygons import PolygonLayer, layers_warnings, open_layer, polygons_in
 from .rulebook import DECLARE_NODATA_OPTION, DECLARE_NODATA_TAG, Phrase, finding, refuse
@@ -253,6 +253,9 @@ def check_label(label: Label | VectorLabel, declare_nodata: Phrase = NODATA_OPTI
     unseen = 0  # pixels of the declared nodata value
     with rasterio.open(label.path) as src:
         check_one_band(label.path, src.count)
+        cut = probability_cut(src.tags())
+        if cut is not None:  # its percents would be read as water wherever above 0, or refused for their values
+            raise refuse("S2N-MASK-IS-PROBABILITY", label.path, cut=cut)
         for _, window in src.block_windows(1):
             raw = src.read(1, window=window)
             known = (raw == 0) | (raw == 1)

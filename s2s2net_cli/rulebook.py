@@ -545,6 +545,9 @@ RULES = _book(
     Rule("S2N-MASK-NO-WATER-VALUE", INPUT, "holds {value} besides land 0, and no water 1: if {value} is water (a "
                                            "0/{value} mask), make it 1; if it means nodata, {declare_nodata}"),
     Rule("S2N-MASK-ALL-NODATA", INPUT, "mask has no valid pixel (all nodata)"),
+    Rule("S2N-MASK-IS-PROBABILITY", INPUT, "is a water probability raster ({c.predict} {o.probability}), where a "
+                                           "mask of water 1 and land 0 is needed: use the mask predict writes "
+                                           "without it, or cut this one at its threshold (water from {cut} %)"),
     Rule("S2N-MASK-BAND-COUNT", INPUT, "has {count} bands, where a mask has one (water 1, land 0)"),
     Rule("S2N-MASK-IS-SCENE", INPUT, "has {count} bands, where a mask has one (water 1, land 0): a scene is read as a "
                                      "date without {o.from_masks}"),

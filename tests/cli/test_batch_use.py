@@ -271,6 +271,29 @@ def test_label_values_other_than_0_and_1_are_refused_unless_declared(tmp_path, v
     assert refused(r, "S2N-MASK-VALUES", 1, path) and not (tmp_path / "chips").exists()
 
 
+def test_a_probability_raster_given_as_a_reference_or_label_is_named_as_one(tmp_path):
+    """predict --probability's raster given where a mask belongs (evaluate's reference, chip's
+    label) was refused for "values 4, 5, 6, 7, 8 besides water 1, land 0": the way out, to
+    declare a nodata value, was wrong. It is named as a probability raster, with its cut."""
+    p = make_pair(40, seed=4, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    with rasterio.open(tmp_path / "m.tif") as src:
+        mask, profile = src.read(1), src.profile
+    percent = np.where(mask == 1, 80, 20).astype("uint8")
+    path = write_raster(tmp_path / "water_probability.tif", percent, transform=profile["transform"],
+                        crs=profile["crs"], nodata=255)
+    with rasterio.open(path, "r+") as dst:
+        dst.update_tags(values="probability percent 0-100, 255 nodata", threshold="0.7")
+    for command in (["evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", path],
+                    ["chip", "--pair", tmp_path / "s.tif", path, "-o", tmp_path / "chips", "--size", 16]):
+        r = run_cli(*command)
+        assert refused(r, "S2N-MASK-IS-PROBABILITY", 1, path), r.stderr
+        assert "water from 70 %" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "chips").exists()
+    r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", tmp_path / "m.tif")
+    assert r.returncode == 0, r.stderr  # the mask itself
+
+
 def test_a_0_255_label_is_not_told_to_declare_its_water_nodata(tmp_path):
     """A 0/255 mask (water 255, as many tools write masks): the refusal says 255 may be water
     before it offers --nodata, which would leave all its water out."""
