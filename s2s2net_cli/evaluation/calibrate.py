@@ -21,7 +21,7 @@ import rasterio
 
 from ..formats import NODATA, WEIGHTS_FILE, percent_cut
 from ..grid import SCALE_FACTOR
-from ..labels import VectorLabel, open_label, rasterise_label
+from ..labels import NODATA_TAG, VectorLabel, check_label, open_label, rasterise_label
 from ..manifest import Pair
 from ..option_checks import check_bounds
 from ..rulebook import finding, option, refuse
@@ -96,8 +96,7 @@ def calibrate(weights, work_dir, sources: dict[str, list[Pair]] | None = None, g
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
     sources = {name: list(pairs) for name, pairs in (sources or {}).items() if pairs}
-    for pair in (p for pairs in sources.values() for p in pairs):
-        _check_grid(pair)
+    label_warnings = [w for pairs in sources.values() for pair in pairs for w in _check_label(pair)]
     synthetic = []
     for seed in range(FIRST_SEED, FIRST_SEED + synthetic_scenes):
         made = make_pair(synthetic_size, seed=seed)
@@ -115,7 +114,7 @@ def calibrate(weights, work_dir, sources: dict[str, list[Pair]] | None = None, g
     gain = float(list(gains)[g])
     held_out = [finding("S2N-CALIBRATE-TEST-PAIR", p.image) for pairs in sources.values() for p in pairs
                 if p.split == "test"]  # chosen on them, the model scores higher there than on a hold-out
-    return Calibration(THRESHOLDS[best], gain, scores, held_out + gain_edge(gain, gains, weights))
+    return Calibration(THRESHOLDS[best], gain, scores, label_warnings + held_out + gain_edge(gain, gains, weights))
 
 
 def gain_edge(chosen: float, gains, weights) -> list:
@@ -157,16 +156,20 @@ def calibrate_weights(src, dst, pairs=(), manifests=(), gains=GAINS, synthetic_s
     return found
 
 
-def _check_grid(pair: Pair) -> None:
-    """InputError unless ``pair``'s label is on its scene's 10 m or 2 m grid, or is water polygons
-    (drawn on the prediction's grid)."""
+def _check_label(pair: Pair) -> list:
+    """InputError unless ``pair``'s label holds water 1, land 0 and its nodata only (check_label:
+    a 0/255 mask's water was read as unseen, its F1 0 at every threshold, without a word) and is
+    on its scene's 10 m or 2 m grid, or is water polygons (drawn on the prediction's grid).
+    Returns the label's warnings."""
     label = open_label(pair.mask)
+    warnings = check_label(label, declare_nodata=NODATA_TAG)  # calibrate has no --nodata: the file's tag says it
     if isinstance(label, VectorLabel):
-        return
+        return warnings
     with rasterio.open(pair.image) as scene:
         if (label.height, label.width) not in ((scene.height, scene.width),
                                                (scene.height * SCALE_FACTOR, scene.width * SCALE_FACTOR)):
             raise refuse("S2N-CALIBRATE-GRID", pair.mask, scene=pair.image)
+    return warnings
 
 
 def _label_on_grid(pair: Pair, prediction) -> tuple[np.ndarray, np.ndarray]:

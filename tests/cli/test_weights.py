@@ -218,6 +218,22 @@ def test_calibrate_warns_of_test_rows_it_chooses_on(tmp_path, random_weights):
     assert codes(r.stderr) == ["S2N-CALIBRATE-TEST-PAIR"]
 
 
+def test_calibrate_refuses_a_label_of_other_values_as_evaluate_does(tmp_path, random_weights):
+    """calibrate never read its labels' values: a 0/255 mask's water (255, untagged) was left out
+    as unseen, its F1 0.0 at every threshold, and a threshold chosen on the synthetic scenes
+    alone without a word. Its labels are checked as evaluate's are, in the terms of a command
+    without --nodata."""
+    from ..conftest import write_raster
+
+    scene, water, t10 = _water_scene(tmp_path / "scene.tif", seed=1)
+    write_raster(tmp_path / "label.tif", water.astype("uint8") * 255, transform=t10)
+    r = run_cli("weights", "calibrate", random_weights, tmp_path / "c.safetensors", "--pair", scene,
+                tmp_path / "label.tif", "--gains", "0", "--synthetic-scenes", 1, "--synthetic-size", 48)
+    assert refused(r, "S2N-MASK-NO-WATER-VALUE", 1, tmp_path / "label.tif"), r.stderr
+    assert "make it 1; if it means nodata, tag the value that means nodata (rio edit-info" in r.stderr
+    assert not (tmp_path / "c.safetensors").exists()
+
+
 def test_calibrate_warns_when_the_largest_gain_tried_scores_best():
     """Calibrate chose the largest gain it tried without a word (fold models scored better at
     100 than at 32, the default list's last): it says to try larger ones, and how."""
