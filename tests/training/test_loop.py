@@ -352,9 +352,6 @@ def test_fp16_on_a_cpu_is_warned_of_as_the_run_starts(chips, tmp_path):
     """--precision 16 on a CPU trained at about a thirtieth of fp32's pace, without a word: a
     run of hours became days. It is warned of before the first step, once; from Python, as the
     run starts (on_record) and when it ends."""
-    import s2s2net_cli as s2n
-    from s2s2net_cli.rulebook import S2S2NetWarning
-
     r = run_cli_process("train", chips, "-o", tmp_path / "run", "--precision", 16, "--max-steps", 1,
                         "--val-every", 1, "--batch-size", 2)
     assert r.returncode == 0, r.stderr
@@ -363,14 +360,21 @@ def test_fp16_on_a_cpu_is_warned_of_as_the_run_starts(chips, tmp_path):
     first_step = next(k for k, line in enumerate(lines) if line.startswith("step 1:"))
     assert len(warned) == 1 and warned[0] < first_step, r.stderr
     assert "trains in fp16 on a CPU" in lines[warned[0]] and "--precision auto" in lines[warned[0]]
-    records = []
-    with pytest.warns(S2S2NetWarning, match="trains in fp16 on a CPU"):
-        result = s2n.train(chips, tmp_path / "run2", precision="16", max_steps=1, val_every=1, batch_size=2,
-                           on_record=records.append)
-    kinds = [rec["kind"] for rec in records]
-    assert kinds.index("warning") < kinds.index("train") and records[kinds.index("warning")]["finding"].code == \
-        "S2N-TRAIN-FP16-ON-CPU"
-    assert [w.code for w in result.warnings] == ["S2N-TRAIN-FP16-ON-CPU"]
+    # from Python, in a process of its own (a run sets the process group's environment)
+    script = (f"import json, warnings, s2s2net_cli as s2n\n"
+              f"records = []\n"
+              f"with warnings.catch_warnings(record=True) as said:\n"
+              f"    warnings.simplefilter('always')\n"
+              f"    result = s2n.train({str(chips)!r}, {str(tmp_path / 'run2')!r}, precision='16', max_steps=1, "
+              f"val_every=1, batch_size=2, on_record=records.append)\n"
+              f"print(json.dumps({{'kinds': [r['kind'] for r in records], 'finding': [r['finding'].code for r in records "
+              f"if r['kind'] == 'warning'], 'result': [w.code for w in result.warnings], "
+              f"'warned': [w.message.finding.code for w in said if isinstance(w.message, s2n.S2S2NetWarning)]}}))\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=DS_ENV, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    assert doc["kinds"].index("warning") < doc["kinds"].index("train")  # as the run starts
+    assert doc["finding"] == doc["result"] == doc["warned"] == ["S2N-TRAIN-FP16-ON-CPU"]
     assert codes(run_cli_process("train", chips, "-o", tmp_path / "run3", "--max-steps", 1, "--val-every", 1,
                                  "--batch-size", 2).stderr) == []  # auto: fp32 here, no warning
 
