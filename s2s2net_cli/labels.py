@@ -29,7 +29,7 @@ from rasterio.warp import Resampling, reproject, transform_bounds
 from rasterio.windows import Window, from_bounds
 
 from .errors import InputError, first_line
-from .formats import VALUES_TAG, gdal_empty, gdal_masked, probability_cut
+from .formats import VALUES_TAG, gdal_empty, gdal_masked, occurrence_cut, probability_cut
 from .grid import is_rotated
 from .polygons import PolygonLayer, layers_warnings, open_layer, polygons_in
 from .rulebook import DECLARE_NODATA_OPTION, DECLARE_NODATA_TAG, Phrase, finding, refuse
@@ -252,6 +252,8 @@ def check_label(label: Label | VectorLabel, declare_nodata: Phrase = NODATA_OPTI
     declared = bool(label.nodata)
     unseen = 0  # pixels of the declared nodata value
     with rasterio.open(label.path) as src:
+        if occurrence_cut(src.tags()) is not None:  # it was refused for its bands, as any raster of several
+            raise refuse("S2N-MASK-IS-OCCURRENCE", label.path)
         check_one_band(label.path, src.count)
         cut = probability_cut(src.tags())
         if cut is not None:  # its percents would be read as water wherever above 0, or refused for their values

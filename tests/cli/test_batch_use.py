@@ -271,10 +271,11 @@ def test_label_values_other_than_0_and_1_are_refused_unless_declared(tmp_path, v
     assert refused(r, "S2N-MASK-VALUES", 1, path) and not (tmp_path / "chips").exists()
 
 
-def test_a_probability_raster_given_as_a_reference_or_label_is_named_as_one(tmp_path):
+def test_a_probability_or_occurrence_raster_given_as_a_reference_or_label_is_named_as_one(tmp_path):
     """predict --probability's raster given where a mask belongs (evaluate's reference, chip's
     label) was refused for "values 4, 5, 6, 7, 8 besides water 1, land 0": the way out, to
-    declare a nodata value, was wrong. It is named as a probability raster, with its cut."""
+    declare a nodata value, was wrong. It is named as a probability raster, with its cut;
+    occurrence's raster, refused for its bands, as an occurrence raster."""
     p = make_pair(40, seed=4, nodata_margin=False)
     write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
     with rasterio.open(tmp_path / "m.tif") as src:
@@ -292,6 +293,10 @@ def test_a_probability_raster_given_as_a_reference_or_label_is_named_as_one(tmp_
     assert not (tmp_path / "chips").exists()
     r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", tmp_path / "m.tif")
     assert r.returncode == 0, r.stderr  # the mask itself
+    r = run_cli("occurrence", tmp_path / "m.tif", "--from-masks", "-o", tmp_path / "occ.tif", "-q")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", tmp_path / "occ.tif")
+    assert refused(r, "S2N-MASK-IS-OCCURRENCE", 1, tmp_path / "occ.tif"), r.stderr
 
 
 def test_a_0_255_label_is_not_told_to_declare_its_water_nodata(tmp_path):
