@@ -548,6 +548,9 @@ RULES = _book(
     Rule("S2N-MASK-IS-PROBABILITY", INPUT, "is a water probability raster ({c.predict} {o.probability}), where a "
                                            "mask of water 1 and land 0 is needed: use the mask predict writes "
                                            "without it, or cut this one at its threshold (water from {cut} %)"),
+    Rule("S2N-NODATA-POLYGONS", WARNING, "is water polygons, where {o.nodata} ({nodata:g}) means nothing: every "
+                                         "pixel outside its polygons is land (leave out what was not seen with "
+                                         "{o.mask})"),
     Rule("S2N-MASK-IS-OCCURRENCE", INPUT, "is an occurrence raster ({c.occurrence}: percent of dates seen as water, "
                                           "counts, classes), where a mask of water 1 and land 0 is needed: give a "
                                           "mask of one date"),

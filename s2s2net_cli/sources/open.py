@@ -21,7 +21,7 @@ from ..errors import first_line
 from ..formats import check_exists, valid_mask
 from ..labels import Label, VectorLabel, check_label, check_transformable, label_bounds_in, open_label
 from ..polygons import open_layer, polygons_in
-from ..rulebook import refuse
+from ..rulebook import finding, refuse
 from . import safe, stac
 from .aoi import restrict_to_aoi
 from .checks import grid_warnings
@@ -149,6 +149,7 @@ def open_pair(image, label_path, options: SceneOptions | None = None, nodata: fl
     if not _overlap(bounds, scene.bounds):
         raise refuse("S2N-MASK-NO-OVERLAP", label_path, scene_name=scene.name)
     if isinstance(label, VectorLabel):  # polygons label the whole scene, on no grid of their own
-        return OpenPair(scene, label, scene.bounds, check_label(label))
+        unused = [finding("S2N-NODATA-POLYGONS", label_path, nodata=nodata)] if nodata is not None else []
+        return OpenPair(scene, label, scene.bounds, check_label(label) + unused)
     return OpenPair(scene, label, bounds, check_label(label) + grid_warnings(label_path, label.crs, label.transform, scene))
 

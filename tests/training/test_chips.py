@@ -78,6 +78,12 @@ def test_water_polygons_chip_as_the_2m_mask_they_trace(tmp_path):
                 assert np.array_equal(msk[0], truth)
             else:
                 assert (msk[0] == truth).mean() > 0.99 and (msk[0] != 255).all()
+    # --nodata was taken and ignored for polygons, without a word: it is warned of, the chips the same
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", same, "-o", tmp_path / "chips255", "--size", 32, "--nodata", 255)
+    assert r.returncode == 0 and codes(r.stderr) == ["S2N-NODATA-POLYGONS"], r.stderr
+    assert f"{same}: is water polygons, where --nodata (255) means nothing" in r.stderr
+    assert [read(tmp_path / "chips255" / "masks" / f.name)[0].tobytes() for f in sorted((tmp_path / "chips" / "masks")
+            .iterdir())] == [read(f)[0].tobytes() for f in sorted((tmp_path / "chips" / "masks").iterdir())]
 
 
 @pytest.mark.parametrize("case", ["lines", "empty", "no_crs", "far", "table"])
