@@ -108,13 +108,14 @@ def check_network_options(options: PredictOptions, baselines: list[str]) -> None
 
 def distinct_names(paths: list) -> list[str]:
     """The shortest trailing parts of ``paths`` that tell them apart: 'best.safetensors' for
-    one, 'run_a/best.safetensors' and 'run_b/best.safetensors' for two run folders' best."""
-    parts = [Path(p).resolve().parts for p in paths]
-    for k in range(1, max((len(p) for p in parts), default=1) + 1):
-        names = ["/".join(p[-k:]) for p in parts]
+    one, 'run_a/best.safetensors' and 'run_b/best.safetensors' for two run folders' best. One
+    file named twice (``run/best.safetensors`` and its absolute path) keeps one name, its path."""
+    resolved = [Path(p).resolve() for p in paths]
+    for k in range(1, max((len(p.parts) for p in resolved), default=1) + 1):
+        names = ["/".join(p.parts[-k:]) for p in resolved]
         if len(set(names)) == len(names):
             return names
-    return [str(p) for p in paths]
+    return [str(p) for p in resolved]
 
 
 def score_pair(prediction_path, pair: Pair, nodata: float | None = None) -> Counts:

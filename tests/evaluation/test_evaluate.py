@@ -284,6 +284,13 @@ def test_a_model_given_twice_is_the_one_named(tmp_path, truth_pair, random_weigh
     r = run_cli("compare", "--baseline", "ndwi", "--weights", random_weights, "--weights", random_weights, "--pair",
                 scene, ref)
     assert refused(r, "S2N-EVALUATE-MODEL-TWICE", 1, f"Error: {random_weights}: two models")
+    # one file by two paths was scored twice, under two names
+    import shutil
+
+    shutil.copy(random_weights, tmp_path / "w.safetensors")
+    r = run_cli("compare", "--weights", "w.safetensors", "--weights", tmp_path / "w.safetensors", "--pair", scene, ref,
+                cwd=tmp_path)
+    assert refused(r, "S2N-EVALUATE-MODEL-TWICE", 1, f"Error: {(tmp_path / 'w.safetensors').resolve()}: two models")
 
 
 def test_network_options_beside_water_indices_alone_are_refused(tmp_path, truth_pair, random_weights):
