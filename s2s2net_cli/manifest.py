@@ -33,6 +33,7 @@ def pairs_from_options(pairs: list[tuple[str, str]] | None, manifests=()) -> lis
             if not is_remote(f) and not Path(source_file(f)).exists():  # an item: its collection's file
                 where = (f" ({p.row}, whose paths are read from its own folder)" if p.row else "")
                 raise refuse("S2N-MANIFEST-FILE-MISSING", f, where=where)
+    check_each_pair_once(out)
     ids = [p.id for p in out]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
@@ -85,3 +86,18 @@ def write_manifest(path, rows: list[dict], overwrite: bool = False) -> None:
             writer = csv.DictWriter(fh, fieldnames=columns)
             writer.writeheader()
             writer.writerows(rows)
+
+
+def check_each_pair_once(pairs: list[Pair]) -> None:
+    """InputError when one scene and mask are given twice (by any paths to them, in --pair or a
+    manifest): the pair would be scored, chipped or calibrated twice and weigh twice in what is
+    pooled. Under two ids it passed the id check."""
+    def key(path) -> str:
+        return str(Path(path).resolve()) if isinstance(path, Path) else str(path)
+
+    seen: dict[tuple[str, str], Pair] = {}
+    for pair in pairs:
+        found = seen.setdefault((key(pair.image), key(pair.mask)), pair)
+        if found is not pair:
+            raise refuse("S2N-PAIR-TWICE", pair.image, mask=pair.mask, first=found.row or option("pair"),
+                         second=pair.row or option("pair"))

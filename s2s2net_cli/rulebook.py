@@ -567,6 +567,8 @@ RULES = _book(
     Rule("S2N-TRAIN-CHECKPOINT-UNLOADABLE", INPUT, "checkpoint could not be loaded"),
     # manifest.py
     Rule("S2N-MANIFEST-FILE-MISSING", INPUT, "file not found{where}"),
+    Rule("S2N-PAIR-TWICE", INPUT, "is given twice with the mask {mask} ({first}, then {second}): the pair would "
+                                  "count twice in what is pooled; give it once"),
     Rule("S2N-MANIFEST-ID-TWICE", INPUT, "scene id {scene_id!r} appears twice ({first} and {second}): {fix}"),
     Rule("S2N-MANIFEST-COLUMNS", INPUT, "manifest lacks column(s) {missing} (needs image,mask)"),
     Rule("S2N-MANIFEST-NOT-FOUND", INPUT, "manifest not found"),

@@ -701,6 +701,25 @@ def test_two_scenes_of_one_name_are_told_apart_by_their_paths(tmp_path):
     assert f"--pair: scene id 'scene' appears twice ({a} and {b}): list them in a --manifest with an id column" in r.stderr
 
 
+def test_one_pair_given_twice_is_refused_whatever_its_ids(tmp_path):
+    """One scene and mask listed twice under two ids (or by two paths) were scored twice and
+    weighed twice in the pooled scores; given twice by --pair, the refusal said to give them
+    ids. The pair is named, with where it was given each time."""
+    mask = write_raster(tmp_path / "m.tif", np.zeros((200, 200), "uint8"), transform=Affine(2, 0, 500000, 0, -2, 4000000),
+                        nodata=255)
+    s = scene(tmp_path, "scene.tif")
+    manifest = tmp_path / "pairs.csv"
+    manifest.write_text("image,mask,id\nscene.tif,m.tif,a\n./scene.tif,m.tif,b\n")
+    for args, where in ((["--manifest", manifest], f"(line 2 of {manifest}, then line 3 of {manifest})"),
+                        (["--pair", s, mask, "--pair", "scene.tif", "m.tif"], "(--pair, then --pair)")):
+        for command in ("evaluate", "chip"):
+            out = ["-o", tmp_path / "chips"] if command == "chip" else ["--baseline", "ndwi"]
+            r = run_cli(command, *args, *out, cwd=tmp_path)  # scene.tif is s by another path
+            assert refused(r, "S2N-PAIR-TWICE", 1), r.stderr
+            assert "is given twice with the mask " in r.stderr and where in r.stderr
+    assert not (tmp_path / "chips").exists()
+
+
 def test_a_label_or_mask_off_the_scenes_grid_by_part_of_a_cell_is_warned_of(tmp_path, random_weights):
     """Half a pixel (5 m) off the scene's 10 m grid, a label was scored without a word (F1 0.34
     against 0.39 on the right grid). Every command that lays one raster on another's grid says

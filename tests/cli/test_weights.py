@@ -208,8 +208,9 @@ def test_calibrate_warns_of_test_rows_it_chooses_on(tmp_path, random_weights):
     from ..conftest import write_raster
 
     scene, water, t10 = _water_scene(tmp_path / "scene.tif", seed=1)
-    write_raster(tmp_path / "label.tif", water.astype("uint8"), transform=t10, nodata=255)
-    (tmp_path / "labels.csv").write_text("image,mask,id,split\nscene.tif,label.tif,a,test\nscene.tif,label.tif,b,train\n")
+    for name in ("label.tif", "label_b.tif"):  # one pair twice is refused: two labels of one scene
+        write_raster(tmp_path / name, water.astype("uint8"), transform=t10, nodata=255)
+    (tmp_path / "labels.csv").write_text("image,mask,id,split\nscene.tif,label.tif,a,test\nscene.tif,label_b.tif,b,train\n")
     r = run_cli("weights", "calibrate", random_weights, tmp_path / "c.safetensors", "--manifest", tmp_path / "labels.csv",
                 "--gains", "0", "--synthetic-scenes", 1, "--synthetic-size", 48, "--json")
     assert r.returncode == 0, r.stderr

@@ -318,9 +318,10 @@ def test_pairs_a_manifest_marks_for_training_are_warned_of_as_no_hold_out(tmp_pa
     """A manifest chip reads its splits from (split=train, val, test) scored every row as if held
     out, the scenes chip trained on too, without a word: those rows are warned of."""
     scene, truth, _ = truth_pair
-    write_raster(tmp_path / "ref.tif", truth, transform=T2)
-    (tmp_path / "pairs.csv").write_text(f"image,mask,id,split\n{scene},ref.tif,a,train\n{scene},ref.tif,b,test\n"
-                                        f"{scene},ref.tif,c,val\n")
+    for name in "abc":  # three labels of one scene (one pair given twice is refused)
+        write_raster(tmp_path / f"ref_{name}.tif", truth, transform=T2)
+    (tmp_path / "pairs.csv").write_text(f"image,mask,id,split\n{scene},ref_a.tif,a,train\n{scene},ref_b.tif,b,test\n"
+                                        f"{scene},ref_c.tif,c,val\n")
     r = run_cli("compare", "--manifest", tmp_path / "pairs.csv", "--baseline", "ndwi", "--baseline", "mndwi", "--json")
     assert r.returncode == 0, r.stderr
     images = json.loads(r.stdout)["rows"][0]["images"]
