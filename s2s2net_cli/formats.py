@@ -154,12 +154,18 @@ def check_exists(source) -> None:
         raise refuse("S2N-FILE-NOT-FOUND", source)
 
 
+def source_key(source) -> str:
+    """What a source is, whatever it was named: the real path of a file or folder (by any name,
+    through links), else the name itself (a URL, a GDAL path)."""
+    return os.path.realpath(source) if os.path.exists(str(source)) else str(source)
+
+
 def check_each_source_once(sources, what: str = "scene") -> None:
     """InputError when one source (a ``what``) is named twice (the same file or folder by two
     names too, a link to it): mapped, counted as a date, or trained on twice."""
     seen = {}
     for source in sources:
-        where = os.path.realpath(source) if os.path.exists(str(source)) else str(source)
+        where = source_key(source)
         if where in seen:
             raise refuse("S2N-INPUT-TWICE", source, other=seen[where], what=what)
         seen[where] = source

@@ -252,10 +252,11 @@ def check_label(label: Label | VectorLabel, declare_nodata: Phrase = NODATA_OPTI
     declared = bool(label.nodata)
     unseen = 0  # pixels of the declared nodata value
     with rasterio.open(label.path) as src:
-        if occurrence_cut(src.tags()) is not None:  # it was refused for its bands, as any raster of several
+        tags = src.tags()
+        if occurrence_cut(tags) is not None:  # it was refused for its bands, as any raster of several
             raise refuse("S2N-MASK-IS-OCCURRENCE", label.path)
         check_one_band(label.path, src.count)
-        cut = probability_cut(src.tags())
+        cut = probability_cut(tags)
         if cut is not None:  # its percents would be read as water wherever above 0, or refused for their values
             raise refuse("S2N-MASK-IS-PROBABILITY", label.path, cut=cut)
         for _, window in src.block_windows(1):

@@ -6,7 +6,7 @@ import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .formats import is_remote, read_csv, source_file, source_stem
+from .formats import is_remote, read_csv, source_file, source_key, source_stem
 from .io import atomic_path
 from .rulebook import Phrase, option, refuse
 
@@ -92,12 +92,9 @@ def check_each_pair_once(pairs: list[Pair]) -> None:
     """InputError when one scene and mask are given twice (by any paths to them, in --pair or a
     manifest): the pair would be scored, chipped or calibrated twice and weigh twice in what is
     pooled. Under two ids it passed the id check."""
-    def key(path) -> str:
-        return str(Path(path).resolve()) if isinstance(path, Path) else str(path)
-
     seen: dict[tuple[str, str], Pair] = {}
     for pair in pairs:
-        found = seen.setdefault((key(pair.image), key(pair.mask)), pair)
+        found = seen.setdefault((source_key(pair.image), source_key(pair.mask)), pair)
         if found is not pair:
             raise refuse("S2N-PAIR-TWICE", pair.image, mask=pair.mask, first=found.row or option("pair"),
                          second=pair.row or option("pair"))
