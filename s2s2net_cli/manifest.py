@@ -21,7 +21,7 @@ class Pair:
 
 
 def pairs_from_options(pairs: list[tuple[str, str]] | None, manifests=()) -> list[Pair]:
-    """Pairs given as ``--pair IMAGE MASK`` and/or read from ``--manifest FILE`` (one or more
+    """Pairs given as ``--pair SCENE MASK`` and/or read from ``--manifest FILE`` (one or more
     manifests: a path or a sequence of paths); files must exist."""
     out = [Pair(_image(i), Path(m), source_stem(i)) for i, m in (pairs or [])]
     if isinstance(manifests, (str, Path)):

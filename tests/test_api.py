@@ -358,7 +358,7 @@ def test_one_path_or_one_pair_is_one_not_its_characters(tmp_path, random_weights
     assert [s.overall for s in one] == [s.overall for s in s2n.evaluate([(scene, label)], baselines="ndwi")]
     with raises_rule("S2N-PAIRS-MISSING") as refused:
         s2n.evaluate(baselines="ndwi")
-    assert str(refused.value) == "give pairs=IMAGE MASK or manifests=FILE"
+    assert str(refused.value) == "give pairs=SCENE MASK or manifests=FILE"
 
 
 def test_what_is_no_path_is_named_by_its_keyword_not_printed_whole(tmp_path):

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from .options import (
+    HintedCommand,
     bad_parameter,
     chip_degrade_option,
     exclusive,
@@ -26,7 +27,7 @@ from .render import counted, log_findings, progress_bar, summary_table
 log = logging.getLogger("s2s2net")
 
 
-@click.command()
+@click.command(cls=HintedCommand)
 @pair_option
 @manifest_option
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="Chips folder.")

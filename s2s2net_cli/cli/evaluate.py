@@ -12,6 +12,7 @@ from ..formats import PLOT_FILE, TABLE_FILE
 from ..inference.options import BASELINES, ModelOptions, PredictOptions
 from ..io import check_output
 from .options import (
+    HintedCommand,
     bad_parameter,
     exclusive,
     json_option,
@@ -81,7 +82,7 @@ def _image_rows(result) -> list[list[str]]:
     return [[img["id"], *(_fmt(img[c]) for c in SCORE_COLUMNS), str(img["pixels"])] for img in result.images]
 
 
-@click.command()
+@click.command(cls=HintedCommand)
 @model_options
 @click.option("--baseline", type=click.Choice(BASELINES), default=None, help="Score a water-index baseline instead.")
 @scoring_options
@@ -115,7 +116,7 @@ def evaluate(ctx, model, baseline, scoring, as_json):
         summary_table(_titled(result.model, scoring["degrade"]), ["image", *SCORE_COLUMNS, "pixels"], rows)
 
 
-@click.command()
+@click.command(cls=HintedCommand)
 @model_options(several=True)
 @click.option("--baseline", "baselines", multiple=True, type=click.Choice(BASELINES), help="Baseline (repeatable).")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,

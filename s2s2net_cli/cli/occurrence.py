@@ -11,13 +11,21 @@ import click
 from ..api import occurrence as water_occurrence
 from ..formats import OCCURRENCE_FILE, PLOT_FILE
 from ..io import check_output
-from .options import creation_options, json_option, model_options, named_as, overwrite_option, scene_options
+from .options import (
+    HintedCommand,
+    creation_options,
+    json_option,
+    model_options,
+    named_as,
+    overwrite_option,
+    scene_options,
+)
 from .render import counted, log_findings, progress_bar
 
 log = logging.getLogger("s2s2net")
 
 
-@click.command()
+@click.command(cls=HintedCommand)
 @click.argument("scenes", nargs=-1, required=True, metavar="SCENE...")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
               callback=named_as(OCCURRENCE_FILE),

@@ -4,6 +4,7 @@ command one finished SceneOptions, as rasterio's rio/options.py hands finished v
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import fields
 
 import click
@@ -53,6 +54,48 @@ def bad_parameter(found, ctx=None, param=None, hint: str | None = None) -> click
 def coded(found) -> str:
     """A finding's problem as Click says it, with its code."""
     return f"{found.problem()} [{found.code}]"
+
+
+class HintedCommand(click.Command):
+    """A command whose usage errors say what a newcomer most likely meant: a scene and its mask
+    given as arguments where the command takes ``--pair``, or an output given as the last
+    argument where it takes ``-o``. Click's own message stands where no such reading fits."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, list(args))
+        except click.UsageError as exc:
+            if ctx.resilient_parsing:
+                raise
+            found = self._meant(ctx, args, exc)
+            if found is None:
+                raise
+            raise click.UsageError(coded(found), ctx) from None
+
+    def _meant(self, ctx: click.Context, args: list[str], exc: click.UsageError):
+        """The finding of what the command line most likely meant, or None."""
+        try:  # parsed again without Click's checks: the arguments as the command reads them
+            parsed = self.make_context(self.name, list(args), parent=ctx.parent, resilient_parsing=True)
+        except click.ClickException:
+            return None
+        extra = [a for a in parsed.args if not a.startswith("-")]
+        takes = {p.name for p in self.params}
+        missing_output = isinstance(exc, click.MissingParameter) and "-o" in getattr(exc.param, "opts", ())
+        if "pairs" in takes and len(extra) >= 2:
+            pairs = " ".join(f"--pair {a} {b}" for a, b in zip(extra[::2], extra[1::2])) if len(extra) % 2 == 0 \
+                else "--pair SCENE MASK"
+            return finding("S2N-PAIR-AS-ARGUMENTS", given=" ".join(extra), pairs=pairs)
+        if not missing_output:
+            return None
+        if len(extra) == 1:
+            return finding("S2N-OUTPUT-AS-ARGUMENT", given=extra[0])
+        several = [p for p in self.params if isinstance(p, click.Argument) and p.nargs == -1]
+        values = list(parsed.params.get(several[0].name) or ()) if several else []
+        if not extra and len(values) >= 2 and not os.path.exists(values[-1]):
+            last = os.path.normpath(values[-1])  # as typed: a Path drops a folder's trailing /
+            given = next(a for a in reversed(args) if os.path.normpath(a) == last)
+            return finding("S2N-OUTPUT-AS-ARGUMENT", given=given)
+        return None
 
 
 def exclusive(first: str, second: str):

@@ -11,6 +11,7 @@ import click
 from ..formats import POLYGONS_FILE, RIVERS_FILE
 from ..inference.options import DEFAULT_TILE_SIZE, PredictOptions
 from .options import (
+    HintedCommand,
     bad_parameter,
     creation_options,
     exclusive,
@@ -25,7 +26,7 @@ from .render import log_findings, progress_bar, report_error
 log = logging.getLogger("s2s2net")
 
 
-@click.command()
+@click.command(cls=HintedCommand)
 @click.argument("scenes", nargs=-1, required=True, metavar="SCENE...")
 @click.option("-o", "--output", required=True, type=click.Path(),
               help="Output GeoTIFF (one scene), or a folder (an existing one, a path ending in /, or several scenes: "

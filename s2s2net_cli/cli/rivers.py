@@ -8,11 +8,11 @@ from pathlib import Path
 import click
 
 from ..formats import RIVERS_FILE
-from .options import json_option, named_as, overwrite_option
+from .options import HintedCommand, json_option, named_as, overwrite_option
 from .render import progress_bar, summary_table
 
 
-@click.command()
+@click.command(cls=HintedCommand)
 @click.argument("mask", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
               callback=named_as(RIVERS_FILE),

@@ -11,7 +11,15 @@ from click.core import ParameterSource
 from ..errors import S2S2NetError
 from ..rulebook import finding
 from ..training.config import AUGMENTATIONS, DEFAULT_STEPS, LABEL_EDGES, TrainOptions, read_source_weights
-from .options import bad_parameter, exclusive, json_option, overwrite_option, seed_option, train_precision_option
+from .options import (
+    HintedCommand,
+    bad_parameter,
+    exclusive,
+    json_option,
+    overwrite_option,
+    seed_option,
+    train_precision_option,
+)
 from .render import counted, log_findings, progress_bar, stderr
 
 _TRAIN = TrainOptions()  # the defaults, as the options show them
@@ -24,7 +32,7 @@ def _parse_weights(ctx, param, values) -> dict:
         raise bad_parameter(exc.finding, ctx, param) from None
 
 
-@click.command()
+@click.command(cls=HintedCommand)
 @click.argument("chips_dirs", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="CHIPS_DIR...")
 @click.option("-o", "--output", "run_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="Run folder.")
 @click.option("--max-steps", type=click.IntRange(1), default=None, help=f"Optimizer steps (default {DEFAULT_STEPS} unless --epochs).")

@@ -145,3 +145,34 @@ def test_missing_scenes_and_finished_masks_load_no_model(tmp_path, random_weight
                        text=True, cwd=tmp_path)
     assert codes(r.stderr) == ["S2N-OUTPUT-OTHER-MODEL"] * 3, r.stderr
     assert r.stdout.strip().splitlines()[-1].endswith("[]")
+
+
+def test_a_scene_and_mask_or_an_output_given_as_arguments_are_named_with_the_option_they_need(tmp_path):
+    """A newcomer's `evaluate scene.tif label.tif` got Click's "Got unexpected extra arguments",
+    and `rivers mask.tif r.gpkg` "Missing option '-o'": each now says which option takes what
+    was given, with its code, also in --json (where Click's coded usage errors had code null)."""
+    scene = write_raster(tmp_path / "scene.tif", np.ones((6, 8, 8), dtype=np.uint16))
+    mask = write_raster(tmp_path / "mask.tif", np.zeros((1, 8, 8), dtype=np.uint8))
+    for args, code, told in [
+        (["evaluate", scene, mask], "S2N-PAIR-AS-ARGUMENTS", f"--pair {scene} {mask}"),
+        (["compare", scene, mask, scene, mask], "S2N-PAIR-AS-ARGUMENTS", f"--pair {scene} {mask} --pair {scene}"),
+        (["chip", scene, mask, "-o", tmp_path / "chips"], "S2N-PAIR-AS-ARGUMENTS", f"--pair {scene} {mask}"),
+        (["chip", "--pair", scene, mask, "chips/"], "S2N-OUTPUT-AS-ARGUMENT", "--output chips/"),
+        (["rivers", mask, "r.gpkg"], "S2N-OUTPUT-AS-ARGUMENT", "--output r.gpkg"),
+        (["predict", scene, "water.tif"], "S2N-OUTPUT-AS-ARGUMENT", "--output water.tif"),
+        (["train", tmp_path, "run/"], "S2N-OUTPUT-AS-ARGUMENT", "--output run/"),
+        (["occurrence", scene, scene, "occ.tif"], "S2N-OUTPUT-AS-ARGUMENT", "--output occ.tif"),
+    ]:
+        result = run_cli(*args, cwd=tmp_path)
+        assert result.returncode == 2, (args, result.stderr)
+        assert codes(result.stderr) == [code] and told in result.stderr, (args, result.stderr)
+        (failure,) = json.loads(run_cli(*args, "--json", cwd=tmp_path).stdout)["failures"]
+        assert failure["code"] == code, args
+    assert not (tmp_path / "water.tif").exists() and not (tmp_path / "run").exists()
+    # where no reading fits, Click's own line: the last of two scenes exists, so it is a scene
+    result = run_cli("predict", scene, mask, cwd=tmp_path)
+    assert result.returncode == 2 and "Missing option '-o'" in result.stderr and codes(result.stderr) == []
+    # a rule's usage error said as Click says a bad value carries its code in --json too
+    (failure,) = json.loads(run_cli("predict", scene, "-o", "w.tif", "--bbox", "11,10,10,11", "--json",
+                                    cwd=tmp_path).stdout)["failures"]
+    assert failure["code"] == "S2N-BBOX-WEST-EAST"
