@@ -82,8 +82,8 @@ class HintedCommand(click.Command):
         takes = {p.name for p in self.params}
         missing_output = isinstance(exc, click.MissingParameter) and "-o" in getattr(exc.param, "opts", ())
         if "pairs" in takes and len(extra) >= 2:
-            pairs = " ".join(f"--pair {a} {b}" for a, b in zip(extra[::2], extra[1::2])) if len(extra) % 2 == 0 \
-                else "--pair SCENE MASK"
+            pairs = " (here " + " ".join(f"--pair {a} {b}" for a, b in zip(extra[::2], extra[1::2])) + ")" \
+                if len(extra) % 2 == 0 else ""
             return finding("S2N-PAIR-AS-ARGUMENTS", given=" ".join(extra), pairs=pairs)
         if not missing_output:
             return None
