@@ -388,7 +388,7 @@ RULES = _book(
                                              "one may score better still; try it with {o.gains:{gain:g},{larger}}"),
     Rule("S2N-OCCURRENCE-UNDATED", WARNING, "has no date (none in its metadata or name): counted, but listed undated "
                                             "after the dated ones and not used for the grid; give it one with "
-                                            "{o.dates:CSV}"),
+                                            "{o.dates} (its scene and date)"),
     Rule("S2N-GRID-SHIFT", WARNING, "lies {dx:+.3g}, {dy:+.3g} (x, y in its CRS's units) off the 10 m and 2 m grids of "
                                     "{scene_name}, part of a cell: warped onto them, each cell is read partly from its "
                                     "neighbours; resample it onto the scene's grid first"),
