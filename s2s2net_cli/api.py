@@ -133,7 +133,8 @@ def predict(scene, output=None, *, probability: bool = False, vector=None, river
         return predict_dataarray(scene, probability=probability, **options)
     _check_path(scene, "scene", f"{SCENE} (several: predict_scenes)", dataarray=True)
     if output is None:
-        raise TypeError("predict() needs an output path for a scene file")
+        raise TypeError("predict() needs an output path for a scene file; for the mask in memory, give the scene "
+                        "as an xarray.DataArray (rioxarray.open_rasterio(path)) without output")
     written = []
     predict_scenes([scene], output, probability=probability, vector=vector, rivers=rivers, cog=cog,
                    creation_options=creation_options, overwrite=overwrite, raise_failures=True,

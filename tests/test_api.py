@@ -73,6 +73,9 @@ def test_a_dataarray_without_output_refuses_what_only_a_file_takes(tmp_path):
         s2n.predict(da, vector=tmp_path / "w.gpkg", rivers=tmp_path / "r.gpkg")
     with pytest.raises(TypeError, match="writes cog with a mask file"):
         s2n.predict(da, cog=True)
+    # a scene file without output: told how to have its mask in memory
+    with pytest.raises(TypeError, match=r"needs an output path .*rioxarray.open_rasterio\(path\)"):
+        s2n.predict(scene)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["label.tif", "scene.tif"]
 
 
