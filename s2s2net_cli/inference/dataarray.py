@@ -28,6 +28,7 @@ import rasterio
 from ..bands import BAND_NAMES
 from ..errors import S2S2NetError
 from ..rulebook import Finding, refuse, warn
+from ..sources.dates import DATE_TAG, SOURCE_TAG
 from ..sources.stac import ASSET_NAMES
 from ..weights_header import default_weights
 from .predictor import PredictOptions, Predictor
@@ -70,6 +71,7 @@ def predict_dataarray(da, weights=None, probability: bool = False, **options):
 
     if da.rio.crs is None:
         raise refuse("S2N-DATAARRAY-NO-CRS", DATAARRAY)
+    date, source = date_of(da), da.encoding.get("source")
     stack, named = select_bands(da)
     flipped = reversed_axes(stack)
     if flipped:  # north-up, as a GeoTIFF is read; its transform from its coordinates, not a stale cache
@@ -81,9 +83,11 @@ def predict_dataarray(da, weights=None, probability: bool = False, **options):
     with tempfile.TemporaryDirectory(prefix="s2s2net-da-") as tmp:
         scene, out = Path(tmp) / "scene.tif", Path(tmp) / "water.tif"
         stack.rio.write_nodata(nodata, inplace=False).rio.to_raster(scene, tiled=True, windowed=True)
-        if named:  # chosen by name: the file says so, and no order is assumed
-            with rasterio.open(scene, "r+") as dst:
+        with rasterio.open(scene, "r+") as dst:
+            if named:  # chosen by name: the file says so, and no order is assumed
                 dst.descriptions = BAND_NAMES
+            if date:  # the mask is dated as a file's is (occurrence --from-masks reads it)
+                dst.update_tags(**{DATE_TAG: date})
         try:
             said = [in_notebook_terms(w) for w in predictor.predict_scene(scene, out).warnings]
         except S2S2NetError as exc:  # said of the DataArray, not of its temporary file
@@ -97,11 +101,25 @@ def predict_dataarray(da, weights=None, probability: bool = False, **options):
         result = result.rio.write_transform(result.rio.transform(recalc=True))
     for found in said:  # what predict warns of on stderr (an offset left out, the band order assumed)
         warn(found)
+    if date:  # lines up with the cube it came from (xr.concat over time)
+        result = result.assign_coords(time=da["time"].values.reshape(()))
+    if source:  # the file the array was read from, not its temporary copy
+        result.attrs[SOURCE_TAG] = Path(source).name
+    else:
+        result.attrs.pop(SOURCE_TAG, None)
     result.name = "water"
     result.attrs["long_name"] = "water probability (percent)" if probability else "water (1), land (0)"
     result.attrs["warnings"] = [found.message("python") for found in said]
     result.attrs["warning_codes"] = [found.code for found in said]
     return result
+
+
+def date_of(da) -> str | None:
+    """The ISO date of ``da``'s one ``time`` (a scalar coordinate, or a dimension of length one,
+    as one date of an odc-stac or stackstac cube has it); None without one."""
+    if "time" not in da.coords or da["time"].size != 1 or not np.issubdtype(da["time"].dtype, np.datetime64):
+        return None
+    return str(np.datetime_as_string(da["time"].values.reshape(()), unit="D"))
 
 
 def reversed_axes(da) -> list[str]:

@@ -2,6 +2,7 @@
 pixels as a stack: products written in ESA's layout from the real Virginia crop."""
 
 import json
+import os
 
 import geopandas as gpd
 import numpy as np
@@ -462,6 +463,35 @@ def test_a_dataarray_of_one_date_of_a_stack_is_that_dates_scene(stack):
         predict_dataarray(xr.concat([dated, dated], "time"))
     assert str(refused.value) == ("DataArray: holds 2 values of time besides (band, y, x): predict them one at a time "
                                   "(da.isel(time=0), ...)")
+
+
+def test_a_dataarray_of_one_date_gives_a_mask_dated_as_a_files_is(tmp_path, stack):
+    """One date of a cube (odc-stac, stackstac) gave a mask with no date and no time: saved with
+    .rio.to_raster it was undated in occurrence --from-masks, and could not be put back on the
+    cube's time axis; its source_scene named the temporary copy (scene.tif). Its mask keeps the
+    time and is tagged with its date, as predict tags a file's; source_scene names the file read."""
+    import numpy as np
+    import rioxarray
+    import xarray as xr
+
+    from s2s2net_cli.inference.dataarray import predict_dataarray
+    from s2s2net_cli.sources.dates import scene_date
+
+    da = rioxarray.open_rasterio(stack)
+    cube = xr.concat([da, da], "time").assign_coords(time=np.array(["2023-08-23T15:55:59", "2023-09-02T15:55:59"],
+                                                                    dtype="datetime64[ns]"))
+    masks = [predict_dataarray(cube.sel(time=t), tile_size=SIZE, overlap=16) for t in cube.time.values]
+    assert [m.attrs["ACQUISITION_DATE"] for m in masks] == ["2023-08-23", "2023-09-02"]
+    assert np.array_equal(xr.concat(masks, "time").time.values, cube.time.values)
+    assert predict_dataarray(cube.isel(time=[1]), tile_size=SIZE, overlap=16).attrs["ACQUISITION_DATE"] == "2023-09-02"
+    masks[1].rio.to_raster(tmp_path / "second.tif")  # a name that says no date
+    assert scene_date(tmp_path / "second.tif") == "2023-09-02"
+    undated = predict_dataarray(da, tile_size=SIZE, overlap=16)
+    assert "ACQUISITION_DATE" not in undated.attrs and "time" not in undated.coords
+    assert undated.attrs["source_scene"] == os.path.basename(stack)
+    built = da.copy()  # an array read from no file (a cube's): no scene is named
+    built.encoding = {}
+    assert "source_scene" not in predict_dataarray(built, tile_size=SIZE, overlap=16).attrs
 
 
 def test_a_stac_item_given_by_url_is_fetched(tmp_path, crop, stack):
