@@ -17,6 +17,7 @@ import numpy as np
 from .rulebook import Finding, finding, option, refuse
 
 BAND_NAMES = ("B02", "B03", "B04", "B08", "B11", "B12")
+SWIR_BANDS = ("B11", "B12")  # read at 20 m by the satellite, the others at 10 m
 DEFAULT_SCALE = 10000.0
 # Reflectance mean and spread of a mixed land/water Sentinel-2 scene, per band above.
 DEFAULT_MEAN = (0.08, 0.09, 0.09, 0.22, 0.18, 0.12)

@@ -681,7 +681,7 @@ RULES = _book(
                                    "float)"),
     Rule("S2N-BANDS-COUNT", INPUT, "{count} band indexes given; the model needs {n_bands}"),
     Rule("S2N-BANDS-INDEX", INPUT, "has {count} band(s); band index {index} does not exist"),
-    Rule("S2N-SCENE-BAND-COUNT", INPUT, "has {count} band(s); the model needs {n_bands} ({needs})"),
+    Rule("S2N-SCENE-BAND-COUNT", INPUT, "has {count} band(s); the model needs {n_bands} ({needs}){lacking}"),
     Rule("S2N-BANDS-AMBIGUOUS", INPUT, "has {count} bands and its band descriptions do not say which are {needs} "
                                        "(they name {said}): give their 1-based indexes with {o.bands}"),
     Rule("S2N-SCENE-NO-CRS", INPUT, "has no CRS; a scene must be georeferenced"),

@@ -30,15 +30,14 @@ import rasterio
 from affine import Affine
 from rasterio.windows import Window
 
-from ..bands import BAND_NAMES
+from ..bands import BAND_NAMES, SWIR_BANDS
 from ..io import atomic_path, geotiff_profile
 from ..rulebook import refuse
 from .options import SceneOptions
 from .scene import Scene, SceneReader
 
 DEGRADE_FACTORS = (2, 3, 4, 5)  # what --degrade takes; 5 is the network's own factor
-SWIR_BANDS = ("B11", "B12")  # 20 m bands: averaged again over 2 x 2 coarse cells
-SWIR_BLOCK = 2
+SWIR_BLOCK = 2  # SWIR_BANDS averaged again over 2 x 2 coarse cells (their 20 m, as a product has them)
 STRIP_ROWS = 320  # rows of the scene read at a time (rounded down to whole 2N blocks)
 
 # how a degraded scene is read back: its own float reflectance, none of the user's stack options

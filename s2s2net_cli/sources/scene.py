@@ -21,7 +21,7 @@ from rasterio.vrt import WarpedVRT
 from rasterio.warp import Resampling
 from rasterio.windows import Window
 
-from ..bands import BAND_NAMES, DEFAULT_SCALE, BandSpec, band_name, normalise, repeated_band
+from ..bands import BAND_NAMES, DEFAULT_SCALE, SWIR_BANDS, BandSpec, band_name, normalise, repeated_band
 from ..errors import first_line
 from ..formats import gdal_empty, gdal_masked, source_name, valid_mask
 from ..grid import is_rotated
@@ -164,6 +164,19 @@ def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(
                  cloud_band=scl[0] if len(scl) == 1 else None, order_assumed=order_assumed)
 
 
+def lacking(named: tuple[str | None, ...]) -> str:
+    """What a stack whose bands are ``named`` lacks of the model's, said where its bands are named
+    (a stack of the 10 m bands alone lacks the 20 m SWIR ones); empty where none is named."""
+    if not any(named):
+        return ""
+    missing = [band for band in BAND_NAMES if band not in named]
+    twenty = [band for band in missing if band in SWIR_BANDS]
+    said = f": it lacks {', '.join(missing)}"
+    if twenty:
+        said += f" ({', '.join(twenty)} are 20 m bands: resample them to its 10 m grid and add them, or give the product itself)"
+    return said
+
+
 def stack_band_indexes(path, named: tuple[str | None, ...], wanted: tuple[str, ...] | None, n_bands: int) -> tuple:
     """The 1-based indexes of the ``wanted`` bands in a stack whose bands are ``named`` (from
     their descriptions; None where a band says nothing): found by name when every wanted band
@@ -171,7 +184,7 @@ def stack_band_indexes(path, named: tuple[str | None, ...], wanted: tuple[str, .
     else InputError asking for --bands."""
     count, needs = len(named), ", ".join(BAND_NAMES)
     if count < n_bands:
-        raise refuse("S2N-SCENE-BAND-COUNT", path, count=count, n_bands=n_bands, needs=needs)
+        raise refuse("S2N-SCENE-BAND-COUNT", path, count=count, n_bands=n_bands, needs=needs, lacking=lacking(named))
     if wanted is not None:
         where = {band: [i for i, n in enumerate(named, start=1) if n == band] for band in wanted}
         if all(len(found) == 1 for found in where.values()):

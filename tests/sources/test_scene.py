@@ -25,8 +25,14 @@ def test_bad_scenes_get_one_clear_error(tmp_path, scene_factory):
         open_scene(scene_factory(crs=None))
     with raises_rule("S2N-SCENE-ROTATED"):
         open_scene(scene_factory(transform=Affine(10, 2, 500000, 1, -10, 4000000)))
-    with raises_rule("S2N-SCENE-BAND-COUNT"):
+    with raises_rule("S2N-SCENE-BAND-COUNT") as refused:
         open_scene(scene_factory(count=3))
+    assert "lacks" not in str(refused.value)  # its bands name nothing: nothing to say of them
+    # a stack of the four 10 m bands, named: told which it lacks and where they come from
+    ten_m = write_raster(tmp_path / "ten_m.tif", np.ones((4, 8, 8), "uint16"), descriptions=("B02", "B03", "B04", "B08"))
+    with raises_rule("S2N-SCENE-BAND-COUNT") as refused:
+        open_scene(ten_m)
+    assert "it lacks B11, B12 (B11, B12 are 20 m bands" in str(refused.value)
     u8 = write_raster(tmp_path / "u8.tif", np.ones((6, 8, 8), "uint8"))
     with raises_rule("S2N-SCENE-DTYPE"):
         open_scene(u8)
