@@ -144,8 +144,9 @@ def check_output(path, overwrite: bool, inputs=(), kind: OutputKind | None = Non
     if path.exists() and not overwrite:
         raise refuse("S2N-OUTPUT-EXISTS", path)
     parent = path.parent if str(path.parent) else Path(".")
-    if parent.exists() and not os.access(parent, os.W_OK):
-        raise refuse("S2N-OUTPUT-PERMISSION", path, parent=parent)
+    nearest = next((p for p in (parent, *parent.parents) if p.exists()), None)  # where its folders would be made
+    if nearest is not None and not os.access(nearest, os.W_OK):
+        raise refuse("S2N-OUTPUT-PERMISSION", path, parent=nearest)
     return path
 
 
@@ -250,6 +251,34 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
+def make_folder(folder, output=None) -> None:
+    """``folder`` made with its parents, for writing ``output`` (the folder itself by default);
+    where it cannot be (no such place, no permission, a file of that name), a refusal naming
+    ``output`` and why, not a traceback."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = exc.strerror or first_line(exc)
+        if output is not None and Path(output) != folder:
+            why = f"its folder {folder} cannot be made: {why}"
+        raise refuse("S2N-OUTPUT-WRITE-FAILED", output if output is not None else folder, error=why) from exc
+
+
+def check_writable(path, output=None) -> None:
+    """A file can be made at ``path`` (a temporary name, for writing ``output``): a refusal naming
+    ``output`` and the system's reason where not, before a library says it in its own words (a
+    GeoPackage's "unable to open database file", safetensors' "I/O error") or not at all."""
+    path = Path(path)
+    try:
+        with open(path, "wb"):
+            pass
+    except OSError as exc:
+        raise refuse("S2N-OUTPUT-WRITE-FAILED", output if output is not None else path,
+                     error=exc.strerror or first_line(exc)) from exc
+    _remove(path)
+
+
 @contextlib.contextmanager
 def atomic_path(path):
     """Yield a temporary path; on success rename it to ``path`` (a file with the permissions a
@@ -257,9 +286,10 @@ def atomic_path(path):
     killed run left beside ``path`` are removed first."""
     path = Path(path)
     if str(path.parent):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(path.parent, path)
     remove_stale_siblings(path)
     tmp = temporary_sibling(path)
+    check_writable(tmp, path)
     try:
         yield tmp
         check_written(tmp)
@@ -343,12 +373,26 @@ def disk_full(path: Path, exc: BaseException | None = None) -> bool:
     left for a user, or ``exc`` says so (ENOSPC, "database or disk is full", ...)."""
     if exc is not None and (getattr(exc, "errno", None) == errno.ENOSPC or _FULL_WORDS.search(str(exc))):
         return True
+    if exc is not None and _said_why(exc):  # another reason, said: a pseudo file system such as /proc
+        return False  # has no bytes free, and writing there fails for that reason, not for room
     folder = path if path.is_dir() else path.parent
     try:
         info = os.statvfs(folder)
     except OSError:
         return False
-    return info.f_bavail * info.f_frsize < FULL_BELOW
+    return info.f_blocks > 0 and info.f_bavail * info.f_frsize < FULL_BELOW  # no blocks at all: /proc, not full
+
+
+_OTHER_REASONS = tuple(os.strerror(e) for e in (errno.ENOENT, errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR,
+                                                 errno.EISDIR, errno.EEXIST))
+
+
+def _said_why(exc: BaseException) -> bool:
+    """Whether ``exc`` says a reason a write failed other than room: its errno (Python's), or
+    the system's words for it in GDAL's message (which carries no errno)."""
+    if isinstance(exc, OSError) and not isinstance(exc, RasterioIOError) and exc.errno is not None:
+        return exc.errno != errno.ENOSPC  # (GDAL's errors carry its own error numbers, not the system's)
+    return any(reason in str(exc) for reason in _OTHER_REASONS)
 
 
 def write_error_text(exc: BaseException, tmp: Path) -> str:
@@ -356,6 +400,10 @@ def write_error_text(exc: BaseException, tmp: Path) -> str:
     whatever the error said; else the error's first line, without the temporary name."""
     if disk_full(tmp, exc):
         return os.strerror(errno.ENOSPC)
+    if isinstance(exc, RasterioIOError):  # GDAL's message names the temporary file: the system's words alone
+        reason = next((r for r in _OTHER_REASONS if r in str(exc)), None)
+        if reason:
+            return reason
     text = getattr(exc, "strerror", None) if isinstance(exc, OSError) and not isinstance(exc, RasterioIOError) else None
     return (text or first_line(exc)).replace(str(tmp), tmp.name)
 
@@ -368,10 +416,10 @@ def atomic_file_set(path):
     so the file a reader opens appears only once its companions are there."""
     path = Path(path)
     if str(path.parent):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(path.parent, path)
     remove_stale_siblings(path)
     folder = temporary_sibling(path).with_suffix("")
-    folder.mkdir()
+    make_folder(folder, path)
     try:
         with _write_failures(path, folder):
             yield folder / path.name
@@ -391,7 +439,7 @@ def staged_folder(folder, names: tuple[str, ...], overwrite: bool):
     failure remove the staged folder, leaving ``folder`` as it was, and report a write error."""
     folder = Path(folder)
     made = [p for p in (folder, *folder.parents) if not p.exists()]  # what a failure takes away again
-    folder.mkdir(parents=True, exist_ok=True)
+    make_folder(folder)
     remove_stale_siblings(folder / "staged")
     stage = temporary_sibling(folder / "staged")
     stage.mkdir()

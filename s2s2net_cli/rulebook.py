@@ -529,7 +529,7 @@ RULES = _book(
                                                 " cannot test the detail the network adds"),
     # io.py
     Rule("S2N-OUTPUT-EXISTS", EXISTS, "already exists (use {o.overwrite} to replace it)"),
-    Rule("S2N-OUTPUT-PERMISSION", FAILURE, "cannot write into {parent} (permission denied)"),
+    Rule("S2N-OUTPUT-PERMISSION", FAILURE, "cannot write into {parent} (no permission, or a read-only file system)"),
     Rule("S2N-OUTPUT-STDOUT", USAGE, "'-' would be a file named '-': outputs are files, not standard output "
                                      "(name a file)"),
     Rule("S2N-OUTPUT-PARENT-IS-FILE", USAGE, "cannot be written: {parent} is a file, not a folder"),

@@ -31,7 +31,7 @@ def _can_mount() -> bool:
     return probe.returncode == 0
 
 
-pytestmark = pytest.mark.skipif(not _can_mount(), reason="no private tmpfs can be mounted here (unshare -rm)")
+needs_mount = pytest.mark.skipif(not _can_mount(), reason="no private tmpfs can be mounted here (unshare -rm)")
 
 
 def on_small_disk(tmp_path: Path, size: str, args: list, before: str = "") -> tuple[int, str, str, str]:
@@ -63,6 +63,7 @@ def _says_no_space(stderr: str, path) -> None:
     assert "Traceback" not in stderr
 
 
+@needs_mount
 def test_predict_on_a_full_disk_exits_1_and_leaves_nothing(tmp_path):
     out = tmp_path / "small" / "x.tif"
     rc, stdout, stderr, files = on_small_disk(tmp_path, "40k", ["predict", SAMPLE, "-o", out, "--json"])
@@ -73,6 +74,7 @@ def test_predict_on_a_full_disk_exits_1_and_leaves_nothing(tmp_path):
     assert [f["code"] for f in document["failures"]] == ["S2N-OUTPUT-WRITE-FAILED"]
 
 
+@needs_mount
 def test_predict_overwrite_on_a_full_disk_keeps_the_old_mask(tmp_path):
     out = tmp_path / "small" / "x.tif"
     rc, _, stderr, files = on_small_disk(tmp_path, "40k", ["predict", SAMPLE, "-o", out, "--overwrite", "--cog"],
@@ -82,6 +84,7 @@ def test_predict_overwrite_on_a_full_disk_keeps_the_old_mask(tmp_path):
     assert files.split() == ["./x.tif", str(len("the old mask"))]
 
 
+@needs_mount
 def test_predict_vectors_on_a_full_disk(tmp_path):
     vector = tmp_path / "small" / "water.gpkg"
     rc, _, stderr, files = on_small_disk(tmp_path, "90k", ["predict", SAMPLE, "-o", tmp_path / "small" / "x.tif",
@@ -101,6 +104,7 @@ def virginia_mask(tmp_path_factory):
     return mask
 
 
+@needs_mount
 def test_rivers_on_a_full_disk(tmp_path, virginia_mask):
     out = tmp_path / "small" / "rivers.gpkg"
     rc, _, stderr, files = on_small_disk(tmp_path, "100k", ["rivers", virginia_mask, "-o", out])
@@ -109,6 +113,7 @@ def test_rivers_on_a_full_disk(tmp_path, virginia_mask):
     assert files == ""
 
 
+@needs_mount
 def test_occurrence_on_a_full_disk(tmp_path, virginia_mask):
     second = tmp_path / "second.tif"
     shutil.copy(virginia_mask, second)
@@ -130,6 +135,7 @@ def _pair(tmp_path, size=96):
     return scene, mask
 
 
+@needs_mount
 def test_chip_on_a_full_disk_keeps_the_chips_it_had(tmp_path):
     scene, mask = _pair(tmp_path)
     chips = tmp_path / "small" / "chips"
@@ -146,6 +152,7 @@ def test_chip_on_a_full_disk_keeps_the_chips_it_had(tmp_path):
     assert not any(".tmp" in n for n in names)
 
 
+@needs_mount
 def test_train_on_a_full_disk_leaves_no_partial_checkpoint(tmp_path):
     from tests.conftest import run_cli
 
@@ -161,3 +168,43 @@ def test_train_on_a_full_disk_leaves_no_partial_checkpoint(tmp_path):
     names = [line.split()[0] for line in files.splitlines()]
     assert not any("/checkpoints/" in n for n in names), names  # no step folder, no `latest`
     assert not any(n.endswith(".safetensors") for n in names)
+
+
+@needs_mount
+def test_an_output_under_a_read_only_folder_is_refused_before_the_work(tmp_path):
+    """`-o ro/sub/x.tif` under a folder that cannot be written was checked only where its own
+    folder existed: predict ran, then failed making sub/ with a traceback. The nearest folder
+    there is checked before the work."""
+    small = tmp_path / "small"
+    out = small / "sub" / "x.tif"
+    rc, _, stderr, files = on_small_disk(tmp_path, "1m", ["predict", SAMPLE, "-o", out],
+                                         before=f"mount -o remount,ro {shlex.quote(str(small))}")
+    assert rc == 1 and "Traceback" not in stderr, stderr[-2000:]
+    assert codes(stderr) == ["S2N-OUTPUT-PERMISSION"] and str(out) in stderr and str(small) in stderr
+    assert files == ""
+
+
+NO_FILE_HERE = Path("/proc")  # a file system where no file can be made, even by root, and no byte is free
+
+
+@pytest.mark.skipif(not (NO_FILE_HERE / "self").exists(), reason="no /proc here")
+def test_an_output_where_no_file_can_be_made_is_one_line_with_the_systems_reason(tmp_path, virginia_mask):
+    """Outputs in /proc: safetensors', GeoPackages' and mkdir's errors were tracebacks, and
+    GDAL's "No such file or directory" was said as "No space left on device" (its file system
+    has no free bytes, and none at all). Each is one line with the system's reason."""
+    from tests.conftest import run_cli
+
+    for args, out in [
+        (["predict", SAMPLE, "-o", NO_FILE_HERE / "x.tif"], NO_FILE_HERE / "x.tif"),
+        (["predict", SAMPLE, "-o", NO_FILE_HERE / "sub" / "x.tif"], NO_FILE_HERE / "sub" / "x.tif"),
+        (["rivers", virginia_mask, "-o", NO_FILE_HERE / "r.gpkg"], NO_FILE_HERE / "r.gpkg"),
+        (["weights", "annotate", "default", NO_FILE_HERE / "w.safetensors", "--threshold", "0.5"],
+         NO_FILE_HERE / "w.safetensors"),
+        (["synth", NO_FILE_HERE / "demo", "--count", "1", "--size", "64"], NO_FILE_HERE / "demo"),
+        (["occurrence", SAMPLE, "-o", NO_FILE_HERE / "o.tif"], NO_FILE_HERE / "o.tif"),
+    ]:
+        r = run_cli(*args, cwd=tmp_path)
+        last = [line for line in r.stderr.splitlines() if line.strip()][-1]
+        assert r.returncode == 1 and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
+        assert codes(last) == ["S2N-OUTPUT-WRITE-FAILED"] and str(out) in last, (args, last)
+        assert "No such file or directory" in last and NO_SPACE not in last, (args, last)

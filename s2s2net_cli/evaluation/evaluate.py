@@ -29,7 +29,7 @@ from ..formats import NODATA, safe_name
 from ..inference.baselines import IndexBaseline
 from ..inference.predictor import PredictOptions, Predictor
 from ..inference.writer import acquisition_tags, reading_tags
-from ..io import check_output
+from ..io import check_output, make_folder
 from ..labels import (
     VectorLabel,
     binarise,
@@ -183,7 +183,7 @@ def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | N
         for run in runs:
             check_output(prediction_path(predictions_dir, pair, run.model_name), run.options.overwrite,
                          inputs=(pair.image, pair.mask))
-    predictions_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(predictions_dir)
     results = [ModelScores(m.model_name) for m in models]
     for pair in pairs:
         paths, warnings = [], []

@@ -44,7 +44,16 @@ from ..formats import (
     probability_cut,
 )
 from ..grid import grid_shift, row_pixel_areas
-from ..io import atomic_path, check_creation_options, check_output, copy_to_cog, geotiff_profile, temporary_sibling
+from ..io import (
+    atomic_path,
+    check_creation_options,
+    check_output,
+    check_writable,
+    copy_to_cog,
+    geotiff_profile,
+    make_folder,
+    temporary_sibling,
+)
 from ..labels import MAX_VALUES_NAMED, NODATA_TAG, check_nodata_value, check_one_band, unexpected_values
 from ..rulebook import code_of, finding, refuse
 from ..sources.dates import acquisition
@@ -141,6 +150,9 @@ def water_occurrence(dates: list[DateMask], out_path, grid: Grid, options: Occur
     if world.is_shared:
         world.join(PROCESS_GROUP_TIMEOUT)
     mine = dates[world.rank::world.size]
+    if predict:  # its masks go beside the output first
+        make_folder(out_path.parent, out_path)
+        check_writable(temporary_sibling(out_path), out_path)
     scratch = Path(tempfile.mkdtemp(prefix=f".{out_path.stem}.dates", dir=out_path.parent or ".")) if predict else None
     try:
         for k, d in enumerate(mine):

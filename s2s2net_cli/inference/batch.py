@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable
 from ..bands import BAND_NAMES
 from ..errors import S2S2NetError
 from ..formats import GEOTIFF_SUFFIXES, check_each_source_once, check_exists, safe_name, source_name, source_stem
-from ..io import check_not_inputs
+from ..io import check_not_inputs, make_folder
 from ..rulebook import code_of, option, refuse
 from ..sources import stac
 from ..sources.dates import SOURCE_TAG, raster_tags
@@ -202,7 +202,7 @@ def predict_scenes(make_predictor: Callable[[], Predictor], targets: list[tuple]
     share_one = world.is_shared and len(targets) == 1  # one scene: its rows of tiles are shared
     if len(targets) > 1:  # the folder of several outputs
         for folder in {Path(target).parent for _, target in targets}:
-            folder.mkdir(parents=True, exist_ok=True)
+            make_folder(folder)
     summary = BatchSummary()
     made: list = []
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..io import check_folder_output, check_output
+from ..io import check_folder_output, check_output, make_folder
 from ..manifest import write_manifest
 from ..option_checks import SEED_BOUNDS, check_bounds, check_types, options_said
 from ..rulebook import option, refuse
@@ -75,7 +75,7 @@ def make_synthetic_set(out_dir, options: SynthOptions, on_background: Callable[[
     for s in range(options.seed, options.seed + options.count):  # every output, before the first is written
         for path in _pair_paths(out_dir, s):
             check_output(path, options.overwrite, options.backgrounds)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(out_dir)
     for i in range(options.count):
         s = options.seed + i
         scene_path, mask_path, rivers_path = _pair_paths(out_dir, s)

@@ -16,7 +16,7 @@ import torch
 from .. import __version__
 from ..errors import first_line
 from ..formats import RUN_CHECKPOINTS, RUN_LAST
-from ..io import atomic_path, check_folder_output, lies_in
+from ..io import atomic_path, check_folder_output, lies_in, make_folder
 from ..rulebook import Phrase, option, refuse
 from .config import TrainOptions
 
@@ -51,7 +51,7 @@ def prepare_run_dir(run_dir: Path, options: TrainOptions) -> None:
         return
     if options.overwrite and run_dir.exists():
         shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(run_dir)
 
 
 def check_resume_matches(run_dir: Path, options: TrainOptions, world: int, chips_dirs: list[Path]) -> None:
