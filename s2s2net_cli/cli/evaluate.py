@@ -42,11 +42,13 @@ def _fmt(value) -> str:
 def scoring_options(command):
     """The options evaluate and compare share besides the model's: pairs, label nodata, how
     scenes are read, Wald's protocol and where predictions go; handed on as ``scoring`` (a dict)."""
-    shared = [pair_option, manifest_option, nodata_option, scene_options,
+    shared = [click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
+                           callback=named_as(TABLE_FILE), help="Write the table as CSV."),
+              pair_option, manifest_option, nodata_option, scene_options,
               click.option("--save-predictions", type=click.Path(file_okay=False), default=None,
                            help="Keep each 2 m prediction here as a GeoTIFF."),
               score_degrade_option, overwrite_option, json_option]
-    names = ("pairs", "manifests", "nodata", "scene", "save_predictions", "degrade", "overwrite")
+    names = ("csv_path", "pairs", "manifests", "nodata", "scene", "save_predictions", "degrade", "overwrite")
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -58,8 +60,12 @@ def scoring_options(command):
 
 
 def _score(ctx, scoring: dict, model: ModelOptions, weights, baselines, default_baselines=(), plot=None):
-    """Every model scored on every pair, run as predict runs it (the same options, the same defaults)."""
+    """Every model scored on every pair, run as predict runs it (the same options, the same
+    defaults); the table written to --csv."""
     pairs = require_pairs(ctx, scoring["pairs"], scoring["manifests"])
+    if scoring["csv_path"]:  # before the work; the plot is compare's to check
+        inputs = [*scoring["manifests"], *(path for pair in scoring["pairs"] for path in pair)]
+        check_output(scoring["csv_path"], scoring["overwrite"], inputs)
     options = PredictOptions.of(model, scene=scoring["scene"],
                                 overwrite=scoring["overwrite"] or scoring["save_predictions"] is None)
     from ..evaluation.compare import compare as run_comparison  # heavy: torch
@@ -75,6 +81,10 @@ def _score(ctx, scoring: dict, model: ModelOptions, weights, baselines, default_
     results = run_comparison(models, pairs, scoring["nodata"], scoring["scene"], scoring["save_predictions"],
                              plot, progress, scoring["degrade"], scoring["overwrite"])
     log_findings(w for r in results for img in r.images for w in img["warnings"])
+    if scoring["csv_path"]:
+        from ..evaluation.report import write_csv
+
+        write_csv(scoring["csv_path"], results, scoring["degrade"])
     return results
 
 
@@ -101,7 +111,7 @@ def evaluate(ctx, model, baseline, scoring, as_json):
       s2s2net evaluate --baseline mndwi-otsu --pair s2.tif label.tif --nodata -1
       s2s2net evaluate --pair S2A_MSIL2A_20230607T024541_N0509_R132_T51RUQ.SAFE.zip label.tif --json
       s2s2net evaluate --pair scene.tif label.tif --bbox 121.45,31.20,121.52,31.26
-      s2s2net evaluate --pair scene.tif label_10m.tif --degrade 5
+      s2s2net evaluate --pair scene.tif label_10m.tif --degrade 5 --csv detail.csv
     """
     if model.weights and baseline:
         raise bad_parameter(exclusive("--weights", "--baseline"), ctx, hint="--baseline")
@@ -119,14 +129,12 @@ def evaluate(ctx, model, baseline, scoring, as_json):
 @click.command(cls=HintedCommand)
 @model_options(several=True)
 @click.option("--baseline", "baselines", multiple=True, type=click.Choice(BASELINES), help="Baseline (repeatable).")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
-              callback=named_as(TABLE_FILE), help="Write the table as CSV.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, callback=named_as(PLOT_FILE),
               help="Write a PNG: scene, reference and each prediction (of 20 images at most: those the models "
                    "differ most on).")
 @scoring_options
 @click.pass_context
-def compare(ctx, model, weights, baselines, csv_path, plot, scoring, as_json):
+def compare(ctx, model, weights, baselines, plot, scoring, as_json):
     """Compare models and baselines on the same images and the same pixels.
 
     With neither --weights nor --baseline: the bundled model against every baseline.
@@ -137,17 +145,11 @@ def compare(ctx, model, weights, baselines, csv_path, plot, scoring, as_json):
       s2s2net compare --manifest chips/test_manifest.csv --csv scores.csv --plot scores.png
       s2s2net compare --manifest labels_10m.csv --degrade 5 --plot detail.png
     """
-    inputs = [*scoring["manifests"], *(path for pair in scoring["pairs"] for path in pair)]
-    if csv_path:  # the plot is compare's to check
-        check_output(csv_path, scoring["overwrite"], inputs)
     from ..evaluation.evaluate import scores_document  # heavy: torch
-    from ..evaluation.report import write_csv
 
     results = _score(ctx, scoring, model, weights, baselines, default_baselines=BASELINES, plot=plot)
     if as_json:
         click.echo(json.dumps(scores_document(results, scoring["degrade"]), indent=2))
-    if csv_path:
-        write_csv(csv_path, results, scoring["degrade"])
     if not ctx.obj.get("quiet"):
         _compare_tables(results, scoring["degrade"])
 

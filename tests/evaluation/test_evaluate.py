@@ -453,6 +453,12 @@ def test_compare_reports_each_models_boundary_f1_in_json_csv_and_table(tmp_path)
     assert overall == pytest.approx({name: row["boundary_f1"] for name, row in rows.items()})
     assert list(table[0]) == ["model", "image", "f1", "iou", "precision", "recall", "boundary_f1", "pixels", "degrade"]
     assert {row["degrade"] for row in table} == {""}
+    # evaluate writes the same table of its one model (it had no --csv)
+    r = run_cli("evaluate", "--baseline", "ndwi", "--pair", tmp_path / "s.tif", tmp_path / "m.tif",
+                "--csv", tmp_path / "ndwi.csv")
+    assert r.returncode == 0, r.stderr
+    with open(tmp_path / "ndwi.csv", newline="") as fh:
+        assert list(csv.DictReader(fh)) == [row for row in table if row["model"] == "ndwi"]
 
 
 def test_compare_tables_in_a_log_keep_whole_names(tmp_path):
