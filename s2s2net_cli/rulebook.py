@@ -552,9 +552,6 @@ RULES = _book(
     Rule("S2N-MASK-IS-PROBABILITY", INPUT, "is a water probability raster ({c.predict} {o.probability}), where a "
                                            "mask of water 1 and land 0 is needed: use the mask predict writes "
                                            "without it, or cut this one at its threshold (water from {cut} %)"),
-    Rule("S2N-NODATA-POLYGONS", WARNING, "is water polygons, where {o.nodata} ({nodata:g}) means nothing: every "
-                                         "pixel outside its polygons is land (leave out what was not seen with "
-                                         "{o.mask})"),
     Rule("S2N-MASK-IS-OCCURRENCE", INPUT, "is an occurrence raster ({c.occurrence}: percent of dates seen as water, "
                                           "counts, classes), where a mask of water 1 and land 0 is needed: give a "
                                           "mask of one date"),
@@ -602,6 +599,9 @@ RULES = _book(
     Rule("S2N-LEAVE-OUT-NO-OVERLAP", INPUT, "{o.mask} does not overlap the scene {scene_name}, so it would leave "
                                             "nothing out"),
     Rule("S2N-MASK-NO-OVERLAP", INPUT, "does not overlap its scene {scene_name}"),
+    Rule("S2N-NODATA-POLYGONS", WARNING, "is water polygons, where {o.nodata} ({nodata:g}) means nothing: every "
+                                         "pixel outside its polygons is land (leave out what was not seen with "
+                                         "{o.mask})"),
     # painted.py
     Rule("S2N-BACKGROUND-SCALE", INPUT, "background must be a stack of DNs of scale {expected:g} (it is a {kind} of "
                                         "scale {scale:g})"),
