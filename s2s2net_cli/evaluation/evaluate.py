@@ -83,15 +83,15 @@ def make_models(weights: list, baselines: list[str], options: PredictOptions | N
     if not weights:
         check_network_options(options, baselines)
     forwards = [IndexBaseline(name) for name in baselines]  # an unknown name is refused before a model loads
-    models = [Predictor(w, options) for w in weights]
-    for model, name in zip(models, distinct_names([weights_file(w) for w in weights])):  # "default": its file
-        model.forward.label = name
-    models += [Predictor(f, options) for f in forwards]
-    names = [m.model_name for m in models]
+    labels = distinct_names([weights_file(w) for w in weights])  # "default": its file
+    names = [*labels, *baselines]  # as every model runs alike, its name in the tables tells it apart or not
     twice = next((name for k, name in enumerate(names) if name in names[:k]), None)
-    if twice is not None:
+    if twice is not None:  # before any weights load
         raise refuse("S2N-EVALUATE-MODEL-TWICE", twice)
-    return models
+    models = [Predictor(w, options) for w in weights]
+    for model, label in zip(models, labels):
+        model.forward.label = label
+    return models + [Predictor(f, options) for f in forwards]
 
 
 NETWORK_OPTIONS = ("precision", "flips", "threshold", "full_head")  # what a water index does not read

@@ -291,6 +291,11 @@ def test_a_model_given_twice_is_the_one_named(tmp_path, truth_pair, random_weigh
     r = run_cli("compare", "--weights", "w.safetensors", "--weights", tmp_path / "w.safetensors", "--pair", scene, ref,
                 cwd=tmp_path)
     assert refused(r, "S2N-EVALUATE-MODEL-TWICE", 1, f"Error: {(tmp_path / 'w.safetensors').resolve()}: two models")
+    # said before any weights load: a file that is no weights file, given twice, is named as given twice
+    (tmp_path / "notes.safetensors").write_text("not weights")
+    r = run_cli("compare", "--weights", "notes.safetensors", "--weights", "notes.safetensors", "--pair", scene, ref,
+                cwd=tmp_path)
+    assert refused(r, "S2N-EVALUATE-MODEL-TWICE", 1, "two models")
 
 
 def test_network_options_beside_water_indices_alone_are_refused(tmp_path, truth_pair, random_weights):
