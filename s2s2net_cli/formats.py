@@ -211,6 +211,17 @@ def gdal_empty(src, window) -> np.ndarray:
 CSV_DELIMITERS = ",;\t"  # a comma, or what spreadsheets save in many locales: ';', or a tab
 
 
+def header_said(path, most: int = 60) -> str:
+    """The header of the table at ``path`` as a refusal of its columns says it: its first line as
+    written (cut to ``most`` characters: a table without a header row starts with paths), or
+    that it has none."""
+    with open(path, newline="", encoding="utf-8-sig", errors="replace") as fh:
+        said = fh.readline().strip()
+    if not said.strip(",;\t "):
+        return "it has no header row"
+    return "its header is " + (said if len(said) <= most else said[:most - 3] + "...")
+
+
 def read_csv(path) -> tuple[list[str], list[dict]]:
     """The column names and rows (dicts by column) of a CSV table a user wrote, as spreadsheets
     save it too: a UTF-8 byte-order mark (Excel's "CSV UTF-8"), CRLF lines, ';' or a tab

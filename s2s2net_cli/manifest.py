@@ -6,7 +6,7 @@ import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .formats import is_remote, read_csv, source_file, source_key, source_stem
+from .formats import header_said, is_remote, read_csv, source_file, source_key, source_stem
 from .io import atomic_path
 from .rulebook import Phrase, option, refuse
 
@@ -55,7 +55,7 @@ def read_manifest(path) -> list[Pair]:
         raise refuse("S2N-MANIFEST-UNREADABLE", path, error=exc) from exc
     missing = {"image", "mask"} - set(columns)
     if missing:
-        raise refuse("S2N-MANIFEST-COLUMNS", path, missing=', '.join(sorted(missing)))
+        raise refuse("S2N-MANIFEST-COLUMNS", path, missing=', '.join(sorted(missing)), header=header_said(path))
     if not rows:
         raise refuse("S2N-MANIFEST-EMPTY", path)
     base = path.parent

@@ -513,7 +513,7 @@ RULES = _book(
     Rule("S2N-DATAARRAY-NO-CRS", INPUT, "has no CRS (set one with da.rio.write_crs)"),
     # dates.py
     Rule("S2N-DATES-UNREADABLE", INPUT, "cannot be read ({error})"),
-    Rule("S2N-DATES-COLUMNS", INPUT, "needs the columns scene,date"),
+    Rule("S2N-DATES-COLUMNS", INPUT, "needs the columns scene,date ({header})"),
     Rule("S2N-DATES-NOT-ISO", INPUT, "{where}{text!r} for {scene} is not an ISO date (YYYY-MM-DD)"),
     Rule("S2N-DATES-TWICE", INPUT, "line {line}: {scene} is given two dates, {first} and {date}"),
     Rule("S2N-DATES-NOT-NAMED", WARNING, "has no date, and {csv} does not name it (by its path as given or its "
@@ -571,7 +571,7 @@ RULES = _book(
     Rule("S2N-PAIR-TWICE", INPUT, "is given twice with the mask {mask} ({first}, then {second}): the pair would "
                                   "count twice in what is pooled; give it once"),
     Rule("S2N-MANIFEST-ID-TWICE", INPUT, "scene id {scene_id!r} appears twice ({first} and {second}): {fix}"),
-    Rule("S2N-MANIFEST-COLUMNS", INPUT, "manifest lacks column(s) {missing} (needs image,mask)"),
+    Rule("S2N-MANIFEST-COLUMNS", INPUT, "manifest lacks column(s) {missing} (needs image,mask; {header})"),
     Rule("S2N-MANIFEST-NOT-FOUND", INPUT, "manifest not found"),
     Rule("S2N-MANIFEST-UNREADABLE", INPUT, "not a readable CSV manifest ({error})"),
     Rule("S2N-MANIFEST-EMPTY", INPUT, "manifest has no rows"),

@@ -44,6 +44,12 @@ def test_a_table_without_its_columns_is_still_refused(tmp_path):
     manifest.write_text("scene;label\ns.tif;m.tif\n")
     with raises_rule("S2N-MANIFEST-COLUMNS", manifest) as refused:
         read_manifest(manifest)
-    assert "lacks column(s) image, mask" in str(refused.value)
-    with raises_rule("S2N-DATES-COLUMNS", manifest):
+    assert "lacks column(s) image, mask" in str(refused.value) and "its header is scene;label" in str(refused.value)
+    with raises_rule("S2N-DATES-COLUMNS", manifest) as refused:
         read_dates_csv(manifest)
+    assert "its header is scene;label" in str(refused.value)
+    # a table without a header row: its first row of paths, cut
+    manifest.write_text("/data/scenes/S2A_MSIL2A_20230607T024541.tif,/data/labels/label_20230607.tif\n")
+    with raises_rule("S2N-MANIFEST-COLUMNS", manifest) as refused:
+        read_manifest(manifest)
+    assert "its header is /data/scenes/S2A_MSIL2A_20230607T024541.tif,/data/labels/...)" in str(refused.value)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import rasterio
 
-from ..formats import read_csv, source_stem
+from ..formats import header_said, read_csv, source_stem
 from ..rulebook import option, refuse
 from . import safe, stac
 
@@ -103,7 +103,7 @@ def read_dates_csv(path) -> dict[str, str]:
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise refuse("S2N-DATES-UNREADABLE", path, error=getattr(exc, 'strerror', None) or exc) from exc
     if not {"scene", "date"} <= set(columns):
-        raise refuse("S2N-DATES-COLUMNS", path)
+        raise refuse("S2N-DATES-COLUMNS", path, header=header_said(path))
     dates: dict[str, str] = {}
     for line, row in enumerate(rows, start=2):
         scene, text = (row["scene"] or "").strip(), (row["date"] or "").strip()
