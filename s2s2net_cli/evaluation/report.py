@@ -101,6 +101,8 @@ def degraded_colour(scene_path, factor: int, shape: tuple[int, int], scene_optio
 MASK_COLOURS = {"water": "#1f5fbf", "land": "#d9c89e", "left out": "#808080"}
 LEGEND_INCHES = 0.4
 TITLE_INCHES = 0.4
+PANEL_INCHES = 3.0  # each image's side
+PANEL_TITLE_INCHES = 0.5  # above each row: a model's name and its F1, on two lines
 PLOT_MAX_IMAGES = 20  # rows of --plot: 3 inches each (230 images made a PNG 69040 px high)
 
 
@@ -135,8 +137,9 @@ def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predict
     ncols = 2 + len(results)
     total, pairs = len(pairs), plotted_pairs(pairs, results)
     top = TITLE_INCHES if len(pairs) < total else 0.0
-    height = 3 * len(pairs) + LEGEND_INCHES + top
-    fig, axes = plt.subplots(len(pairs), ncols, figsize=(3 * ncols, height), squeeze=False)
+    height = (PANEL_INCHES + PANEL_TITLE_INCHES) * len(pairs) + LEGEND_INCHES + top  # rows of square panels had
+    fig, axes = plt.subplots(len(pairs), ncols, figsize=(PANEL_INCHES * ncols, height), squeeze=False)  # no room
+    # for their titles: the model's name was cut off at the top, or drawn over the row above
     if top:
         fig.suptitle(f"{len(pairs)} of {total} images: those on which the models' F1 differ most", fontsize=10,
                      y=1 - 0.1 / height, va="top")

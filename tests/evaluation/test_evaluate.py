@@ -223,7 +223,53 @@ def test_a_plot_of_many_images_draws_those_the_models_differ_most_on(tmp_path):
     assert r.returncode == 0, r.stderr
     assert all(len(row["images"]) == n for row in json.loads(r.stdout)["rows"])  # the table scores all
     with Image.open(tmp_path / "t.png") as png:
-        assert png.height == round(100 * (3 * PLOT_MAX_IMAGES + 0.8))  # was 3 inches an image, all of them
+        assert png.height == round(100 * (3.5 * PLOT_MAX_IMAGES + 0.8))  # was 3 inches an image, all of them
+
+
+def test_the_plots_titles_name_each_model_inside_the_picture(tmp_path, monkeypatch):
+    """Rows of 3 inches held square panels of 3 inches: each prediction's two-line title (the
+    model's name over its F1) lost its first line above the top row, and lay over the images of
+    the row above. Each title lies inside the picture, above its panel and under the row above."""
+    import matplotlib.figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+
+    figures = []
+    savefig = matplotlib.figure.Figure.savefig
+
+    def kept(self, *args, **kwargs):
+        figures.append(self)
+        return savefig(self, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", kept)
+    rows = ["image,mask"]
+    for k in range(2):
+        write_pair(make_pair(40, seed=30 + k, nodata_margin=False), tmp_path / f"s{k}.tif", tmp_path / f"m{k}.tif")
+        rows.append(f"s{k}.tif,m{k}.tif")
+    (tmp_path / "pairs.csv").write_text("\n".join(rows) + "\n")
+    for manifest in ("pairs.csv", "one.csv"):
+        if manifest == "one.csv":  # one row: its titles against the picture's top
+            (tmp_path / manifest).write_text("\n".join(rows[:2]) + "\n")
+        r = run_cli("compare", "--baseline", "ndwi", "--baseline", "mndwi", "--manifest", tmp_path / manifest,
+                    "--plot", tmp_path / "t.png", "--overwrite")
+        assert r.returncode == 0, r.stderr
+        fig = figures.pop()
+        canvas = FigureCanvasAgg(fig)  # drawn again as it was saved (pyplot's canvas went with the figure)
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        grid = [ax for ax in fig.axes]
+        titles = [ax.title.get_text() for ax in grid]
+        assert [t.split("\n")[0] for t in titles[2:4]] == ["ndwi", "mndwi"]
+        for ax in grid:
+            if not ax.title.get_text():
+                continue
+            title, panel = ax.title.get_window_extent(renderer), ax.get_window_extent(renderer)
+            assert 0 <= title.y0 and title.y1 <= fig.bbox.y1, ax.title.get_text()  # inside the picture
+            assert title.y0 >= panel.y1 - 1  # above its own panel
+            above = [other.get_window_extent(renderer) for other in grid
+                     if other.get_window_extent(renderer).y0 > panel.y1]
+            assert all(title.y1 <= box.y0 for box in above), ax.title.get_text()  # under the row above
 
 
 def test_evaluate_with_flips_scores_what_predict_with_flips_writes(tmp_path, random_weights):
