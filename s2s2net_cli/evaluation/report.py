@@ -65,18 +65,18 @@ def false_colour(scene_path, max_side: int = 400, scene_options=None) -> np.ndar
 
 def _mask_preview(path, shape, nodata: float | None = None, grid=None) -> np.ndarray:
     """A water mask decimated to ``shape`` (nearest): 1, 0, NaN at its nodata (the file's and
-    ``nodata``); water polygons drawn over the extent of the raster ``grid`` (a prediction)."""
-    try:
+    ``nodata``). With ``grid`` (a prediction), the mask (a raster, or water polygons) is drawn
+    over that raster's extent and CRS, so that it lines up with the prediction beside it: a
+    reference read whole was drawn stretched where it covers more or less than the prediction
+    (an area of interest, a label of part of a scene, another CRS)."""
+    if grid is None:
         with rasterio.open(path) as src:
             raw = src.read(1, out_shape=shape, resampling=Resampling.nearest)
             return binarise(raw, nodata_values(src.nodata, nodata))
-    except rasterio.errors.RasterioIOError:
-        if grid is None:
-            raise
     with rasterio.open(grid) as src:
         crs, bounds = src.crs, tuple(src.bounds)
-    label = open_label(path, near=(crs, bounds))
-    return warp_label(label, rasterio.transform.from_bounds(*bounds, shape[1], shape[0]), crs, shape, True)
+    label = open_label(path, nodata, near=(crs, bounds))
+    return warp_label(label, rasterio.transform.from_bounds(*bounds, shape[1], shape[0]), crs, shape, False)
 
 
 def degraded_colour(scene_path, factor: int, shape: tuple[int, int], scene_options=None) -> np.ndarray:
@@ -168,7 +168,9 @@ def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predict
     fig.legend(handles=[Patch(facecolor=colour, edgecolor="black", linewidth=0.5, label=name)
                         for name, colour in MASK_COLOURS.items()],
                loc="lower center", ncol=len(MASK_COLOURS), fontsize=9, frameon=False)
-    fig.tight_layout(rect=(0, LEGEND_INCHES / height, 1, 1 - top / height))
+    for _ in range(2):  # twice: the first pass places the panels before their images' aspect shapes them
+        fig.tight_layout(rect=(0, LEGEND_INCHES / height, 1, 1 - top / height))  # (a tall image's title left
+        fig.draw_without_rendering()  # the picture at its top)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)

@@ -248,19 +248,32 @@ def test_the_plots_titles_name_each_model_inside_the_picture(tmp_path, monkeypat
         write_pair(make_pair(40, seed=30 + k, nodata_margin=False), tmp_path / f"s{k}.tif", tmp_path / f"m{k}.tif")
         rows.append(f"s{k}.tif,m{k}.tif")
     (tmp_path / "pairs.csv").write_text("\n".join(rows) + "\n")
-    for manifest in ("pairs.csv", "one.csv"):
-        if manifest == "one.csv":  # one row: its titles against the picture's top
-            (tmp_path / manifest).write_text("\n".join(rows[:2]) + "\n")
+    window = rasterio.windows.Window(0, 0, 34, 40)  # a tall scene and its label: panels taller than wide
+    for name, factor in (("s0", 1), ("m0", 5)):
+        with rasterio.open(tmp_path / f"{name}.tif") as src:
+            part = rasterio.windows.Window(0, 0, window.width * factor, window.height * factor)
+            profile = {**src.profile, "width": part.width, "height": part.height,
+                       "transform": src.window_transform(part)}
+            with rasterio.open(tmp_path / f"tall_{name}.tif", "w", **profile) as dst:
+                dst.write(src.read(window=part))
+    (tmp_path / "tall.csv").write_text("image,mask\ntall_s0.tif,tall_m0.tif\n")
+    (tmp_path / "one.csv").write_text("\n".join(rows[:2]) + "\n")
+    for manifest in ("pairs.csv", "one.csv", "tall.csv"):  # one row: its titles against the picture's top
         r = run_cli("compare", "--baseline", "ndwi", "--baseline", "mndwi", "--manifest", tmp_path / manifest,
                     "--plot", tmp_path / "t.png", "--overwrite")
         assert r.returncode == 0, r.stderr
+        if manifest == "tall.csv":  # and with one model: three panels a row
+            r = run_cli("compare", "--baseline", "ndwi", "--manifest", tmp_path / manifest, "--plot",
+                        tmp_path / "t.png", "--overwrite")
+            assert r.returncode == 0, r.stderr
+            figures.pop(-2)
         fig = figures.pop()
         canvas = FigureCanvasAgg(fig)  # drawn again as it was saved (pyplot's canvas went with the figure)
         canvas.draw()
         renderer = canvas.get_renderer()
         grid = [ax for ax in fig.axes]
         titles = [ax.title.get_text() for ax in grid]
-        assert [t.split("\n")[0] for t in titles[2:4]] == ["ndwi", "mndwi"]
+        assert [t.split("\n")[0] for t in titles[2:4]] == (["ndwi"] if manifest == "tall.csv" else ["ndwi", "mndwi"])
         for ax in grid:
             if not ax.title.get_text():
                 continue
@@ -270,6 +283,23 @@ def test_the_plots_titles_name_each_model_inside_the_picture(tmp_path, monkeypat
             above = [other.get_window_extent(renderer) for other in grid
                      if other.get_window_extent(renderer).y0 > panel.y1]
             assert all(title.y1 <= box.y0 for box in above), ax.title.get_text()  # under the row above
+
+
+def test_the_plots_reference_is_drawn_over_the_predictions_extent(tmp_path):
+    """The reference panel read the whole reference file into the panel: under --bbox or --aoi,
+    or for a reference of more (or less) ground than the scene, or in another CRS, it was drawn
+    stretched beside predictions of another extent. It is drawn over the prediction's."""
+    from s2s2net_cli.evaluation.report import _mask_preview
+
+    water = np.zeros((100, 100), "uint8")
+    water[:, :50] = 1  # the western half is water
+    reference = write_raster(tmp_path / "ref.tif", water, transform=T2, nodata=255)
+    prediction = write_raster(tmp_path / "pred.tif", np.zeros((100, 40), "uint8"), transform=T2, nodata=255)
+    assert np.array_equal(_mask_preview(reference, (50, 20), grid=prediction), np.ones((50, 20)))  # the west alone
+    east = write_raster(tmp_path / "east.tif", np.zeros((100, 40), "uint8"),
+                        transform=T2 * Affine.translation(60, 0), nodata=255)
+    assert np.array_equal(_mask_preview(reference, (50, 20), grid=east), np.zeros((50, 20)))
+    assert _mask_preview(reference, (50, 50)).mean() == 0.5  # without a grid, the file as it is
 
 
 def test_evaluate_with_flips_scores_what_predict_with_flips_writes(tmp_path, random_weights):
