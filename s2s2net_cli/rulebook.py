@@ -381,6 +381,9 @@ RULES = _book(
     Rule("S2N-EVALUATE-TRAINING-PAIR", WARNING, "is marked split={split} in its manifest, a scene chip cuts training "
                                                 "or validation chips from: its scores are no hold-out's (score the "
                                                 "split=test rows, or chips' test_manifest.csv)"),
+    Rule("S2N-REFERENCE-PART-OF-SCENE", WARNING, "covers {percent} of its scene {scene_name}, which is predicted "
+                                                 "whole to score it: give {o.bbox:{bbox}} to predict only about what "
+                                                 "it covers (faster; its scores then come from that window's tiles)"),
     Rule("S2N-CALIBRATE-TEST-PAIR", WARNING, "is marked split=test in its manifest: the threshold and gain were "
                                              "chosen on it too, so its scores afterwards are no hold-out's (calibrate "
                                              "on the train and val rows)"),

@@ -17,6 +17,7 @@ out. The warnings are the original scene's, as read.
 
 from __future__ import annotations
 
+import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Callable
 
 import numpy as np
 import rasterio
+from rasterio.warp import transform_bounds
 
 from ..formats import NODATA, safe_name
 from ..inference.baselines import IndexBaseline
@@ -174,6 +176,8 @@ def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | N
     of every model's counts. With ``degrade`` N, every scene is first degraded N x (Wald's
     protocol) and the models map the degraded scene."""
     opened = {pair.id: open_pair(pair.image, pair.mask, scene_options, nodata=nodata) for pair in pairs}
+    for pair in pairs:
+        opened[pair.id].warnings.extend(reference_share_warnings(opened[pair.id], pair))
     if degrade:
         for pair in pairs:
             check_degradable(opened[pair.id], pair, degrade)
@@ -209,6 +213,32 @@ def evaluate(models: list, pairs: list[Pair], predictions_dir, nodata: float | N
                                   "warnings": list(said),
                                   **({"degrade": degrade} if degrade else {})})
     return results
+
+
+REFERENCE_SHARE_HINT = 0.5  # a raster reference of less of its scene than this: told how to predict only its part
+
+
+def reference_share_warnings(opened: OpenPair, pair: Pair) -> list:
+    """S2N-REFERENCE-PART-OF-SCENE where ``pair``'s raster reference covers less than half of its
+    scene (one lake's label in a whole tile: the rest is predicted, for minutes, and scores
+    nothing), with the --bbox of what it covers; nothing under an area of interest already, or
+    for water polygons (which label the whole scene)."""
+    scene = opened.scene
+    if isinstance(opened.label, VectorLabel) or scene.aoi:
+        return []
+    (left, bottom, right, top), (l2, b2, r2, t2) = scene.bounds, opened.bounds
+    covered = (max(left, l2), max(bottom, b2), min(right, r2), min(top, t2))
+    share = (covered[2] - covered[0]) * (covered[3] - covered[1]) / ((right - left) * (top - bottom))
+    if share >= REFERENCE_SHARE_HINT:
+        return []
+    try:
+        west, south, east, north = transform_bounds(scene.crs, "EPSG:4326", *covered, densify_pts=21)
+    except Exception:  # a CRS with no way to longitude/latitude: no --bbox to say
+        return []
+    out = lambda v, up: (math.ceil if up else math.floor)(v * 1e4) / 1e4  # noqa: E731  (4 decimals, outward: 11 m)
+    bbox = f"{out(west, False):.4f},{out(south, False):.4f},{out(east, True):.4f},{out(north, True):.4f}"
+    return [finding("S2N-REFERENCE-PART-OF-SCENE", pair.mask, percent=f"{share:.0%}" if share >= 0.01 else "under 1%",
+                    scene_name=scene.name, bbox=bbox)]
 
 
 def tag_degraded(path: Path, scene, factor: int) -> None:

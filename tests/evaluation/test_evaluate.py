@@ -302,6 +302,42 @@ def test_the_plots_reference_is_drawn_over_the_predictions_extent(tmp_path):
     assert _mask_preview(reference, (50, 50)).mean() == 0.5  # without a grid, the file as it is
 
 
+def test_a_reference_of_part_of_its_scene_is_told_the_bbox_that_predicts_only_that(tmp_path):
+    """A label of one lake in a whole tile had the whole tile predicted (minutes) without a word.
+    Where a raster reference covers under half of its scene, evaluate and compare say so with
+    the --bbox of what it covers; given, every labelled pixel is scored, and nothing is said."""
+    import re
+
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+
+    write_pair(make_pair(64, seed=21, nodata_margin=False), tmp_path / "s.tif", tmp_path / "m.tif")
+    with rasterio.open(tmp_path / "m.tif") as src:  # the north-west quarter of the label
+        part = rasterio.windows.Window(0, 0, src.width // 2, src.height // 2)
+        profile = {**src.profile, "width": part.width, "height": part.height, "transform": src.window_transform(part)}
+        with rasterio.open(tmp_path / "quarter.tif", "w", **profile) as dst:
+            dst.write(src.read(window=part))
+    whole = run_cli("evaluate", "--baseline", "ndwi", "--pair", tmp_path / "s.tif", tmp_path / "quarter.tif", "--json")
+    assert whole.returncode == 0, whole.stderr
+    part_of = [w for w in json.loads(whole.stdout)["rows"][0]["images"][0]["warnings"]
+               if w["code"] != "S2N-SCENE-SMALL"]  # (a test scene's size)
+    (said,) = part_of
+    assert said["code"] == "S2N-REFERENCE-PART-OF-SCENE" and "covers 25% of its scene s.tif" in said["message"]
+    bbox = re.search(r"--bbox (\S+) ", said["message"]).group(1)
+    cut = run_cli("compare", "--baseline", "ndwi", "--pair", tmp_path / "s.tif", tmp_path / "quarter.tif",
+                  f"--bbox={bbox}", "--json")
+    assert cut.returncode == 0, cut.stderr
+    row, first = json.loads(cut.stdout)["rows"][0], json.loads(whole.stdout)["rows"][0]
+    assert said_codes(row) == [] and row["pixels"] == first["pixels"] == (64 * 5 // 2) ** 2
+    assert row["f1"] == pytest.approx(first["f1"])  # an index reads each pixel alone: the same scores
+    full = run_cli("evaluate", "--baseline", "ndwi", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "--json")
+    assert said_codes(json.loads(full.stdout)["rows"][0]) == []
+
+
+def said_codes(row: dict) -> list:
+    """The codes of the warnings of a JSON row's first image, without a test scene's size's."""
+    return [w["code"] for w in row["images"][0]["warnings"] if w["code"] != "S2N-SCENE-SMALL"]
+
+
 def test_evaluate_with_flips_scores_what_predict_with_flips_writes(tmp_path, random_weights):
     from s2s2net_cli.synthetic.scenes import make_pair, write_pair
 
