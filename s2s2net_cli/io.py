@@ -265,6 +265,15 @@ def make_folder(folder, output=None) -> None:
         raise refuse("S2N-OUTPUT-WRITE-FAILED", output if output is not None else folder, error=why) from exc
 
 
+def _make_hidden_folder(folder: Path, output) -> None:
+    """A temporary ``folder`` beside ``output`` made; where it cannot be, a refusal naming
+    ``output`` with the system's reason (the hidden name is no business of the user's)."""
+    try:
+        folder.mkdir()
+    except OSError as exc:
+        raise refuse("S2N-OUTPUT-WRITE-FAILED", output, error=exc.strerror or first_line(exc)) from exc
+
+
 def check_writable(path, output=None) -> None:
     """A file can be made at ``path`` (a temporary name, for writing ``output``): a refusal naming
     ``output`` and the system's reason where not, before a library says it in its own words (a
@@ -419,7 +428,7 @@ def atomic_file_set(path):
         make_folder(path.parent, path)
     remove_stale_siblings(path)
     folder = temporary_sibling(path).with_suffix("")
-    make_folder(folder, path)
+    _make_hidden_folder(folder, path)
     try:
         with _write_failures(path, folder):
             yield folder / path.name
@@ -442,7 +451,7 @@ def staged_folder(folder, names: tuple[str, ...], overwrite: bool):
     make_folder(folder)
     remove_stale_siblings(folder / "staged")
     stage = temporary_sibling(folder / "staged")
-    stage.mkdir()
+    _make_hidden_folder(stage, folder)
     done = False
     try:
         with _write_failures(folder, stage):

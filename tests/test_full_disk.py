@@ -202,6 +202,7 @@ def test_an_output_where_no_file_can_be_made_is_one_line_with_the_systems_reason
          NO_FILE_HERE / "w.safetensors"),
         (["synth", NO_FILE_HERE / "demo", "--count", "1", "--size", "64"], NO_FILE_HERE / "demo"),
         (["occurrence", SAMPLE, "-o", NO_FILE_HERE / "o.tif"], NO_FILE_HERE / "o.tif"),
+        (["predict", SAMPLE, "-o", tmp_path / "x.tif", "--vector", NO_FILE_HERE / "v.shp"], NO_FILE_HERE / "v.shp"),
     ]:
         r = run_cli(*args, cwd=tmp_path)
         last = [line for line in r.stderr.splitlines() if line.strip()][-1]

@@ -93,7 +93,7 @@ class HintedCommand(click.Command):
         values = list(parsed.params.get(several[0].name) or ()) if several else []
         if not extra and len(values) >= 2 and not os.path.exists(values[-1]):
             last = os.path.normpath(values[-1])  # as typed: a Path drops a folder's trailing /
-            given = next(a for a in reversed(args) if os.path.normpath(a) == last)
+            given = next((a for a in reversed(args) if os.path.normpath(a) == last), str(values[-1]))
             return finding("S2N-OUTPUT-AS-ARGUMENT", given=given)
         return None
 
