@@ -102,8 +102,10 @@ MASK_COLOURS = {"water": "#1f5fbf", "land": "#d9c89e", "left out": "#808080"}
 LEGEND_INCHES = 0.4
 TITLE_INCHES = 0.4
 PANEL_INCHES = 3.0  # each image's side
-PANEL_TITLE_INCHES = 0.5  # above each row: a model's name and its F1, on two lines
-PLOT_MAX_IMAGES = 20  # rows of --plot: 3 inches each (230 images made a PNG 69040 px high)
+# above each row: a model's name over its F1 (rows of 3 inches had no room for them: the name was
+# cut off at the picture's top, or drawn over the row above)
+PANEL_TITLE_INCHES = 0.5
+PLOT_MAX_IMAGES = 20  # rows of --plot (230 images made a PNG 69040 px high)
 
 
 def plotted_pairs(pairs: list[Pair], results: list[ModelScores]) -> list[Pair]:
@@ -137,9 +139,8 @@ def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predict
     ncols = 2 + len(results)
     total, pairs = len(pairs), plotted_pairs(pairs, results)
     top = TITLE_INCHES if len(pairs) < total else 0.0
-    height = (PANEL_INCHES + PANEL_TITLE_INCHES) * len(pairs) + LEGEND_INCHES + top  # rows of square panels had
-    fig, axes = plt.subplots(len(pairs), ncols, figsize=(PANEL_INCHES * ncols, height), squeeze=False)  # no room
-    # for their titles: the model's name was cut off at the top, or drawn over the row above
+    height = (PANEL_INCHES + PANEL_TITLE_INCHES) * len(pairs) + LEGEND_INCHES + top
+    fig, axes = plt.subplots(len(pairs), ncols, figsize=(PANEL_INCHES * ncols, height), squeeze=False)
     if top:
         fig.suptitle(f"{len(pairs)} of {total} images: those on which the models' F1 differ most", fontsize=10,
                      y=1 - 0.1 / height, va="top")
@@ -168,9 +169,11 @@ def plot_comparison(path, pairs: list[Pair], results: list[ModelScores], predict
     fig.legend(handles=[Patch(facecolor=colour, edgecolor="black", linewidth=0.5, label=name)
                         for name, colour in MASK_COLOURS.items()],
                loc="lower center", ncol=len(MASK_COLOURS), fontsize=9, frameon=False)
-    for _ in range(2):  # twice: the first pass places the panels before their images' aspect shapes them
-        fig.tight_layout(rect=(0, LEGEND_INCHES / height, 1, 1 - top / height))  # (a tall image's title left
-        fig.draw_without_rendering()  # the picture at its top)
+    # twice: the first pass places the panels before their images' aspect shapes them (a tall
+    # image's title was left above the picture)
+    for _ in range(2):
+        fig.tight_layout(rect=(0, LEGEND_INCHES / height, 1, 1 - top / height))
+        fig.draw_without_rendering()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)
