@@ -599,6 +599,7 @@ RULES = _book(
     Rule("S2N-LEAVE-OUT-UNREADABLE", INPUT, "{o.mask} is neither a readable raster nor a vector file of polygons "
                                             "({error})"),
     Rule("S2N-LEAVE-OUT-NO-CRS", INPUT, "{o.mask} has no CRS"),
+    Rule("S2N-LEAVE-OUT-EMPTY", INPUT, "{o.mask} holds no polygons, so it would leave nothing out"),
     Rule("S2N-LEAVE-OUT-NO-OVERLAP", INPUT, "{o.mask} does not overlap the scene {scene_name}, so it would leave "
                                             "nothing out"),
     Rule("S2N-MASK-NO-OVERLAP", INPUT, "does not overlap its scene {scene_name}"),

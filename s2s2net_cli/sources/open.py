@@ -115,6 +115,8 @@ def leave_out_of(path, scene: Scene) -> tuple:
 
 def _leave_out_polygons(path, layer, scene: Scene) -> tuple:
     """The polygons of a vector --mask that lie on ``scene``, in its CRS."""
+    if layer.features == 0:  # said as what it is, not as polygons elsewhere
+        raise refuse("S2N-LEAVE-OUT-EMPTY", path)
     if layer.crs is None:
         raise refuse("S2N-LEAVE-OUT-NO-CRS", path)
     check_transformable(path, layer.crs, scene.crs)

@@ -467,6 +467,10 @@ def test_polygons_given_as_mask_leave_out_the_pixels_they_touch(tmp_path, random
     gpd.GeoDataFrame(geometry=[box(900000, 100000, 900100, 100100)], crs="EPSG:32633").to_file(far)
     r = run_cli("predict", s, "-o", tmp_path / "x.tif", "--weights", random_weights, "--mask", far)
     assert refused(r, "S2N-LEAVE-OUT-NO-OVERLAP", 1, far) and not (tmp_path / "x.tif").exists()
+    empty = tmp_path / "empty.geojson"  # was "does not overlap the scene": it holds nothing to
+    gpd.GeoDataFrame(geometry=[], crs="EPSG:32633").to_file(empty)
+    r = run_cli("predict", s, "-o", tmp_path / "x.tif", "--weights", random_weights, "--mask", empty)
+    assert refused(r, "S2N-LEAVE-OUT-EMPTY", 1, empty) and not (tmp_path / "x.tif").exists()
 
 
 def test_global_flags_anywhere_on_the_line(tmp_path):
