@@ -293,8 +293,8 @@ RULES = _book(
                                           "device without a word): give {o.zero_stage:1} or 2"),
     Rule("S2N-RESUME-OVERWRITE", USAGE, "{o.resume} continues a run; {o.overwrite} starts over: not both"),
     Rule("S2N-PAIRS-MISSING", USAGE, "give {o.pair:SCENE MASK} or {o.manifest:FILE}"),
-    Rule("S2N-PAIR-AS-ARGUMENTS", USAGE, "{given} given as arguments: give each scene and its mask as {o.pair:SCENE MASK}{pairs}, or "
-                                         "list them in a {o.manifest:FILE}"),
+    Rule("S2N-PAIR-AS-ARGUMENTS", USAGE, "{given} given as arguments: give each scene and its mask as "
+                                         "{o.pair:SCENE MASK}{pairs}, or list them in a {o.manifest:FILE}"),
     Rule("S2N-OUTPUT-AS-ARGUMENT", USAGE, "{given} given as an argument, and no {o.output}: if it is the output, "
                                           "give {o.output:{given}}"),
     # inference/options.py: how a model runs

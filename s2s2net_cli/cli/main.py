@@ -7,7 +7,6 @@ import importlib
 import json
 import logging
 import os
-import re
 import signal
 import sys
 import warnings
@@ -18,7 +17,7 @@ from rasterio.errors import NotGeoreferencedWarning, RasterioError
 
 from .. import __version__
 from ..errors import S2S2NetError, first_line, said_as
-from ..rulebook import RULES, S2S2NetWarning, code_of, refuse, with_code
+from ..rulebook import S2S2NetWarning, code_of, refuse, with_code
 from ..world import World
 
 # GDAL's block cache defaults to 5 % of RAM and keeps dirty output blocks in it: on a full
@@ -101,21 +100,13 @@ class S2S2NetGroup(click.Group):
             click.echo(f"Error: {with_code(failed)}", err=True)
             ctx.exit(failed.exit_code)
         except click.ClickException as exc:  # a usage error: Click says it on stderr, exit 2
-            message = exc.format_message()
-            _json_failure(ctx, message, exc.exit_code, _rule_named(message))
+            _json_failure(ctx, exc.format_message(), exc.exit_code, code_of(exc))
             raise
         except KeyboardInterrupt as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             click.echo("Aborted: interrupted; no output was left half-written.", err=True)
             ctx.exit(128 + getattr(exc, "signum", signal.SIGINT))
-
-
-def _rule_named(message: str) -> str | None:
-    """The code a usage error's line ends with (a rule's finding said as Click says a bad
-    value), or None for Click's own."""
-    found = re.search(r"\[(S2N-[A-Z0-9-]+)\]$", message)
-    return found.group(1) if found and found.group(1) in RULES else None
 
 
 def _json_failure(ctx: click.Context, message: str, exit_code: int, code: str | None = None) -> None:

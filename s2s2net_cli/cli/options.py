@@ -48,7 +48,16 @@ bands_option = click.option("--bands", callback=parse_bands, metavar="I,I,I,I,I,
 
 def bad_parameter(found, ctx=None, param=None, hint: str | None = None) -> click.BadParameter:
     """Click's usage error (exit 2, the option named) for a rulebook finding, with its code."""
-    return click.BadParameter(coded(found), ctx, param, param_hint=f"'{hint}'" if hint else None)
+    error = click.BadParameter(coded(found), ctx, param, param_hint=f"'{hint}'" if hint else None)
+    error.finding = found  # its code for --json (rulebook.code_of), as the core's errors carry theirs
+    return error
+
+
+def usage_error(found, ctx=None) -> click.UsageError:
+    """Click's usage error (exit 2) for a rulebook finding, with its code, and carrying it."""
+    error = click.UsageError(coded(found), ctx)
+    error.finding = found
+    return error
 
 
 def coded(found) -> str:
@@ -70,7 +79,7 @@ class HintedCommand(click.Command):
             found = self._meant(ctx, args, exc)
             if found is None:
                 raise
-            raise click.UsageError(coded(found), ctx) from None
+            raise usage_error(found, ctx) from None
 
     def _meant(self, ctx: click.Context, args: list[str], exc: click.UsageError):
         """The finding of what the command line most likely meant, or None."""
@@ -232,7 +241,7 @@ nodata_option = click.option("--nodata", type=float, default=None,
 def require_pairs(ctx, pairs, manifests):
     """Pairs from --pair and --manifest (at least one of them)."""
     if not pairs and not manifests:
-        raise click.UsageError(coded(finding("S2N-PAIRS-MISSING")), ctx)
+        raise usage_error(finding("S2N-PAIRS-MISSING"), ctx)
     return pairs_from_options(list(pairs), manifests)
 
 
