@@ -10,6 +10,7 @@ the file's nodata value, or where every band is 0 (Sentinel-2's own convention).
 from __future__ import annotations
 
 import csv
+import glob
 import io
 import math
 import os
@@ -149,8 +150,12 @@ def source_file(source) -> str:
 def check_exists(source) -> None:
     """InputError when ``source`` names a local file or folder that is not there (for a
     collection's item, the collection's file): said before a model loads or anything is read.
-    URLs and GDAL's virtual paths are GDAL's to find."""
+    URLs and GDAL's virtual paths are GDAL's to find; a pattern that files match (a quoted
+    ``"scenes/*.tif"``, which no shell expanded) is said to be one."""
     if not is_remote(source) and not os.path.exists(source_file(source)):
+        matches = glob.glob(str(source)) if any(c in str(source) for c in "*?[") else []
+        if matches:
+            raise refuse("S2N-FILE-IS-PATTERN", source, count=len(matches))
         raise refuse("S2N-FILE-NOT-FOUND", source)
 
 

@@ -668,6 +668,8 @@ RULES = _book(
     Rule("S2N-SAFE-NO-METADATA", INPUT, "is not a Sentinel-2 product: no MTD_MSIL1C.xml or MTD_MSIL2A.xml in it"),
     Rule("S2N-SAFE-NOT-METADATA", INPUT, "is not a Sentinel-2 product's metadata (MTD_MSIL1C.xml or MTD_MSIL2A.xml)"),
     Rule("S2N-FILE-NOT-FOUND", INPUT, "not found"),
+    Rule("S2N-FILE-IS-PATTERN", USAGE, "is a pattern no shell expanded ({count} file(s) match it): unquoted, "
+                                     "the shell gives each file; from Python, give glob.glob(pattern)"),
     Rule("S2N-SAFE-ZIP", INPUT, "is not a readable zip file ({error}): a download cut short reads so; fetch it "
                                 "again"),
     Rule("S2N-SAFE-NO-METADATA-ZIP", INPUT, "is not a Sentinel-2 product: no MTD_MSIL1C.xml or MTD_MSIL2A.xml in the "

@@ -5,10 +5,11 @@ import sys
 import numpy as np
 from click.testing import CliRunner
 
+import s2s2net_cli as s2n
 from s2s2net_cli import __version__
 from s2s2net_cli.cli.main import cli
 
-from ..conftest import codes, run_cli, write_raster
+from ..conftest import codes, raises_rule, refused, run_cli, write_raster
 
 
 def test_help_and_version():
@@ -176,3 +177,20 @@ def test_a_scene_and_mask_or_an_output_given_as_arguments_are_named_with_the_opt
     (failure,) = json.loads(run_cli("predict", scene, "-o", "w.tif", "--bbox", "11,10,10,11", "--json",
                                     cwd=tmp_path).stdout)["failures"]
     assert failure["code"] == "S2N-BBOX-WEST-EAST"
+
+
+def test_a_quoted_pattern_is_said_to_be_one_not_a_missing_file(tmp_path, random_weights):
+    """`predict "scenes/*.tif"` (quoted, so no shell expanded it; or from Python) is told that it
+    is a pattern that files match, a usage error; a pattern no file matches, or a plain name that
+    is not there, is not found as before. Nothing is written."""
+    rng = np.random.default_rng(0)
+    for k in range(2):
+        write_raster(tmp_path / f"s{k}.tif", rng.integers(200, 4000, (6, 24, 24)).astype("uint16"), nodata=0)
+    pattern = tmp_path / "s*.tif"
+    r = run_cli("predict", pattern, "-o", tmp_path / "out/", "--weights", random_weights)
+    assert refused(r, "S2N-FILE-IS-PATTERN", 2, pattern) and "2 file(s) match it" in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
+    for missing in (tmp_path / "t*.tif", tmp_path / "s9.tif"):
+        assert refused(run_cli("predict", missing, "-o", tmp_path / "m.tif"), "S2N-FILE-NOT-FOUND", 1, missing)
+    with raises_rule("S2N-FILE-IS-PATTERN", pattern):
+        s2n.predict(str(pattern), tmp_path / "m.tif", weights=random_weights)
