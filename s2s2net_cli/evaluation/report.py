@@ -45,7 +45,8 @@ def write_csv(path, results: list[ModelScores], degrade: int | None = None) -> N
 
 
 def false_colour(scene_path, max_side: int = 400, scene_options=None) -> np.ndarray:
-    """SWIR1 / NIR / green composite (water dark blue), stretched per band, at most max_side px.
+    """SWIR1 / NIR / green composite (water dark blue), stretched per band, at most max_side px,
+    black where the scene has no data (0, or NaN in a degraded scene's float reflectance).
     ``scene_path`` is any scene source; its B11, B08 and B03 are found as predict finds them."""
     scene = open_scene(scene_path, scene_options or SceneOptions())
     scale = max(scene.width, scene.height) / max_side
@@ -60,6 +61,7 @@ def false_colour(scene_path, max_side: int = 400, scene_options=None) -> np.ndar
         if valid.any():
             lo, hi = np.percentile(data[i][valid], (2, 98))
             out[..., i] = np.clip((data[i] - lo) / max(hi - lo, 1e-6), 0, 1)
+    out[~valid] = 0  # NaN drew white beside the scene panel's black
     return out
 
 

@@ -639,3 +639,21 @@ def test_saved_predictions_are_checked_before_the_first_is_written(tmp_path):
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (tmp_path / "keep").iterdir()) == ["s1__mndwi.tif", "s1__ndwi.tif", "s2__mndwi.tif",
                                                                      "s2__ndwi.tif"]
+
+
+def test_the_plots_scene_panels_draw_no_data_black_degraded_or_not(tmp_path):
+    """The degraded scene's panel drew the scene's nodata white (NaN in its float reflectance),
+    beside the native panel's black: both draw it black, and only it."""
+    from s2s2net_cli.evaluation.report import degraded_colour, false_colour
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+
+    write_pair(make_pair(60, seed=5, nodata_margin=False), tmp_path / "s.tif", tmp_path / "m.tif")
+    with rasterio.open(tmp_path / "s.tif", "r+") as src:  # the western third without data
+        data = src.read()
+        data[:, :, :20] = 0
+        src.write(data)
+    native = false_colour(tmp_path / "s.tif", max_side=60)
+    degraded = degraded_colour(tmp_path / "s.tif", 5, native.shape[:2])
+    for rgb in (native, degraded):
+        assert np.isfinite(rgb).all() and (rgb[:, :20] == 0).all()
+        assert (rgb[:, 20:].max(axis=-1) > 0).mean() > 0.95  # the scene itself is drawn
