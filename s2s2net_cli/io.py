@@ -134,7 +134,7 @@ def _what_gdal_says(action) -> list[tuple[str | None, str]]:
 def check_output(path, overwrite: bool, inputs=(), kind: OutputKind | None = None) -> Path:
     """Refuse an existing ``path`` unless ``overwrite``, and always when it is one of ``inputs``
     (check_not_inputs), or named for another format than its ``kind``; check its folder can be
-    written."""
+    written (a file made there and removed, where the folder exists)."""
     path = Path(path)
     check_not_stdout(path)
     if kind is not None:
@@ -147,6 +147,9 @@ def check_output(path, overwrite: bool, inputs=(), kind: OutputKind | None = Non
     nearest = next((p for p in (parent, *parent.parents) if p.exists()), None)  # where its folders would be made
     if nearest is not None and not os.access(nearest, os.W_OK):
         raise refuse("S2N-OUTPUT-PERMISSION", path, parent=nearest)
+    probe = temporary_sibling(path)
+    if nearest == parent and not probe.exists():  # os.access says yes to root, also where nothing can be made
+        check_writable(probe, path)
     return path
 
 

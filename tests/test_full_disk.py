@@ -191,7 +191,8 @@ NO_FILE_HERE = Path("/proc")  # a file system where no file can be made, even by
 def test_an_output_where_no_file_can_be_made_is_one_line_with_the_systems_reason(tmp_path, virginia_mask):
     """Outputs in /proc: safetensors', GeoPackages' and mkdir's errors were tracebacks, and
     GDAL's "No such file or directory" was said as "No space left on device" (its file system
-    has no free bytes, and none at all). Each is one line with the system's reason."""
+    has no free bytes, and none at all). Each is one line with the system's reason, before the
+    work."""
     from tests.conftest import run_cli
 
     for args, out in [
@@ -209,3 +210,6 @@ def test_an_output_where_no_file_can_be_made_is_one_line_with_the_systems_reason
         assert r.returncode == 1 and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
         assert codes(last) == ["S2N-OUTPUT-WRITE-FAILED"] and str(out) in last, (args, last)
         assert "No such file or directory" in last and NO_SPACE not in last, (args, last)
+    # refused before the work: the mask beside the polygons (root may write anywhere, says
+    # os.access) was written first, then the polygons failed
+    assert not (tmp_path / "x.tif").exists()
