@@ -70,17 +70,18 @@ def band_token(text: str) -> str | None:
     return f"B{int(m.group(1)):02d}{m.group(2)}"
 
 
-# what else the bands the network reads are called: Earth Search's asset keys, colour names
-BAND_ALIASES = {"B02": ("blue",), "B03": ("green",), "B04": ("red",), "B08": ("nir",), "B11": ("swir16",),
-                "B12": ("swir22",)}
+# what else the bands the network reads are called: colour names, Earth Search's asset keys
+# (swir16, swir22) and the SWIR1/SWIR2 of many exports (Earth Engine scripts rename them so)
+BAND_ALIASES = {"B02": ("blue",), "B03": ("green",), "B04": ("red",), "B08": ("nir",), "B11": ("swir16", "swir1"),
+                "B12": ("swir22", "swir2")}
 
 
 def band_name(text: str | None) -> str | None:
     """The Sentinel-2 band a band description or colour interpretation names ('B8', 'b08 (nir)',
-    'nir', 'red' -> 'B08', 'B08', 'B08', 'B04'); None when it names none."""
+    'nir', 'red', 'SWIR 1' -> 'B08', 'B08', 'B08', 'B04', 'B11'); None when it names none."""
     if not text:
         return None
-    word = text.strip().lower()
+    word = re.sub(r"[\s_-]+", "", text.lower())  # SWIR 1, swir_1, SWIR-1: swir1
     return next((band for band, aliases in BAND_ALIASES.items() if word in aliases), None) or band_token(text)
 
 

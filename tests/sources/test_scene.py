@@ -120,6 +120,10 @@ def test_band_descriptions_say_which_band_is_which(tmp_path):
     named = write_raster(tmp_path / "n.tif", np.ones((7, 4, 4), "uint16"),
                          descriptions=("coastal", "nir", "red", "green", "blue", "swir22", "swir16"))
     assert open_scene(named).indexes == (5, 4, 3, 2, 7, 6)
+    # the SWIR1/SWIR2 of many exports (an Earth Engine script's renamed bands), however spelt
+    exported = write_raster(tmp_path / "e.tif", np.ones((7, 4, 4), "uint16"),
+                            descriptions=("QA60", "SWIR2", "SWIR 1", "NIR", "Red", "Green", "Blue"))
+    assert open_scene(exported).indexes == (7, 6, 5, 4, 3, 2)
 
 
 def test_a_stack_whose_bands_say_nothing_is_read_in_order_with_a_warning(tmp_path):
