@@ -319,8 +319,10 @@ RULES = _book(
     Rule("S2N-BBOX-NOT-NUMBERS", USAGE, "{value!r} is not four numbers W,S,E,N"),
     Rule("S2N-BBOX-NOT-FOUR", USAGE, "needs four numbers W,S,E,N"),
     Rule("S2N-BBOX-NOT-FINITE", USAGE, "values must be finite"),
-    Rule("S2N-BBOX-LONGITUDE", USAGE, "longitudes must lie in -180..180"),
-    Rule("S2N-BBOX-LATITUDE", USAGE, "latitudes must lie in -90..90"),
+    Rule("S2N-BBOX-LONGITUDE", USAGE, "longitudes must lie in -180..180: W,S,E,N are longitude, then "
+                                      "latitude, in degrees (WGS 84), not a projected CRS's metres"),
+    Rule("S2N-BBOX-LATITUDE", USAGE, "latitudes must lie in -90..90: W,S,E,N are longitude, then "
+                                     "latitude, in degrees (WGS 84), not a projected CRS's metres"),
     Rule("S2N-BBOX-WEST-EAST", USAGE, "west {west:g} is not less than east {east:g}"),
     Rule("S2N-BBOX-SOUTH-NORTH", USAGE, "south {south:g} is not less than north {north:g}"),
     Rule("S2N-GAINS-NOT-NUMBERS", USAGE, "{value!r} is not a comma-separated list of numbers"),
@@ -423,7 +425,7 @@ RULES = _book(
     Rule("S2N-AOI-EMPTY", INPUT, "AOI holds no geometry"),
     Rule("S2N-AOI-CRS", INPUT, "AOI cannot be transformed to the scene's CRS ({error})"),
     Rule("S2N-AOI-NO-OVERLAP", INPUT, "AOI does not overlap the scene {scene_name}, which covers {covers} "
-                                      "(W,S,E,N in longitude/latitude)"),
+                                      "(W,S,E,N in longitude/latitude){swapped}"),
     # baselines.py
     Rule("S2N-BASELINE-UNKNOWN", INPUT, "unknown baseline (choose from {choices})"),
     # batch.py

@@ -17,7 +17,7 @@ from affine import Affine
 
 from ..grid import PAD_MULTIPLE
 from ..polygons import polygons_only, unreadable
-from ..rulebook import option, refuse
+from ..rulebook import Phrase, option, refuse
 from .scene import Scene
 
 
@@ -73,7 +73,7 @@ def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
     shapes = [g if g.is_valid else g.buffer(0) for g in shapes if g is not None and not g.is_empty]  # --bbox's too
     left, bottom, right, top = shapely.union_all(shapes).bounds
     if not all(math.isfinite(v) for v in (left, bottom, right, top)):  # far from the scene's projection
-        raise refuse("S2N-AOI-NO-OVERLAP", label, scene_name=scene.name, covers=_lonlat_bounds(scene))
+        raise _no_overlap(scene, label, bbox)
     inverse = ~scene.dataset_transform
     cols, rows = zip(*(inverse @ xy for xy in ((left, top), (right, bottom), (left, bottom), (right, top))))
     H, W = scene.dataset_shape
@@ -83,22 +83,37 @@ def restrict_to_aoi(scene: Scene, bbox=None, aoi=None) -> Scene:
     row0 = max(math.floor(min(rows) / PAD_MULTIPLE) * PAD_MULTIPLE, 0)
     col1, row1 = min(math.ceil(max(cols)), W), min(math.ceil(max(rows)), H)
     if col1 <= col0 or row1 <= row0:
-        raise refuse("S2N-AOI-NO-OVERLAP", label, scene_name=scene.name, covers=_lonlat_bounds(scene))
+        raise _no_overlap(scene, label, bbox)
     transform = scene.dataset_transform @ Affine.translation(col0, row0)
     return replace(scene, transform=transform, width=col1 - col0, height=row1 - row0, origin=(row0, col0),
                    aoi=tuple(shapes), aoi_name=str(label))
 
 
-def _lonlat_bounds(scene: Scene) -> str:
-    """The scene's bounds in longitude/latitude as --bbox takes them (W,S,E,N, 4 decimals: 11 m)."""
+def _no_overlap(scene: Scene, label: str, bbox=None):
+    """The refusal of an area of interest that misses ``scene``, with the scene's bounds as
+    --bbox takes them; for a ``bbox`` that would overlap it read latitude first (S,W,N,E, the
+    order of many map sites' coordinates), said so."""
+    bounds = _lonlat_bounds(scene)
+    covers = ",".join(f"{v:.4f}" for v in bounds) if bounds else "(bounds not known in longitude/latitude)"
+    swapped = ""
+    if bbox is not None and bounds:
+        west, south, east, north = check_bbox(bbox)
+        if south < bounds[2] and north > bounds[0] and west < bounds[3] and east > bounds[1]:
+            given = option("bbox", f"{south:g},{west:g},{north:g},{east:g}").template
+            swapped = Phrase("; read latitude first it would: give longitude first, " + given)
+    return refuse("S2N-AOI-NO-OVERLAP", label, scene_name=scene.name, covers=covers, swapped=swapped)
+
+
+def _lonlat_bounds(scene: Scene) -> tuple[float, float, float, float] | None:
+    """The scene's bounds in longitude/latitude as --bbox takes them (W,S,E,N); None where its
+    CRS has no way there."""
     from rasterio.warp import transform_bounds
 
     H, W = scene.dataset_shape
     left, top = scene.dataset_transform @ (0, 0)
     right, bottom = scene.dataset_transform @ (W, H)
     try:
-        bounds = transform_bounds(scene.crs, "EPSG:4326", min(left, right), min(top, bottom), max(left, right),
-                                  max(top, bottom))
+        return transform_bounds(scene.crs, "EPSG:4326", min(left, right), min(top, bottom), max(left, right),
+                                max(top, bottom))
     except Exception:  # a CRS without a way to longitude/latitude: the message says the rest
-        return "(bounds not known in longitude/latitude)"
-    return ",".join(f"{v:.4f}" for v in bounds)
+        return None

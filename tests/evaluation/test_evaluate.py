@@ -477,7 +477,11 @@ def test_evaluate_and_compare_read_an_area_of_interest_as_predict_does(tmp_path)
     assert refused(r, "S2N-AOI-NO-OVERLAP", 1, "the scene s.tif")
     with rasterio.open(tmp_path / "s.tif") as src:  # where the scene is, for a mistyped box
         covers = ",".join(f"{v:.4f}" for v in transform_bounds(src.crs, "EPSG:4326", *src.bounds))
-    assert f"the scene s.tif, which covers {covers} (W,S,E,N in longitude/latitude)" in r.stderr
+    assert f"the scene s.tif, which covers {covers} (W,S,E,N in longitude/latitude) [" in r.stderr
+    # the scene's own metres, where degrees are taken
+    r = run_cli("evaluate", "--baseline", "mndwi", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "--bbox",
+                f"{t.c:.0f},{t.f - 400:.0f},{t.c + 400:.0f},{t.f:.0f}")
+    assert refused(r, "S2N-BBOX-LONGITUDE", 2, "not a projected CRS's metres")
 
 
 def test_compare_scores_every_model_on_the_same_pixels(tmp_path, random_weights):

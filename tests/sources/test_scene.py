@@ -296,3 +296,27 @@ def test_a_large_scenes_sample_is_gdals_decimation_read_block_by_block(tmp_path,
     cut.write_bytes(path.read_bytes()[: path.stat().st_size * 2 // 3])
     with raises_rule("S2N-SCENE-DAMAGED", "cut.tif"):
         read_sample(replace(scene, path=cut, dataset=str(cut)))
+
+
+def test_a_bbox_given_latitude_first_or_in_metres_is_told_how_it_is_taken(tmp_path):
+    """--bbox takes W,S,E,N in degrees. A box copied latitude first (S,W,N,E, as map sites give
+    coordinates) missed the scene and was told only where the scene is: it is told that read
+    latitude first it would overlap, with the box as it is taken, which then reads the scene.
+    A box in the scene's own metres is told it is not degrees."""
+    from s2s2net_cli.sources.aoi import restrict_to_aoi
+
+    t = Affine(10, 0, 420000, 0, -10, 4175000)  # Chesapeake Bay, UTM 18N: longitudes within -90..90
+    scene = open_scene(write_raster(tmp_path / "s.tif", np.ones((6, 40, 40), "uint16") * 500, transform=t,
+                                    crs="EPSG:32618", nodata=0))
+    with raises_rule("S2N-AOI-NO-OVERLAP") as info:
+        restrict_to_aoi(scene, bbox="0,0,1,1")
+    assert "latitude first" not in str(info.value)  # elsewhere altogether: where the scene is, only
+    covers = str(info.value).split("which covers ")[1].split(" ")[0]
+    west, south, east, north = (float(v) for v in covers.split(","))
+    with raises_rule("S2N-AOI-NO-OVERLAP") as info:
+        restrict_to_aoi(scene, bbox=f"{south},{west},{north},{east}")
+    hinted = str(info.value).split("read latitude first it would: give longitude first, bbox=")[1]
+    assert restrict_to_aoi(scene, bbox=hinted).width == 40
+    with raises_rule("S2N-BBOX-LONGITUDE") as info:
+        restrict_to_aoi(scene, bbox="420000,4174600,420400,4175000")
+    assert "not a projected CRS's metres" in str(info.value)
