@@ -31,7 +31,7 @@ from rasterio.windows import Window, from_bounds
 from .errors import InputError, first_line
 from .formats import VALUES_TAG, gdal_empty, gdal_masked, occurrence_cut, probability_cut
 from .grid import is_rotated
-from .polygons import PolygonLayer, layers_warnings, open_layer, polygons_in
+from .polygons import PolygonLayer, kinds_warnings, layers_warnings, open_layer, polygons_in
 from .rulebook import DECLARE_NODATA_OPTION, DECLARE_NODATA_TAG, Phrase, finding, refuse
 
 MAX_VALUES_NAMED = 5  # unexpected label values an error names
@@ -55,6 +55,7 @@ class VectorLabel:
     crs: object  # rasterio's CRS
     shapes: tuple  # the polygons near the scene, in crs
     layer: PolygonLayer  # the file's first layer, which these are read from
+    kinds: tuple | None = None  # a column that sorts these polygons into kinds, and its counts (PolygonLayer.kinds)
     nodata: tuple[float, ...] = ()  # a vector label has none
     _projected: dict = field(default_factory=dict, compare=False, repr=False)  # CRS WKT -> (shapes, STRtree)
 
@@ -124,7 +125,7 @@ def open_vector_label(path, near: tuple | None = None) -> VectorLabel | None:
         raise refuse("S2N-MASK-NO-CRS", path)
     if near is not None:
         check_transformable(path, near[0], layer.crs)
-    return VectorLabel(str(path), layer.crs, layer.read(near), layer)
+    return VectorLabel(str(path), layer.crs, layer.read(near), layer, layer.kinds(near))
 
 
 def check_transformable(path, src_crs, dst_crs) -> None:
@@ -243,10 +244,11 @@ def check_label(label: Label | VectorLabel, declare_nodata: Phrase = NODATA_OPTI
     ``declare_nodata`` says how a command is told which value is nodata. Read block by block.
     Returns its warnings: a mask with no water whose nodata value (above 1) it holds may be a
     0/255 mask whose water a GDAL tool tagged as nodata (its scores, or chips, would hold no water).
-    A vector label was checked as it was read; its warning: a file of several layers, of which
-    the first was read."""
+    A vector label was checked as it was read; its warnings: a file of several layers, of which
+    the first was read; polygons of several kinds by a column (fclass: water, wetland...), all
+    drawn as water."""
     if isinstance(label, VectorLabel):
-        return layers_warnings(label.layer)
+        return layers_warnings(label.layer) + kinds_warnings(label.path, label.kinds)
     others: set = set()
     any_valid = any_water = False
     declared = bool(label.nodata)

@@ -10,6 +10,10 @@ from .errors import first_line
 from .rulebook import finding, refuse
 
 POLYGON, MULTIPOLYGON = 3, 6  # shapely's geometry type ids
+# text columns that sort polygons into kinds (OpenStreetMap's water layers: fclass water,
+# wetland, reservoir, glacier...; a land cover map's class), matched in any case
+KIND_COLUMNS = ("class", "fclass", "type", "kind", "category", "landuse", "landcover", "land_cover", "natural",
+                "label")
 
 
 def unreadable(path, exc: Exception):
@@ -70,24 +74,45 @@ class PolygonLayer:
     crs: object | None
     features: int
     layers: tuple[str, ...]
+    kind_columns: tuple[str, ...] = ()  # its text columns named as KIND_COLUMNS are
 
     def read(self, near: tuple | None = None) -> tuple:
         """Its polygons (polygons_only), those whose bounding boxes meet ``near`` (a CRS and
         bounds in it) when given."""
         import pyogrio
-        from rasterio.warp import transform_bounds
 
-        bbox = None
-        if near is not None and self.crs is not None:
-            try:
-                bbox = transform_bounds(near[0], self.crs, *near[1], densify_pts=21)
-            except Exception:  # PROJ raises various errors: read them all, the caller's reprojection says why
-                bbox = None
         try:
-            frame = pyogrio.read_dataframe(self.path, layer=0, bbox=bbox, columns=[], read_geometry=True)
+            frame = pyogrio.read_dataframe(self.path, layer=0, bbox=self._bbox(near), columns=[], read_geometry=True)
         except Exception as exc:  # pyogrio raises its own errors
             raise unreadable(self.path, exc) from exc
         return polygons_only(self.path, frame.geometry)
+
+    def kinds(self, near: tuple | None = None) -> tuple[str, tuple] | None:
+        """The first of its kind columns whose features (those near ``near``) hold two values or
+        more, with each value's count, most first; None where none does."""
+        import pyogrio
+
+        for column in self.kind_columns:
+            try:
+                frame = pyogrio.read_dataframe(self.path, layer=0, bbox=self._bbox(near), columns=[column],
+                                               read_geometry=False)
+            except Exception as exc:  # pyogrio raises its own errors
+                raise unreadable(self.path, exc) from exc
+            counts = frame[column].dropna().astype(str).value_counts()
+            if len(counts) > 1:
+                return column, tuple(counts.items())
+        return None
+
+    def _bbox(self, near: tuple | None):
+        """``near`` (a CRS and bounds in it) as bounds in the layer's CRS; None for all of it."""
+        from rasterio.warp import transform_bounds
+
+        if near is None or self.crs is None:
+            return None
+        try:
+            return transform_bounds(near[0], self.crs, *near[1], densify_pts=21)
+        except Exception:  # PROJ raises various errors: read them all, the caller's reprojection says why
+            return None
 
 
 def open_layer(path) -> PolygonLayer | None:
@@ -105,8 +130,10 @@ def open_layer(path) -> PolygonLayer | None:
         return PolygonLayer(str(path), None, 0, layers)
     if info["geometry_type"] is None:
         return None
+    kinds = tuple(str(name) for name, dtype in zip(info["fields"], info["dtypes"])
+                  if dtype == "object" and str(name).lower() in KIND_COLUMNS)
     return PolygonLayer(str(path), CRS.from_user_input(info["crs"]) if info["crs"] else None, int(info["features"]),
-                        layers)
+                        layers, kinds)
 
 
 def layers_warnings(layer: PolygonLayer) -> list:
@@ -114,3 +141,17 @@ def layers_warnings(layer: PolygonLayer) -> list:
     if len(layer.layers) > 1:
         return [finding("S2N-VECTOR-LAYERS", layer.path, count=len(layer.layers), layer=layer.layers[0])]
     return []
+
+
+KINDS_NAMED = 5  # the kinds a warning names, most first
+
+
+def kinds_warnings(path, kinds: tuple[str, tuple] | None) -> list:
+    """That the water polygons of ``path`` are of several kinds by a column (``kinds``, as
+    PolygonLayer.kinds gives them), every one drawn as water: a wetland or a glacier too."""
+    if not kinds:
+        return []
+    column, counts = kinds
+    named = ", ".join(f"{value} {count}" for value, count in counts[:KINDS_NAMED])
+    more = f", and {len(counts) - KINDS_NAMED} more" if len(counts) > KINDS_NAMED else ""
+    return [finding("S2N-MASK-VECTOR-KINDS", path, count=len(counts), column=column, kinds=named + more)]

@@ -414,6 +414,9 @@ RULES = _book(
     Rule("S2N-WORLD-NO-MASTER", USAGE, "several ranks meet where rank 0 listens, but {missing} unset (a launcher sets "
                                        "MASTER_ADDR and MASTER_PORT; without one set them beside RANK and WORLD_SIZE)"),
     # polygons.py
+    Rule("S2N-MASK-VECTOR-KINDS", WARNING, "its polygons are of {count} kinds by its column {column} ({kinds}), "
+                                         "and every one is drawn as water: keep only those of water first "
+                                         "(ogr2ogr -where \"{column} IN (...)\", or a geopandas query)"),
     Rule("S2N-VECTOR-LAYERS", WARNING, "holds {count} layers; the first, {layer}, is read"),
     Rule("S2N-VECTOR-NOT-POLYGONS", INPUT, "holds {kinds} geometries, where polygons are needed (lines and points "
                                            "have no area: buffer them to the area they stand for)"),

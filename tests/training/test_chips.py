@@ -141,6 +141,41 @@ def test_a_vector_mask_of_several_layers_is_read_from_its_first_with_a_warning(t
     assert index.water_fraction.sum() == pytest.approx(p.mask.mean() * 4, rel=1e-6)
 
 
+def test_water_polygons_of_several_kinds_are_warned_of(tmp_path):
+    """OpenStreetMap's water layer sorts its polygons by fclass (water, wetland, reservoir,
+    glacier...): every one was drawn as water without a word. Polygons of two kinds or more
+    near the scene, by a column of kinds, are warned of with each kind's count (chip and
+    evaluate alike); one kind, kinds far from the scene, or a column of names, are not."""
+    p = make_pair(64, seed=3, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    fine = p.transform @ Affine.scale(1 / 5)
+    traced = gpd.read_file(write_polygons(tmp_path / "traced.gpkg", p.mask, fine, crs=p.crs))
+    far = box(p.transform.c + 1e5, p.transform.f, p.transform.c + 1e5 + 50, p.transform.f + 50)  # 100 km east
+    n = len(traced)
+    cases = {  # file: (kinds of the traced polygons, kinds of one polygon far away, column, warned)
+        "osm.gpkg": (["water"] * (n - 2) + ["wetland"] * 2, [], "FClass", f"(water {n - 2}, wetland 2)"),
+        "one.gpkg": (["water"] * n, [], "fclass", None),
+        "far.gpkg": (["water"] * n, ["glacier"], "Type", None),
+        "names.gpkg": ([f"lake {k}" for k in range(n)], [], "name", None),
+    }
+    for name, (kinds, far_kinds, column, warned) in cases.items():
+        geometry = list(traced.geometry) + [far] * len(far_kinds)
+        gpd.GeoDataFrame({column: kinds + far_kinds}, geometry=geometry, crs=p.crs).to_file(tmp_path / name)
+        r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / name, "-o", tmp_path / name.replace(".", "_"),
+                    "--size", 32)
+        e = run_cli("evaluate", "--baseline", "ndwi", "--pair", tmp_path / "s.tif", tmp_path / name, "--json")
+        assert r.returncode == 0 and e.returncode == 0, (r.stderr, e.stderr)
+        in_json = [w for w in json.loads(e.stdout)["rows"][0]["images"][0]["warnings"]
+                   if w["code"] == "S2N-MASK-VECTOR-KINDS"]
+        for stderr in (r.stderr, e.stderr):
+            assert ("S2N-MASK-VECTOR-KINDS" in codes(stderr)) == (warned is not None), (name, stderr)
+        if warned:
+            (said,) = in_json
+            assert f"of 2 kinds by its column FClass {warned}" in said["message"]
+        else:
+            assert in_json == []
+
+
 @pytest.mark.parametrize("cell_m", [10, 20, 5])
 def test_a_coarse_label_is_kept_at_10m_and_reaches_the_loss_as_its_cells(tmp_path, cell_m):
     from s2s2net_cli.training.data import Augment, ChipDataset, chip_splits
