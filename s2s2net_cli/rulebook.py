@@ -596,6 +596,8 @@ RULES = _book(
     Rule("S2N-BANDS-NOT-STACK", INPUT, "{o.bands} applies to stacks; a {kind} names its bands"),
     Rule("S2N-OFFSET-NOT-STACK", INPUT, "{o.offset} applies to stacks; a {kind} states its offset in its metadata "
                                         "({offsets})"),
+    Rule("S2N-SCALE-NOT-STACK", INPUT, "{o.scale} applies to stacks; a {kind} states its scale in its metadata "
+                                       "({scale:g})"),
     Rule("S2N-SCENE-SCALES-DIFFER", INPUT, "its bands' scale metadata differ or are 0 ({scales}): give {o.scale} and "
                                            "{o.offset} for the bands as stored"),
     Rule("S2N-SCENE-SCALE-CONTRADICTED", INPUT, "its band metadata say reflectance = DN x {stored_scale:g} + "

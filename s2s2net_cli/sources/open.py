@@ -51,6 +51,8 @@ def open_scene(source, options: SceneOptions = SceneOptions(), n_bands: int = le
             raise refuse("S2N-BANDS-NOT-STACK", text, kind=band_files.kind)
         if options.offset:
             raise refuse("S2N-OFFSET-NOT-STACK", text, kind=band_files.kind, offsets=', '.join(f'{v:g}' for v in band_files.offset))
+        if options.scale is not None:  # it was read as the product says, --scale unsaid
+            raise refuse("S2N-SCALE-NOT-STACK", text, kind=band_files.kind, scale=band_files.scale)
         scene = band_files_scene(band_files, keep_clouds=options.keep_clouds)
     if options.leave_out:
         shapes = leave_out_of(options.leave_out, scene)

@@ -348,6 +348,10 @@ def test_bad_products_items_and_areas_get_one_line_and_leave_nothing(tmp_path, c
         ([stack, "--bbox", "1,2,3"], 2, "needs four numbers"),
         ([broken.parent / "none.SAFE"], 1, "none.SAFE: not found"),
         ([write_product(tmp_path / "ok", *crop), "--offset", -1000], 1, "--offset applies to stacks"),
+        # --scale was read past without a word, the product's own taken
+        ([write_product(tmp_path / "ok2", *crop), "--scale", 1], 1, "--scale applies to stacks; a L2A product states "
+                                                                  "its scale in its metadata (10000)"),
+        ([write_product(tmp_path / "ok3", *crop), "--bands", "3,2,1,4,5,6"], 1, "--bands applies to stacks"),
     ]
     for args, code, message in cases:
         out = tmp_path / "out" / "w.tif"
