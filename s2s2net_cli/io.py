@@ -135,10 +135,10 @@ def check_output(path, overwrite: bool, inputs=(), kind: OutputKind | None = Non
     """Refuse an existing ``path`` unless ``overwrite``, and always when it is one of ``inputs``
     (check_not_inputs), or named for another format than its ``kind``; check its folder can be
     written (a file made there and removed, where the folder exists)."""
+    if kind is not None:
+        check_suffix(path, kind)  # as given: a Path would lose a trailing /
     path = Path(path)
     check_not_stdout(path)
-    if kind is not None:
-        check_suffix(path, kind)
     check_not_inputs([path], inputs)
     check_parents(path)
     if path.exists() and not overwrite:
@@ -180,11 +180,15 @@ def check_folder_output(path) -> None:
 
 def check_suffix(path, kind: OutputKind) -> None:
     """Refuse an output named for another format than the one it is written in (a GeoTIFF called
-    .png, a PNG called .tif): it would open as neither."""
-    if Path(path).suffix.lower() not in kind.suffixes:
+    .png, a PNG called .tif): it would open as neither; or named as a folder (ending in /, or
+    one that exists), where one file is written: a file called so would be made, or fail."""
+    text = str(path)
+    folder = text.endswith(("/", os.sep)) or Path(text).is_dir()
+    if folder or Path(text).suffix.lower() not in kind.suffixes:
         named = [s for s in kind.suffixes if s]
         named = " or ".join([", ".join(named[:-1]), named[-1]] if len(named) > 1 else named)
-        raise refuse("S2N-OUTPUT-SUFFIX", None, name=Path(path).name, writes=kind.writes, named=named)
+        shown = Path(text).name + ("/" if folder else "")
+        raise refuse("S2N-OUTPUT-SUFFIX", None, name=shown, writes=kind.writes, named=named)
 
 
 def check_not_inputs(paths, inputs) -> None:

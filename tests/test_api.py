@@ -328,7 +328,9 @@ def test_outputs_named_for_another_format_or_existing_are_refused_from_python_to
              "w.kml: polygons are written in the format of their suffix: name it .gpkg, .geojson, .json, .shp or "
              ".fgb": lambda: s2n.predict(scene, tmp_path / "w.tif", vector=tmp_path / "w.kml", weights=random_weights),
              "c.pt: weights are written as safetensors: name it .safetensors":
-             lambda: s2n.calibrate(random_weights, tmp_path / "c.pt", synthetic_scenes=1, synthetic_size=48)}
+             lambda: s2n.calibrate(random_weights, tmp_path / "c.pt", synthetic_scenes=1, synthetic_size=48),
+             "occ/: occurrence writes a GeoTIFF: name it .tif or .tiff":  # a file called occ was written
+             lambda: s2n.occurrence(mask, f"{tmp_path}/occ/", from_masks=True)}
     for message, call in calls.items():
         with raises_rule("S2N-OUTPUT-SUFFIX") as refused:
             call()

@@ -13,12 +13,12 @@ from ..inference.options import BASELINES, ModelOptions, PredictOptions
 from ..io import check_output
 from .options import (
     HintedCommand,
+    OutputFile,
     bad_parameter,
     exclusive,
     json_option,
     manifest_option,
     model_options,
-    named_as,
     nodata_option,
     overwrite_option,
     pair_option,
@@ -42,8 +42,7 @@ def _fmt(value) -> str:
 def scoring_options(command):
     """The options evaluate and compare share besides the model's: pairs, label nodata, how
     scenes are read, Wald's protocol and where predictions go; handed on as ``scoring`` (a dict)."""
-    shared = [click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
-                           callback=named_as(TABLE_FILE), help="Write the table as CSV."),
+    shared = [click.option("--csv", "csv_path", type=OutputFile(TABLE_FILE), default=None, help="Write the table as CSV."),
               pair_option, manifest_option, nodata_option, scene_options,
               click.option("--save-predictions", type=click.Path(file_okay=False), default=None,
                            help="Keep each 2 m prediction here as a GeoTIFF."),
@@ -129,7 +128,7 @@ def evaluate(ctx, model, baseline, scoring, as_json):
 @click.command(cls=HintedCommand)
 @model_options(several=True)
 @click.option("--baseline", "baselines", multiple=True, type=click.Choice(BASELINES), help="Baseline (repeatable).")
-@click.option("--plot", type=click.Path(dir_okay=False), default=None, callback=named_as(PLOT_FILE),
+@click.option("--plot", type=OutputFile(PLOT_FILE), default=None,
               help="Write a PNG: scene, reference and each prediction (of 20 images at most: those the models "
                    "differ most on).")
 @scoring_options

@@ -13,10 +13,10 @@ from ..formats import OCCURRENCE_FILE, PLOT_FILE
 from ..io import check_output
 from .options import (
     HintedCommand,
+    OutputFile,
     creation_options,
     json_option,
     model_options,
-    named_as,
     overwrite_option,
     scene_options,
 )
@@ -27,8 +27,7 @@ log = logging.getLogger("s2s2net")
 
 @click.command(cls=HintedCommand)
 @click.argument("scenes", nargs=-1, required=True, metavar="SCENE...")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              callback=named_as(OCCURRENCE_FILE),
+@click.option("-o", "--output", required=True, type=OutputFile(OCCURRENCE_FILE),
               help="Output GeoTIFF: occurrence, water count, valid count (and class with --classes).")
 @click.option("--from-masks", is_flag=True, help="SCENE... are 2 m masks already predicted (0 land, 1 water, 255 nodata).")
 @click.option("--like", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -37,8 +36,7 @@ log = logging.getLogger("s2s2net")
               help="CSV with columns scene,date (ISO) for scenes whose metadata says no date (stacks).")
 @click.option("--classes", is_flag=True, help="Add band 4: 0 never water, 1 seasonal, 2 permanent (>= 90 %), 255 unseen.")
 @click.option("--strict", is_flag=True, help="Stop at a date that fails (default: name it, skip it, count it).")
-@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              callback=named_as(PLOT_FILE),
+@click.option("--plot", type=OutputFile(PLOT_FILE), default=None,
               help="Write a PNG of water area through time.")
 @model_options
 @scene_options

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import fields
+from pathlib import Path
 
 import click
 
@@ -123,17 +124,27 @@ def parse_name_values(ctx, param, values) -> dict:
     return out
 
 
-def named_as(kind: OutputKind):
-    """A callback refusing an output path named for another format than its ``kind`` (the core's
-    check_suffix, said as Click says a bad value)."""
-    def check(ctx, param, value):
-        if value is not None:
-            try:
-                check_suffix(value, kind)
-            except S2S2NetError as exc:
-                raise bad_parameter(exc.finding, ctx, param) from None
-        return value
-    return check
+class OutputFile(click.ParamType):
+    """An output file's path (a ``Path``), refused as the core refuses it (check_suffix, said as
+    Click says a bad value) where named for another format than its ``kind``, or as a folder: a
+    name ending in / (which a ``Path`` would lose, writing a file called so) or an existing one."""
+
+    name = "file"
+
+    def __init__(self, kind: OutputKind):
+        self.kind = kind
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, Path):  # converted already (a default, or invoked from Python)
+            return value
+        try:
+            check_suffix(value, self.kind)
+        except S2S2NetError as exc:
+            raise bad_parameter(exc.finding, ctx, param) from None
+        return Path(value)
+
+    def shell_complete(self, ctx, param, incomplete):
+        return [click.shell_completion.CompletionItem(incomplete, type="file")]
 
 
 creation_options = click.option("--co", "creation_options", multiple=True, callback=parse_name_values,

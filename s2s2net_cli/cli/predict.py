@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 
 import click
 
@@ -12,12 +11,12 @@ from ..formats import POLYGONS_FILE, RIVERS_FILE
 from ..inference.options import DEFAULT_TILE_SIZE, PredictOptions
 from .options import (
     HintedCommand,
+    OutputFile,
     bad_parameter,
     creation_options,
     exclusive,
     json_option,
     model_options,
-    named_as,
     overwrite_option,
     scene_options,
 )
@@ -35,12 +34,10 @@ log = logging.getLogger("s2s2net")
 @scene_options
 @click.option("--probability", is_flag=True, help="Write water probability as uint8 0-100 instead of a 0/1 mask.")
 @click.option("--cog", is_flag=True, help="Write a Cloud Optimized GeoTIFF with overviews (mode resampling).")
-@click.option("--vector", type=click.Path(dir_okay=False, path_type=Path),
-              callback=named_as(POLYGONS_FILE),
+@click.option("--vector", type=OutputFile(POLYGONS_FILE),
               help="Also write water polygons, with area (.gpkg, .geojson, .json, .shp, .fgb); into a folder of masks: "
                    "beside each mask, named like it, in this file's format.")
-@click.option("--rivers", type=click.Path(dir_okay=False, path_type=Path),
-              callback=named_as(RIVERS_FILE),
+@click.option("--rivers", type=OutputFile(RIVERS_FILE),
               help="Also write river centrelines and widths (.gpkg), as `s2s2net rivers` does with its defaults; "
                    "into a folder of masks: beside each mask, as <mask>_rivers.gpkg.")
 @creation_options

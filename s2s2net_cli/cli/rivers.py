@@ -8,14 +8,13 @@ from pathlib import Path
 import click
 
 from ..formats import RIVERS_FILE
-from .options import HintedCommand, json_option, named_as, overwrite_option
+from .options import HintedCommand, OutputFile, json_option, overwrite_option
 from .render import progress_bar, summary_table
 
 
 @click.command(cls=HintedCommand)
 @click.argument("mask", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              callback=named_as(RIVERS_FILE),
+@click.option("-o", "--output", required=True, type=OutputFile(RIVERS_FILE),
               help="GeoPackage to write (layers reaches and widths).")
 @click.option("--spacing", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
               help="Metres between the width transects the widths layer lists; reaches are measured at least "

@@ -11,10 +11,10 @@ from ..errors import S2S2NetError
 from ..evaluation.calibrate import GAINS, MIN_SYNTHETIC_SIZE, SYNTHETIC_SCENES, SYNTHETIC_SIZE, read_gains
 from ..formats import WEIGHTS_FILE
 from .options import (
+    OutputFile,
     bad_parameter,
     json_option,
     manifest_option,
-    named_as,
     overwrite_option,
     pair_option,
     parse_name_values,
@@ -50,8 +50,7 @@ def show(path):
 
 @weights.command()
 @click.argument("src", type=click.Path(path_type=Path))
-@click.argument("dst", type=click.Path(dir_okay=False, path_type=Path),
-                callback=named_as(WEIGHTS_FILE))
+@click.argument("dst", type=OutputFile(WEIGHTS_FILE))
 @click.option("--set", "notes", multiple=True, callback=parse_name_values, metavar="KEY=VALUE",
               help="A note added to the card's training record (repeatable).")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
@@ -76,8 +75,7 @@ def annotate(src, dst, notes, threshold, ndwi_prior, overwrite):
 
 @weights.command()
 @click.argument("src", type=click.Path(path_type=Path))
-@click.argument("dst", type=click.Path(dir_okay=False, path_type=Path),
-                callback=named_as(WEIGHTS_FILE))
+@click.argument("dst", type=OutputFile(WEIGHTS_FILE))
 @pair_option
 @manifest_option
 @click.option("--gains", default=",".join(f"{g:g}" for g in GAINS), show_default=True, metavar="G,G,...",
@@ -124,8 +122,7 @@ def calibrate(ctx, src, dst, pairs, manifests, gains, synthetic_scenes, syntheti
 
 @weights.command()
 @click.argument("src", type=click.Path(path_type=Path))
-@click.argument("dst", type=click.Path(dir_okay=False, path_type=Path),
-                callback=named_as(WEIGHTS_FILE))
+@click.argument("dst", type=OutputFile(WEIGHTS_FILE))
 @click.option("--scene", "scenes", multiple=True, type=click.Path(path_type=Path),
               help="A scene to fit on besides the synthetic ones (repeatable): any predict reads; no label needed.")
 @click.option("--synthetic-scenes", type=click.IntRange(0), default=None,

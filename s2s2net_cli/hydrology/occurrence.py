@@ -143,10 +143,10 @@ def water_occurrence(dates: list[DateMask], out_path, grid: Grid, options: Occur
     (returning what reading the scene warned of, kept on its date) each date's mask is predicted
     first (into a temporary folder beside the output, removed at the end); without it each
     date's ``mask`` is read. The summary on the leading rank, None on the others."""
-    out_path = Path(out_path)
     check_each_date_once(dates)
-    if world.leads:
+    if world.leads:  # the name as given: a Path would lose a trailing /
         check_output(out_path, options.overwrite, inputs=[d.source for d in dates], kind=OCCURRENCE_FILE)
+    out_path = Path(out_path)
     if world.is_shared:
         world.join(PROCESS_GROUP_TIMEOUT)
     mine = dates[world.rank::world.size]

@@ -196,6 +196,11 @@ def test_a_file_name_of_another_format_or_one_mask_for_several_scenes_is_refused
     ("occurrence", "--plot", "area.tif", "the plot is a PNG: name it .png"),
     ("predict", "--vector", "water.kml", "polygons are written in the format of their suffix: "
                                          "name it .gpkg, .geojson, .json, .shp or .fgb"),
+    # named as a folder, where one file is written: occurrence wrote a GeoTIFF called "occ" (the /
+    # lost), and an existing folder was Click's uncoded "is a directory"
+    ("occurrence", "-o", "occ/", "occurrence writes a GeoTIFF: name it .tif or .tiff"),
+    ("compare", "--csv", "tables/", "the table is written as CSV: name it .csv or .txt"),
+    ("rivers", "-o", "made_folder", "rivers are written as a GeoPackage: name it .gpkg"),
 ])
 def test_an_output_named_for_another_format_is_refused_in_one_line(tmp_path, random_weights, command, option, name,
                                                                      writes):
@@ -209,10 +214,13 @@ def test_an_output_named_for_another_format_is_refused_in_one_line(tmp_path, ran
             "predict": [s, "-o", tmp_path / "w.tif", "--weights", random_weights, *FAST]}[command]
     if option == "-o":
         args = args[: args.index("-o")] + args[args.index("-o") + 2:]
+    if name.startswith("made_"):
+        (tmp_path / name).mkdir()
     before = sorted(p.name for p in tmp_path.iterdir())
-    r = run_cli(command, *args, option, tmp_path / name)
+    r = run_cli(command, *args, option, f"{tmp_path}/{name}")  # as typed: a Path would lose a trailing /
     assert r.returncode == 2
-    assert r.stderr.strip().splitlines()[-1] == f"Error: Invalid value for {_hint(option)}: {name}: {writes} [S2N-OUTPUT-SUFFIX]"
+    shown = name + "/" if name.startswith("made_") else name
+    assert r.stderr.strip().splitlines()[-1] == f"Error: Invalid value for {_hint(option)}: {shown}: {writes} [S2N-OUTPUT-SUFFIX]"
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
