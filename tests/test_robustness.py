@@ -218,6 +218,13 @@ def test_an_output_under_a_file_is_one_line_in_every_command(tmp_path, random_we
         assert refused(r, "S2N-OUTPUT-PARENT-IS-FILE", 2, f"{notes} is a file, not a folder"), (args, r.stderr)
         assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert notes.read_text() == "not a folder" and not (tmp_path / "w.tif").exists()
+    # the folder itself a file: Click's "Directory 'notes.txt' is a file.", without a code
+    for args in (["chip", "--pair", scene, mask, "-o", notes, "--size", 16], ["synth", notes, "--size", 16],
+                 ["evaluate", "--pair", scene, mask, "--baseline", "ndwi", "--save-predictions", notes],
+                 ["train", tmp_path / "chips", "-o", notes]):
+        r = run_cli(*args)
+        assert refused(r, "S2N-OUTPUT-FOLDER-IS-FILE", 2, f"{notes}: is a file, where a folder is written"), r.stderr
+    assert notes.read_text() == "not a folder"
     from s2s2net_cli.io import check_folder_output
 
     with raises_rule("S2N-OUTPUT-FOLDER-IS-FILE", notes):  # the folder of chips or a run, itself a file

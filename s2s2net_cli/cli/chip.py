@@ -30,7 +30,7 @@ log = logging.getLogger("s2s2net")
 @click.command(cls=HintedCommand)
 @pair_option
 @manifest_option
-@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="Chips folder.")
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(path_type=Path), help="Chips folder.")
 @click.option("--size", type=click.IntRange(16), default=512, show_default=True, help="Chip side in 10 m pixels (5x at 2 m).")
 @click.option("--stride", type=click.IntRange(1), default=None, help="Step between chips in 10 m pixels (default: --size).")
 @click.option("--max-nodata", type=click.FloatRange(0, 1), default=0.0, show_default=True,

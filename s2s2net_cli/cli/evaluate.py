@@ -44,7 +44,7 @@ def scoring_options(command):
     scenes are read, Wald's protocol and where predictions go; handed on as ``scoring`` (a dict)."""
     shared = [click.option("--csv", "csv_path", type=OutputFile(TABLE_FILE), default=None, help="Write the table as CSV."),
               pair_option, manifest_option, nodata_option, scene_options,
-              click.option("--save-predictions", type=click.Path(file_okay=False), default=None,
+              click.option("--save-predictions", type=click.Path(), default=None,
                            help="Keep each 2 m prediction here as a GeoTIFF."),
               score_degrade_option, overwrite_option, json_option]
     names = ("csv_path", "pairs", "manifests", "nodata", "scene", "save_predictions", "degrade", "overwrite")

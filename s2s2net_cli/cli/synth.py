@@ -15,7 +15,7 @@ log = logging.getLogger("s2s2net")
 
 
 @click.command()
-@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("out_dir", type=click.Path(path_type=Path))
 @click.option("--count", type=click.IntRange(1), default=1, show_default=True, help="Number of pairs.")
 @click.option("--size", type=click.IntRange(8, 20000), default=256, show_default=True, help="Scene side in 10 m pixels.")
 @seed_option(0, "Seed of the first pair; pair i uses seed+i.")

@@ -34,7 +34,7 @@ def _parse_weights(ctx, param, values) -> dict:
 
 @click.command(cls=HintedCommand)
 @click.argument("chips_dirs", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="CHIPS_DIR...")
-@click.option("-o", "--output", "run_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="Run folder.")
+@click.option("-o", "--output", "run_dir", required=True, type=click.Path(path_type=Path), help="Run folder.")
 @click.option("--max-steps", type=click.IntRange(1), default=None, help=f"Optimizer steps (default {DEFAULT_STEPS} unless --epochs).")
 @click.option("--epochs", type=click.IntRange(1), default=None, help="Passes over the train split (instead of --max-steps).")
 @click.option("--batch-size", type=click.IntRange(1), default=_TRAIN.batch_size, show_default=True, help="Global batch, split across ranks.")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..formats import PLOT_FILE
-from ..io import check_output
+from ..io import check_folder_output, check_output
 from ..manifest import Pair
 from ..rulebook import refuse
 from ..sources.degraded import check_factor
@@ -30,6 +30,8 @@ def compare(models: list, pairs: list[Pair], nodata: float | None = None, scene_
         check_factor(degrade)
     if plot:
         check_output(plot, overwrite, [path for p in pairs for path in (p.image, p.mask)], kind=PLOT_FILE)
+    if save_predictions:
+        check_folder_output(save_predictions)
     with tempfile.TemporaryDirectory(prefix="s2s2net-eval-") as tmp:
         predictions = Path(save_predictions) if save_predictions else Path(tmp)
         results = evaluate(models, pairs, predictions, nodata, on_progress, scene_options, degrade)
