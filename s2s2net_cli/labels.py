@@ -55,7 +55,7 @@ class VectorLabel:
     crs: object  # rasterio's CRS
     shapes: tuple  # the polygons near the scene, in crs
     layer: PolygonLayer  # the file's first layer, which these are read from
-    kinds: tuple | None = None  # a column that sorts these polygons into kinds, and its counts (PolygonLayer.kinds)
+    near: tuple | None = None  # the CRS and bounds they were read near (the scene's), or None for all
     nodata: tuple[float, ...] = ()  # a vector label has none
     _projected: dict = field(default_factory=dict, compare=False, repr=False)  # CRS WKT -> (shapes, STRtree)
 
@@ -125,7 +125,7 @@ def open_vector_label(path, near: tuple | None = None) -> VectorLabel | None:
         raise refuse("S2N-MASK-NO-CRS", path)
     if near is not None:
         check_transformable(path, near[0], layer.crs)
-    return VectorLabel(str(path), layer.crs, layer.read(near), layer, layer.kinds(near))
+    return VectorLabel(str(path), layer.crs, layer.read(near), layer, near)
 
 
 def check_transformable(path, src_crs, dst_crs) -> None:
@@ -248,7 +248,7 @@ def check_label(label: Label | VectorLabel, declare_nodata: Phrase = NODATA_OPTI
     the first was read; polygons of several kinds by a column (fclass: water, wetland...), all
     drawn as water."""
     if isinstance(label, VectorLabel):
-        return layers_warnings(label.layer) + kinds_warnings(label.path, label.kinds)
+        return layers_warnings(label.layer) + kinds_warnings(label.path, label.layer.kinds(label.near))
     others: set = set()
     any_valid = any_water = False
     declared = bool(label.nodata)
