@@ -259,7 +259,10 @@ def test_interrupted_predict_leaves_no_file_at_output(tmp_path, random_weights, 
     deadline = time.time() + 120
     while time.time() < deadline and not any(".tmp" in p.name for p in tmp_path.iterdir()):
         time.sleep(0.1)
-    assert any(".tmp" in p.name for p in tmp_path.iterdir()), "predict never started writing"
+    if not any(".tmp" in p.name for p in tmp_path.iterdir()):  # say what predict said
+        proc.kill()
+        out_text, err_text = proc.communicate(timeout=60)
+        raise AssertionError(f"predict never started writing (exit {proc.returncode}): {err_text[-2000:]}")
     time.sleep(0.5)
     proc.send_signal(sig)
     proc.wait(timeout=60)
