@@ -63,8 +63,10 @@ def normalise(reflectance: np.ndarray, valid: np.ndarray, spec: BandSpec) -> np.
 
 
 def band_token(text: str) -> str | None:
-    """'B8', 'B08', 'b08 (nir)' -> 'B08'; None when the text names no Sentinel-2 band."""
-    m = re.search(r"\bB0?(\d{1,2})(A?)\b", text.upper())
+    """'B8', 'B08', 'b08 (nir)', 'B08_10m', 'B8_median' -> 'B08'; None when the text names no
+    Sentinel-2 band. What follows a band after an underscore (a resolution, a composite's
+    statistic) is read past; what goes before it is not ('SR_B5' is Landsat's NIR, not B05)."""
+    m = re.search(r"\bB0?(\d{1,2})(A?)(?=_|\b)", text.upper())
     if not m:
         return None
     return f"B{int(m.group(1)):02d}{m.group(2)}"

@@ -124,6 +124,18 @@ def test_band_descriptions_say_which_band_is_which(tmp_path):
     exported = write_raster(tmp_path / "e.tif", np.ones((7, 4, 4), "uint16"),
                             descriptions=("QA60", "SWIR2", "SWIR 1", "NIR", "Red", "Green", "Blue"))
     assert open_scene(exported).indexes == (7, 6, 5, 4, 3, 2)
+    # a band's resolution or a composite's statistic after it (Sen2Cor's B02_10m, an Earth
+    # Engine median's B2_median) is read past; a prefix is not (Landsat's SR_B5 is its NIR)
+    suffixed = write_raster(tmp_path / "s.tif", np.ones((7, 4, 4), "uint16"),
+                            descriptions=("B12_20m", "B11_20m", "B08_10m", "B8A_20m", "B04_10m", "B03_10m", "B02_10m"))
+    assert open_scene(suffixed).indexes == (7, 6, 5, 3, 2, 1)
+    median = write_raster(tmp_path / "m.tif", np.ones((6, 4, 4), "uint16"),
+                          descriptions=("B4_median", "B3_median", "B2_median", "B8_median", "B11_median", "B12_median"))
+    assert open_scene(median).indexes == (3, 2, 1, 4, 5, 6)
+    landsat = write_raster(tmp_path / "l.tif", np.ones((7, 4, 4), "uint16"),
+                           descriptions=tuple(f"SR_B{i}" for i in range(1, 8)))
+    with raises_rule("S2N-BANDS-AMBIGUOUS", landsat):
+        open_scene(landsat)
 
 
 def test_a_stack_whose_bands_say_nothing_is_read_in_order_with_a_warning(tmp_path):
