@@ -13,6 +13,7 @@ import warnings
 
 import click
 import rasterio
+from click.exceptions import NoSuchCommand
 from rasterio.errors import NotGeoreferencedWarning, RasterioError
 
 from .. import __version__
@@ -31,7 +32,7 @@ GDAL_CACHE_MB_STREAMING = 64
 STREAMING = ("predict", "rivers")
 
 
-GLOBAL_FLAGS = ("-q", "--quiet", "-v", "-vv", "-vvv", "--verbose", "--debug")
+GLOBAL_FLAGS = ("-q", "--quiet", "-v", "-vv", "-vvv", "--verbose", "--debug", "--version")
 # Each command's module is imported when the command runs (as Click's lazy-loading pattern
 # does), so that a command that needs no torch (rivers, occurrence --from-masks, synth, chip)
 # starts without it: importing torch alone takes seconds and hundreds of MB.
@@ -44,7 +45,8 @@ COMMANDS = {
 
 class S2S2NetGroup(click.Group):
     """Turns the core's errors into one line on stderr (exit 1), tracebacks only with --debug;
-    takes -q, -v and --debug anywhere on the line, before or after the command's name."""
+    takes -q, -v, --debug and --version anywhere on the line, before or after the command's
+    name; a misspelt command's name gets the commands it may have meant."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -54,6 +56,13 @@ class S2S2NetGroup(click.Group):
             return None
         module, attribute = COMMANDS[name]
         return getattr(importlib.import_module(f"{__package__}.{module}"), attribute)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name = args[0] if args else ""
+        if name not in COMMANDS and not name.startswith("-") and not ctx.resilient_parsing:
+            # Click draws its suggestions from the commands it holds, and this group loads none
+            raise NoSuchCommand(name, possibilities=list(COMMANDS), ctx=ctx)
+        return super().resolve_command(ctx, args)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         command = next((i for i, a in enumerate(args) if a in COMMANDS), None)

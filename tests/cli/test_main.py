@@ -19,6 +19,21 @@ def test_help_and_version():
     assert "--local_rank" not in result.output  # hidden
     result = runner.invoke(cli, ["--version"])
     assert result.exit_code == 0 and __version__ in result.output
+    # after a command's name too, as -q and --debug are taken (it was "No such option")
+    result = runner.invoke(cli, ["predict", "--version"])
+    assert result.exit_code == 0 and result.output == f"s2s2net, version {__version__}\n"
+
+
+def test_a_misspelt_command_gets_the_commands_it_may_mean():
+    """The commands load lazily, so Click held none to suggest from: "No such command
+    'predcit'." said nothing more. The group's own subgroups (weights) were suggested already."""
+    runner = CliRunner()
+    for given, meant in (("predcit", "'predict'"), ("Predict", "'predict'"), ("occurence", "'occurrence'")):
+        result = runner.invoke(cli, [given, "scene.tif"])
+        assert result.exit_code == 2
+        assert result.output.splitlines()[-1] == f"Error: No such command '{given}'. Did you mean {meant}?"
+    result = runner.invoke(cli, ["foo"])
+    assert result.exit_code == 2 and result.output.splitlines()[-1] == "Error: No such command 'foo'."
 
 
 def test_python_dash_m_is_the_same_cli_and_takes_the_launchers_local_rank(tmp_path):
