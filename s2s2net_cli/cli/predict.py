@@ -104,7 +104,13 @@ def _report(ctx, summary, as_json: bool) -> None:
         for r in summary.skipped:
             click.echo(f"{r['output']}: exists, skipped", err=True)
     if summary.interrupted:
-        click.echo("Aborted: interrupted; no output was left half-written.", err=True)
+        go_on = ": run it again with --skip-existing to go on, keeping the finished masks" if summary.scenes else "."
+        click.echo("Aborted: interrupted; no output was left half-written" + go_on, err=True)
         ctx.exit(128 + summary.interrupted)
+    there = sum(f["code"] == "S2N-OUTPUT-EXISTS" for f in summary.failures)
+    if there and not as_json and len(summary.scenes) + len(summary.failures) + len(summary.skipped) > 1:
+        # a batch run again after it stopped: each existing mask was refused on its own line
+        click.echo(f"{there} of the masks exist already: --skip-existing keeps the finished ones and predicts the "
+                   "rest (--overwrite replaces them)", err=True)
     if summary.failures:
         ctx.exit(max(f["exit_code"] for f in summary.failures) if len(summary.failures) == 1 else 1)

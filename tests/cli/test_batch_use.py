@@ -72,6 +72,19 @@ def test_a_rerun_with_skip_existing_skips_finished_scenes(tmp_path, random_weigh
     assert r.returncode == 2 and "not both" in r.stderr
 
 
+def test_a_rerun_without_skip_existing_is_told_of_it(tmp_path, random_weights):
+    """A batch run again after it stopped refused each finished mask on its own line, naming
+    --overwrite only: one closing line says that --skip-existing predicts the rest."""
+    a, b, c = (scene(tmp_path, f"{name}.tif", k) for k, name in enumerate("abc", start=1))
+    assert run_cli("predict", a, b, "-o", f"{tmp_path / 'out'}/", "--weights", random_weights, *FAST).returncode == 0
+    r = run_cli("predict", a, b, c, "-o", tmp_path / "out", "--weights", random_weights, *FAST)
+    assert r.returncode == 1 and (tmp_path / "out" / "c_water.tif").exists()
+    assert r.stderr.splitlines()[-1] == ("2 of the masks exist already: --skip-existing keeps the finished ones and "
+                                         "predicts the rest (--overwrite replaces them)")
+    r = run_cli("predict", a, "-o", tmp_path / "out" / "a_water.tif", "--weights", random_weights, *FAST)
+    assert r.returncode == 1 and "--skip-existing" not in r.stderr  # one scene: its own line says it
+
+
 def test_skip_existing_skips_only_a_mask_of_the_same_scene(tmp_path, random_weights):
     a, b = scene(tmp_path, "a.tif", 1), scene(tmp_path, "b.tif", 2)
     out = tmp_path / "masks"  # a loop's -o without a slash: one file, not a folder
