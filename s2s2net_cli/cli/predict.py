@@ -91,6 +91,9 @@ def predict(ctx, scenes, output, model, scene, probability, cog, vector, rivers,
         _report(ctx, summary, as_json)
 
 
+MASKED_BY_SAID = {"clouds": "clouds", "left_out": "--mask", "area_of_interest": "outside the AOI"}
+
+
 def _report(ctx, summary, as_json: bool) -> None:
     """The summary: one JSON document on stdout, or a line a scene on stderr; the exit status:
     the failure's for one failed scene, 1 for several, 130 or 143 when interrupted."""
@@ -98,7 +101,8 @@ def _report(ctx, summary, as_json: bool) -> None:
         click.echo(json.dumps(summary.to_dict(), indent=2))
     elif not ctx.obj.get("quiet"):
         for r in summary.scenes:
-            masked = f" ({r['masked_fraction']:.1%} left out: clouds, --mask, outside the AOI)" if r["masked_fraction"] else ""
+            by = ", ".join(MASKED_BY_SAID[name] for name in r["masked_by"])
+            masked = f" ({r['masked_fraction']:.1%} left out: {by})" if r["masked_fraction"] else ""
             click.echo(f"{r['output']}: {r['water_km2']:.3f} km2 water, {r['nodata_fraction']:.1%} nodata{masked}, "
                        f"{r['seconds']:.1f} s", err=True)
         for r in summary.skipped:

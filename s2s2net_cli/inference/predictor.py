@@ -31,6 +31,16 @@ from .writer import MaskWriter, PredictionStats, made_with, reading_tags
 
 log = logging.getLogger("s2s2net")
 
+MASKED_BY = ("clouds", "left_out", "area_of_interest")  # what may leave a scene's data out of its mask
+
+
+def masked_by(scene: Scene) -> tuple[str, ...]:
+    """What leaves data of ``scene`` out of its mask, of MASKED_BY: its clouds (a product's or
+    a stack's SCL classes, unless kept), pixels given to leave out, an area of interest."""
+    said = (scene.cloud_band is not None, bool(scene.leave_out), bool(scene.aoi_name))
+    return tuple(name for name, given in zip(MASKED_BY, said) if given)
+
+
 @dataclass
 class SceneResult:
     scene: str
@@ -41,6 +51,7 @@ class SceneResult:
     tiles: int
     warnings: list[Finding] = field(default_factory=list)
     masked_fraction: float = 0.0  # of the output's pixels: data left out (clouds, --mask, outside --aoi)
+    masked_by: tuple[str, ...] = ()  # what leaves data out of this scene: of MASKED_BY
     gpu_peak_mb: float | None = None  # the most GPU memory torch held at once (GPUs only)
     precision: str = "fp32"  # the arithmetic the network ran in
     fused_mish: bool = False  # whether its Mish ran compiled (large scenes on a CPU)
@@ -52,7 +63,8 @@ class SceneResult:
     def to_dict(self) -> dict:
         out = {"scene": self.scene, "output": self.output, "seconds": round(self.seconds, 3),
                "water_km2": self.water_km2, "nodata_fraction": self.nodata_fraction,
-               "masked_fraction": self.masked_fraction, "tiles": self.tiles, "tile_size": self.tile_size,
+               "masked_fraction": self.masked_fraction, "masked_by": list(self.masked_by), "tiles": self.tiles,
+               "tile_size": self.tile_size,
                "context": self.context,
                "warnings": [w.to_dict() for w in self.warnings],
                "precision": self.precision, "fused_mish": self.fused_mish, "head": self.head}
@@ -141,6 +153,7 @@ class Predictor:
         return SceneResult(str(job.scene.path), str(job.output), time.perf_counter() - job.start,
                            water_km2=stats.water_m2 / 1e6, nodata_fraction=stats.nodata / total, tiles=stats.tiles,
                            warnings=job.warnings, masked_fraction=stats.masked / total,
+                           masked_by=masked_by(job.scene),
                            gpu_peak_mb=job.forward.gpu_peak_mb(), precision=job.forward.precision,
                            fused_mish=job.forward.fused_mish, head=job.forward.head, tile_size=job.grid.tile,
                            context=job.grid.context)

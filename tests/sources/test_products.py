@@ -139,6 +139,13 @@ def test_scl_clouds_are_nodata_unless_kept(tmp_path, crop):
     r = invoke("predict", product, "-o", tmp_path / "j.tif", "--tile-size", SIZE, "--json")
     summary = json.loads(r.stdout)["scenes"][0]
     assert summary["masked_fraction"] == pytest.approx(left_out.mean())
+    # what left them out is named alone (the line named --mask and an AOI that nobody gave)
+    assert summary["masked_by"] == ["clouds"]
+    r = invoke("predict", product, "-o", tmp_path / "j.tif", "--tile-size", SIZE, "--overwrite")
+    assert f"nodata ({left_out.mean():.1%} left out: clouds)," in r.stderr
+    r = invoke("predict", product, "-o", tmp_path / "j.tif", "--tile-size", SIZE, "--json", "--overwrite",
+               "--keep-clouds", "--mask", tmp_path / "clouds.tif")
+    assert json.loads(r.stdout)["scenes"][0]["masked_by"] == ["left_out"]
 
 
 def test_evaluate_scores_a_product_exactly_as_the_stack(tmp_path, crop, stack):
