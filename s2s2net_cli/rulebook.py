@@ -572,7 +572,8 @@ RULES = _book(
                                             "--unset-nodata)"),
     # loop.py
     Rule("S2N-TRAIN-INIT-BANDS", INPUT, "reads bands {bands}; {o.water_indices} needs {needs} in that order"),
-    Rule("S2N-TRAIN-TOO-FEW-CHIPS", INPUT, "{n_train} training chips are fewer than one global batch of {batch_size}"),
+    Rule("S2N-TRAIN-TOO-FEW-CHIPS", INPUT, "{n_train} training chips{weighed} are fewer than one global batch of "
+         "{batch_size}"),
     Rule("S2N-TRAIN-CHECKPOINT-UNLOADABLE", INPUT, "checkpoint could not be loaded"),
     # manifest.py
     Rule("S2N-MANIFEST-FILE-MISSING", INPUT, "file not found{where}"),

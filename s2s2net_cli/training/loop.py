@@ -29,7 +29,7 @@ from ..checkpoint import WeightsCard, has_gate, load_weights, without_gate
 from ..formats import NODATA, RUN_BEST, RUN_LAST
 from ..metrics import scores_from_counts
 from ..model import ModelConfig, S2S2Net, widen_inputs
-from ..rulebook import finding, refuse
+from ..rulebook import Phrase, finding, refuse
 from ..world import World
 from .checkpoints import export_weights, save_checkpoint, weights_only_loading
 from .config import DEFAULT_STEPS, TrainOptions, build_ds_config, lr_factor
@@ -209,12 +209,13 @@ class Trainer:
     def start(self, deepspeed, ds_config: dict, model_config: ModelConfig, init_state: dict | None) -> None:
         """Prepare the run folder, the engine (from ``init_state`` or seeded) and a resumed checkpoint."""
         options, run_dir, world = self.options, self.run_dir, self.world
-        if world.leads:
-            prepare_run_dir(run_dir, options)
-        dist.barrier()
+        # too few chips is said before the run folder is made, or emptied with --overwrite
         self.micro = ds_config["train_micro_batch_size_per_gpu"]
         epoch_chips = len(weighted_order(self.train_ds.records, options.source_weights, options.seed, 0))
         self.steps_per_epoch, self.max_steps = plan_steps(epoch_chips, world, self.micro, options, self.chips_dirs[0])
+        if world.leads:
+            prepare_run_dir(run_dir, options)
+        dist.barrier()
         self.engine, self.scheduler, self.dtype = build_engine(deepspeed, ds_config, model_config, self.spec, init_state, options,
                                                                self.max_steps)
         self.card = exported_card(model_config, self.spec, options, world, self.engine.zero_optimization_stage(),
@@ -308,10 +309,13 @@ def exported_card(model_config: ModelConfig, spec: BandSpec, options: TrainOptio
 
 
 def plan_steps(n_train: int, world: World, micro: int, options: TrainOptions, chips_dir: Path) -> tuple[int, int]:
-    """Steps per epoch (each rank takes ``micro`` of its share of the chips a step) and steps in all."""
+    """Steps per epoch (each rank takes ``micro`` of its share of the ``n_train`` chips an epoch
+    draws, as ``options.source_weights`` weigh them) and steps in all."""
     steps_per_epoch = (n_train // world.size) // micro
     if steps_per_epoch == 0:
-        raise refuse("S2N-TRAIN-TOO-FEW-CHIPS", chips_dir, n_train=n_train, batch_size=options.batch_size)
+        weighed = Phrase(" drawn an epoch as {o.source_weight} weighs them") if options.source_weights else ""
+        raise refuse("S2N-TRAIN-TOO-FEW-CHIPS", chips_dir, n_train=n_train, batch_size=options.batch_size,
+                     weighed=weighed)
     return steps_per_epoch, options.max_steps if options.max_steps is not None else options.epochs * steps_per_epoch
 
 
