@@ -55,7 +55,8 @@ def _parse_weights(ctx, param, values) -> dict:
 @click.option("--augment", type=click.Choice(AUGMENTATIONS), default=_TRAIN.augment, show_default=True,
               help="geometric: flips and 90-degree turns; full: also per-band gain/offset, brightness, noise, blur.")
 @click.option("--warmup-steps", type=click.IntRange(0), default=_TRAIN.warmup_steps, show_default=True, help="Linear warm-up before the cosine decay.")
-@click.option("--resume", is_flag=True, help="Continue from the latest checkpoint in the run folder.")
+@click.option("--resume", is_flag=True, help="Continue from the latest checkpoint in the run folder, with the options "
+                                              "it was started with where they are not given again.")
 @click.option("--init-weights", type=click.Path(), default=None, help="Start from these weights (.safetensors; default: the bundled model).")
 @click.option("--source-weight", "source_weights", multiple=True, callback=_parse_weights, metavar="NAME=W",
               help="Draw the chips of the chips folder NAME W times an epoch (repeatable; default 1; 0 validates only).")
@@ -96,8 +97,8 @@ def train(ctx, chips_dirs, run_dir, max_steps, epochs, batch_size, lr, weight_de
         raise bad_parameter(exclusive("--max-steps", "--epochs"), ctx, hint="--epochs")
     if resume and overwrite:
         raise bad_parameter(finding("S2N-RESUME-OVERWRITE"), ctx, hint="--resume")
-    explicit = frozenset(name for name in ("batch_size", "zero_stage", "precision", "lr", "weight_decay")
-                         if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE)
+    # what is given: a --deepspeed-config may not contradict it, a resumed run takes the rest as it was started
+    explicit = frozenset(name for name in ctx.params if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE)
     options = TrainOptions(max_steps=max_steps, epochs=epochs, batch_size=batch_size, lr=lr, weight_decay=weight_decay,
                            precision=precision, zero_stage=zero_stage, offload_optimizer=offload_optimizer,
                            deepspeed_config=deepspeed_config,

@@ -47,6 +47,7 @@ from .run_folder import (
     source_counts,
     started_deepspeed_config,
     started_network,
+    started_options,
     truncate_metrics,
     write_config,
 )
@@ -84,6 +85,8 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
     start_time = time.perf_counter()
     chips_dirs = [Path(d) for d in ([chips_dirs] if isinstance(chips_dirs, (str, Path)) else chips_dirs)]
     run_dir = Path(run_dir)
+    if options.resume:  # what it is not given again, it goes on with as it was started
+        options = started_options(run_dir, options)
     if options.max_steps is None and options.epochs is None:
         options.max_steps = DEFAULT_STEPS
     started = None  # a resumed run's network, as config.json records it

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Callable
 
@@ -82,6 +82,27 @@ def check_resume_matches(run_dir: Path, options: TrainOptions, world: int, chips
         if name in config["options"] and config["options"][name] != now[name]:
             flag = option("source_weight" if name == "source_weights" else name)
             raise refuse("S2N-RESUME-OPTION", run_dir, flag=flag, was=_shown(config['options'][name]), now=_shown(now[name]), weights=run_dir / 'last.safetensors')
+
+
+NOT_TAKEN_ON_RESUME = ("resume", "overwrite", "explicit", "init_weights", "deepspeed_config")  # said otherwise
+
+
+def started_options(run_dir: Path, options: TrainOptions) -> TrainOptions:
+    """A resumed run's options: those it was started with (config.json records them) where they
+    are not given again (``options.explicit``), its length too where neither --max-steps nor
+    --epochs is, so that ``--resume`` alone goes on as it was started; those given again are
+    check_resume_matches' to compare. The --init-weights and --deepspeed-config it started with
+    are started_network's and started_deepspeed_config's. A config that cannot be read is
+    check_resume_matches' to refuse."""
+    try:
+        was = dict(json.loads((run_dir / "config.json").read_text())["options"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return options
+    length_given = bool({"max_steps", "epochs"} & options.explicit)
+    taken = {f.name: was[f.name] for f in fields(options)
+             if f.name in was and f.name not in NOT_TAKEN_ON_RESUME and f.name not in options.explicit
+             and not (f.name in ("max_steps", "epochs") and length_given)}
+    return replace(options, **taken)
 
 
 def started_network(run_dir: Path, options: TrainOptions) -> tuple[str | None, dict | None]:

@@ -94,7 +94,8 @@ def test_resume_continues_at_the_right_step_with_the_same_results(chips, tmp_pat
     (run / "checkpoints" / "latest").write_text("step00000004")
     lines = [r for r in metrics(run) if r["step"] <= 4]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
-    again = run_cli_process("train", chips, "-o", run, "--max-steps", 6, "--resume", *common)
+    # --resume alone, as the interrupted run says: the length and options it was started with are its
+    again = run_cli_process("train", chips, "-o", run, "--resume")
     assert again.returncode == 0, again.stderr
     resumed, reference = metrics(run), metrics(tmp_path / "straight")
     assert [r["step"] for r in resumed if r["kind"] == "train"] == [1, 2, 3, 4, 5, 6]
@@ -476,11 +477,11 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
         (run / "checkpoints" / "latest").write_text("step4")
         (run / "config.json").write_text(json.dumps({"world_size": 2, "options": {"batch_size": 8}}))
         extra = ["--resume", "--batch-size", 4]
-    elif case == "resume_other_inputs":  # a run started with the water indices as inputs
+    elif case == "resume_other_inputs":  # a run started without the water indices as inputs, given them
         (run / "checkpoints").mkdir(parents=True)
         (run / "checkpoints" / "latest").write_text("step4")
-        (run / "config.json").write_text(json.dumps({"world_size": 1, "options": {"batch_size": 8, "water_indices": True}}))
-        extra = ["--resume"]
+        (run / "config.json").write_text(json.dumps({"world_size": 1, "options": {"batch_size": 8, "water_indices": False}}))
+        extra = ["--resume", "--water-indices"]
     elif case == "resume_chips_changed":  # a run started on the folder before it was chipped again
         (run / "checkpoints").mkdir(parents=True)
         (run / "checkpoints" / "latest").write_text("step4")
@@ -492,7 +493,7 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
         (run / "checkpoints" / "latest").write_text("step4")
         (run / "config.json").write_text(json.dumps({"world_size": 1, "options": {"batch_size": 8,
                                                                                   "label_edges": "majority"}}))
-        extra = ["--resume"]
+        extra = ["--resume", "--label-edges", "whole"]
     elif case in ("resume_other_lr", "resume_other_chips"):  # a run started at lr 2e-4 on a folder called synthetic
         (run / "checkpoints").mkdir(parents=True)
         (run / "checkpoints" / "latest").write_text("step4")
