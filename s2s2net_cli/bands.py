@@ -95,7 +95,10 @@ def band_indexes(given) -> tuple[int, ...]:
     try:
         indexes = tuple(int(v) if isinstance(v, str) else operator.index(v) for v in items)
     except (TypeError, ValueError):
-        raise refuse("S2N-BANDS-NOT-LIST", option("bands"), value=text) from None
+        names = [band_name(str(v).strip()) for v in items]
+        named = (": it takes each band's 1-based position in the stack, not its name (a stack whose bands are"
+                 " described is read by name without it)") if any(names) else ""
+        raise refuse("S2N-BANDS-NOT-LIST", option("bands"), value=text, named=named) from None
     if len(indexes) != len(BAND_NAMES):
         raise refuse("S2N-BANDS-OPTION-COUNT", option("bands"), bands=",".join(BAND_NAMES), count=len(indexes))
     if min(indexes) < 1:

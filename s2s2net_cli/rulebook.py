@@ -307,7 +307,7 @@ RULES = _book(
     Rule("S2N-BLEND-NEGATIVE", USAGE, "blend={blend} is negative"),
     Rule("S2N-DEGRADE-FACTOR", USAGE, "{o.degrade:{factor}} is not one of {choices}"),
     Rule("S2N-LABEL-EDGES", USAGE, "{o.label_edges:{value}} is not one of {choices}"),
-    Rule("S2N-BANDS-NOT-LIST", USAGE, "{value!r} is not a comma-separated list of band numbers"),
+    Rule("S2N-BANDS-NOT-LIST", USAGE, "{value!r} is not a comma-separated list of band numbers{named}"),
     Rule("S2N-BANDS-OPTION-COUNT", USAGE, "needs 6 band indexes ({bands}), got {count}"),
     Rule("S2N-BANDS-ONE-BASED", USAGE, "band indexes are 1-based"),
     Rule("S2N-NAME-VALUE", USAGE, "{item!r} is not NAME=VALUE"),

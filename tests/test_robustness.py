@@ -119,6 +119,7 @@ def test_vector_file_that_is_not_one_and_an_empty_folder(tmp_path, random_weight
     (["--threshold", -0.1], "--threshold"), (["--device", "gpu0"], "--device"),
     (["--bands", "1,2,3,4,5"], "--bands"), (["--bands", "0,1,2,3,4,5"], "--bands"), (["--bands", "a,b"], "--bands"),
     (["--bands", "1,1,2,3,4,5"], "band 1 is given twice (as B02 and B03)"),
+    (["--bands", "B2,B3,B4,B8,B11,B12"], "it takes each band's 1-based position in the stack, not its name"),
     (["--co", "NOEQUALS"], "--co"), (["--precision", "8"], "--precision")])
 def test_bad_options_are_usage_errors_naming_the_option(tmp_path, random_weights, args, option):
     scene = write_raster(tmp_path / "s.tif", np.ones((6, 8, 8), "uint16") * 500, transform=T10)
