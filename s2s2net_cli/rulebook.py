@@ -498,6 +498,7 @@ RULES = _book(
     Rule("S2N-DEEPSPEED-CONFIG-NOT-FOUND", INPUT, "DeepSpeed config not found"),
     Rule("S2N-DEEPSPEED-CONFIG-JSON", INPUT, "DeepSpeed config is not valid JSON ({error})"),
     Rule("S2N-DEEPSPEED-CONFIG-OBJECT", INPUT, "DeepSpeed config must be a JSON object"),
+    Rule("S2N-DEEPSPEED-CONFIG-REFUSED", INPUT, "DeepSpeed does not take it: {error}"),
     # data.py
     Rule("S2N-CHIPS-NOT-FOUND", INPUT, "chips folder not found"),
     Rule("S2N-CHIPS-NO-INDEX", INPUT, "has no index.gpkg; make chips with {c.chip}"),

@@ -26,10 +26,11 @@ from torch.utils.data import DataLoader, default_collate
 
 from ..bands import BAND_NAMES, BandSpec
 from ..checkpoint import WeightsCard, has_gate, load_weights, without_gate
+from ..errors import first_line
 from ..formats import NODATA, RUN_BEST, RUN_LAST
 from ..metrics import scores_from_counts
 from ..model import ModelConfig, S2S2Net, widen_inputs
-from ..rulebook import Phrase, finding, refuse
+from ..rulebook import Phrase, finding, option, refuse
 from ..world import World
 from .checkpoints import export_weights, save_checkpoint, weights_only_loading
 from .config import DEFAULT_STEPS, TrainOptions, build_ds_config, lr_factor
@@ -216,11 +217,12 @@ class Trainer:
         self.micro = ds_config["train_micro_batch_size_per_gpu"]
         epoch_chips = len(weighted_order(self.train_ds.records, options.source_weights, options.seed, 0))
         self.steps_per_epoch, self.max_steps = plan_steps(epoch_chips, world, self.micro, options, self.chips_dirs[0])
+        # and a DeepSpeed config DeepSpeed does not take, by building the engine first
+        self.engine, self.scheduler, self.dtype = build_engine(deepspeed, ds_config, model_config, self.spec, init_state, options,
+                                                               self.max_steps)
         if world.leads:
             prepare_run_dir(run_dir, options)
         dist.barrier()
-        self.engine, self.scheduler, self.dtype = build_engine(deepspeed, ds_config, model_config, self.spec, init_state, options,
-                                                               self.max_steps)
         self.card = exported_card(model_config, self.spec, options, world, self.engine.zero_optimization_stage(),
                                   self.chips, self.max_steps)
         if options.resume:
@@ -344,10 +346,15 @@ def build_engine(deepspeed, ds_config: dict, config: ModelConfig, spec: BandSpec
     if "optimizer" not in ds_config:
         optimizer = torch.optim.AdamW(model.parameters(), lr=options.lr, weight_decay=options.weight_decay)
     factor = lr_factor(options.warmup_steps, max_steps)
-    engine, _, _, scheduler = deepspeed.initialize(
-        model=model, optimizer=optimizer, config=ds_config,
-        model_parameters=model.parameters() if optimizer is None else None,
-        lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, factor))  # stepped by engine.step()
+    try:
+        engine, _, _, scheduler = deepspeed.initialize(
+            model=model, optimizer=optimizer, config=ds_config,
+            model_parameters=model.parameters() if optimizer is None else None,
+            lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, factor))  # stepped by engine.step()
+    except (AssertionError, ValueError, KeyError, TypeError) as exc:  # DeepSpeed's own checks of its config
+        if not options.deepspeed_config:
+            raise
+        raise refuse("S2N-DEEPSPEED-CONFIG-REFUSED", option("deepspeed_config"), error=first_line(exc)) from exc
     dtype = torch.bfloat16 if ds_config["bf16"]["enabled"] else (torch.float16 if ds_config["fp16"]["enabled"] else torch.float32)
     cast_norm_buffers(engine.module, dtype)
     return engine, scheduler, dtype

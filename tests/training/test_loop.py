@@ -442,7 +442,7 @@ def test_a_run_resumes_with_the_deepspeed_config_it_was_started_with(chips, tmp_
                                   "resume_other_batch", "resume_other_inputs", "resume_other_label_edges",
                                   "resume_chips_changed",
                                   "resume_other_lr", "resume_other_chips", "overwrite_own_init", "overwrite_own_chips",
-                                  "too_few_overwrite", "too_few_weighed"])
+                                  "too_few_overwrite", "too_few_weighed", "config_refused_overwrite"])
 def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
     target, run = chips, tmp_path / "run"
     extra = []
@@ -515,6 +515,12 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
         extra = ["--overwrite", "--batch-size", 512]
     elif case == "too_few_weighed":  # every chip weighed 0: no chip is drawn, though the folder has them
         extra = ["--source-weight", f"{chips.name}=0"]
+    elif case == "config_refused_overwrite":  # DeepSpeed's own assertion, once the run folder was emptied
+        run.mkdir()
+        (run / "best.safetensors").write_text("an earlier run's")
+        cfg = tmp_path / "ds.json"
+        cfg.write_text(json.dumps({"optimizer": {"type": "NoSuchOptimizer", "params": {"lr": 1e-3}}}))
+        extra = ["--overwrite", "--deepspeed-config", cfg]
     r = run_cli_process("train", target, "-o", run, *extra)
     assert r.returncode in (1, 2)
     lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
@@ -527,7 +533,8 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
                 "resume_chips_changed": "S2N-RESUME-CHIPS-CHANGED",
                 "resume_other_lr": "S2N-RESUME-OPTION", "resume_other_chips": "S2N-RESUME-CHIPS",
                 "overwrite_own_init": "S2N-RUN-INPUT-INSIDE", "overwrite_own_chips": "S2N-RUN-INPUT-INSIDE",
-                "too_few_overwrite": "S2N-TRAIN-TOO-FEW-CHIPS", "too_few_weighed": "S2N-TRAIN-TOO-FEW-CHIPS"}[case]
+                "too_few_overwrite": "S2N-TRAIN-TOO-FEW-CHIPS", "too_few_weighed": "S2N-TRAIN-TOO-FEW-CHIPS",
+                "config_refused_overwrite": "S2N-DEEPSPEED-CONFIG-REFUSED"}[case]
     assert codes(r.stderr) == [expected], r.stderr
     named = {"resume_other_lr": f"(--init-weights {run / 'last.safetensors'})",
              "resume_other_chips": f"{tmp_path / 'synthetic'}; resume it on the same (this run: {chips})",
@@ -537,13 +544,14 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
              "config_accumulation": "train_micro_batch_size_per_gpu = 4",
              "resume_chips_changed": "was started on chips holding 999 train and 1 val chips, which holds ",
              "too_few_overwrite": "training chips are fewer than one global batch of 512",
-             "too_few_weighed": "0 training chips drawn an epoch as --source-weight weighs them are fewer"}.get(case, "")
+             "too_few_weighed": "0 training chips drawn an epoch as --source-weight weighs them are fewer",
+             "config_refused_overwrite": "--deepspeed-config: DeepSpeed does not take it: NoSuchOptimizer"}.get(case, "")
     assert named in r.stderr
     if case != "both_limits":
         assert len(lines) == 1 and lines[0].startswith("Error:"), r.stderr
     if case.startswith(("resume_other", "resume_chips")):
         assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "config.json"]  # untouched
-    elif case == "too_few_overwrite":  # refused before the folder was emptied
+    elif case in ("too_few_overwrite", "config_refused_overwrite"):  # refused before the folder was emptied
         assert (run / "best.safetensors").read_text() == "an earlier run's" and len(list(run.iterdir())) == 1
     elif case.startswith("overwrite_own"):
         assert sorted(p.name for p in run.iterdir()) == ["best.safetensors" if case == "overwrite_own_init" else "chips"]
