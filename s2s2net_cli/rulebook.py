@@ -499,6 +499,8 @@ RULES = _book(
     Rule("S2N-DEEPSPEED-CONFIG-JSON", INPUT, "DeepSpeed config is not valid JSON ({error})"),
     Rule("S2N-DEEPSPEED-CONFIG-OBJECT", INPUT, "DeepSpeed config must be a JSON object"),
     Rule("S2N-DEEPSPEED-CONFIG-REFUSED", INPUT, "DeepSpeed does not take it: {error}"),
+    Rule("S2N-DEEPSPEED-CONFIG-SCHEDULER", INPUT, "scheduler = {scheduler!r} would not be used: the learning rate "
+         "follows {o.lr}, {o.warmup_steps} and a cosine decay to the last step; leave it out"),
     # data.py
     Rule("S2N-CHIPS-NOT-FOUND", INPUT, "chips folder not found"),
     Rule("S2N-CHIPS-NO-INDEX", INPUT, "has no index.gpkg; make chips with {c.chip}"),

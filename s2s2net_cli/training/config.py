@@ -134,6 +134,8 @@ def build_ds_config(options: TrainOptions, world_size: int, device_type: str, bf
         config["optimizer"] = {"type": "AdamW", "params": {"lr": options.lr, "weight_decay": options.weight_decay}}
     if options.deepspeed_config:
         source = config_source if config_source is not None else option("deepspeed_config")
+        if "scheduler" in options.deepspeed_config:  # DeepSpeed drops it for the run's own, without a word
+            raise refuse("S2N-DEEPSPEED-CONFIG-SCHEDULER", source, scheduler=options.deepspeed_config["scheduler"])
         _check_contradictions(config, options, source)
         _check_batch_keys(config, options.deepspeed_config, world_size, source)
         config = _merge(config, options.deepspeed_config)

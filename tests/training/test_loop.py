@@ -442,7 +442,8 @@ def test_a_run_resumes_with_the_deepspeed_config_it_was_started_with(chips, tmp_
                                   "resume_other_batch", "resume_other_inputs", "resume_other_label_edges",
                                   "resume_chips_changed",
                                   "resume_other_lr", "resume_other_chips", "overwrite_own_init", "overwrite_own_chips",
-                                  "too_few_overwrite", "too_few_weighed", "config_refused_overwrite"])
+                                  "too_few_overwrite", "too_few_weighed", "config_refused_overwrite",
+                                  "config_scheduler"])
 def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
     target, run = chips, tmp_path / "run"
     extra = []
@@ -521,6 +522,10 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
         cfg = tmp_path / "ds.json"
         cfg.write_text(json.dumps({"optimizer": {"type": "NoSuchOptimizer", "params": {"lr": 1e-3}}}))
         extra = ["--overwrite", "--deepspeed-config", cfg]
+    elif case == "config_scheduler":  # DeepSpeed drops a config's scheduler for the run's own, without a word
+        cfg = tmp_path / "ds.json"
+        cfg.write_text(json.dumps({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10}}}))
+        extra = ["--deepspeed-config", cfg]
     r = run_cli_process("train", target, "-o", run, *extra)
     assert r.returncode in (1, 2)
     lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
@@ -534,7 +539,8 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
                 "resume_other_lr": "S2N-RESUME-OPTION", "resume_other_chips": "S2N-RESUME-CHIPS",
                 "overwrite_own_init": "S2N-RUN-INPUT-INSIDE", "overwrite_own_chips": "S2N-RUN-INPUT-INSIDE",
                 "too_few_overwrite": "S2N-TRAIN-TOO-FEW-CHIPS", "too_few_weighed": "S2N-TRAIN-TOO-FEW-CHIPS",
-                "config_refused_overwrite": "S2N-DEEPSPEED-CONFIG-REFUSED"}[case]
+                "config_refused_overwrite": "S2N-DEEPSPEED-CONFIG-REFUSED",
+                "config_scheduler": "S2N-DEEPSPEED-CONFIG-SCHEDULER"}[case]
     assert codes(r.stderr) == [expected], r.stderr
     named = {"resume_other_lr": f"(--init-weights {run / 'last.safetensors'})",
              "resume_other_chips": f"{tmp_path / 'synthetic'}; resume it on the same (this run: {chips})",
@@ -545,7 +551,8 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
              "resume_chips_changed": "was started on chips holding 999 train and 1 val chips, which holds ",
              "too_few_overwrite": "training chips are fewer than one global batch of 512",
              "too_few_weighed": "0 training chips drawn an epoch as --source-weight weighs them are fewer",
-             "config_refused_overwrite": "--deepspeed-config: DeepSpeed does not take it: NoSuchOptimizer"}.get(case, "")
+             "config_refused_overwrite": "--deepspeed-config: DeepSpeed does not take it: NoSuchOptimizer",
+             "config_scheduler": "would not be used: the learning rate follows --lr, --warmup-steps"}.get(case, "")
     assert named in r.stderr
     if case != "both_limits":
         assert len(lines) == 1 and lines[0].startswith("Error:"), r.stderr
