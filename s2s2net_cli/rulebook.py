@@ -695,7 +695,7 @@ RULES = _book(
     Rule("S2N-SCENE-IS-VECTOR", INPUT, "is a vector file, not a scene (a stack, a product or a STAC item); of a "
                                        "pair, the scene comes first and its mask second"),
     Rule("S2N-SCENE-DTYPE", INPUT, "has dtype {dtype}, which cannot hold reflectance (expected uint16, int16 or "
-                                   "float)"),
+                                   "float){mask_like}"),
     Rule("S2N-BANDS-COUNT", INPUT, "{count} band indexes given; the model needs {n_bands}"),
     Rule("S2N-BANDS-INDEX", INPUT, "has {count} band(s); band index {index} does not exist"),
     Rule("S2N-SCENE-BAND-COUNT", INPUT, "has {count} band(s); the model needs {n_bands} ({needs}){lacking}"),

@@ -146,7 +146,9 @@ def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(
     scl = [i for i, d in enumerate(descriptions, start=1) if d and d.strip().upper() in SCL_NAMES]
     check_grid(path, crs, transform)
     if dtype not in _REFLECTANCE_DTYPES:
-        raise refuse("S2N-SCENE-DTYPE", path, dtype=dtype)
+        mask_like = ": a mask, perhaps (one band of bytes); of a pair, the scene comes first and its mask second" \
+            if count == 1 else ""
+        raise refuse("S2N-SCENE-DTYPE", path, dtype=dtype, mask_like=mask_like)
     order_assumed = indexes is None and not any(named)
     if indexes is None:
         indexes = stack_band_indexes(path, named, BAND_NAMES if n_bands == len(BAND_NAMES) else None, n_bands)

@@ -34,8 +34,15 @@ def test_bad_scenes_get_one_clear_error(tmp_path, scene_factory):
         open_scene(ten_m)
     assert "it lacks B11, B12 (B11, B12 are 20 m bands" in str(refused.value)
     u8 = write_raster(tmp_path / "u8.tif", np.ones((6, 8, 8), "uint8"))
-    with raises_rule("S2N-SCENE-DTYPE"):
+    with raises_rule("S2N-SCENE-DTYPE") as refused:
         open_scene(u8)
+    assert "a mask, perhaps" not in str(refused.value)
+    # one band of bytes: a mask given where the scene goes (a pair's two files swapped)
+    mask = write_raster(tmp_path / "mask.tif", np.ones((1, 8, 8), "uint8"))
+    with raises_rule("S2N-SCENE-DTYPE", mask) as refused:
+        open_scene(mask)
+    assert str(refused.value).endswith("a mask, perhaps (one band of bytes); of a pair, the scene comes first and its "
+                                       "mask second")
     with raises_rule("S2N-BANDS-INDEX"):
         open_scene(scene_factory(), SceneOptions(bands=(1, 2, 3, 4, 5, 9)))
     # one band read twice would stand for two of the six, the network given a wrong band without
