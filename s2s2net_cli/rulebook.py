@@ -567,6 +567,9 @@ RULES = _book(
                                           "counts, classes), where a mask of water 1 and land 0 is needed: give a "
                                           "mask of one date"),
     Rule("S2N-MASK-BAND-COUNT", INPUT, "has {count} bands, where a mask has one (water 1, land 0)"),
+    Rule("S2N-RIVERS-GIVEN-SCENE", INPUT, "has {count} bands of reflectance, a scene: rivers are measured on a water "
+                                          "mask; map the scene's water first with {c.predict} (its {o.rivers} does "
+                                          "both)"),
     Rule("S2N-MASK-IS-SCENE", INPUT, "has {count} bands, where a mask has one (water 1, land 0): a scene is read as a "
                                      "date without {o.from_masks}"),
     Rule("S2N-MASK-NODATA-IS-CLASS", INPUT, "its nodata value is {nodata:g}, which a mask means as {kind} (water 1, "

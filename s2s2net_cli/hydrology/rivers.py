@@ -45,6 +45,7 @@ from shapely import line_merge
 from shapely.geometry import LineString, MultiLineString, Point, box
 from shapely.ops import substring
 
+from ..bands import BAND_NAMES
 from ..formats import NODATA, RIVERS_FILE, WATER, check_exists, occurrence_cut, probability_cut
 from ..io import atomic_path, check_output
 from ..labels import NODATA_TAG, check_label, check_one_band, open_label
@@ -202,6 +203,7 @@ class MaskReader:
             with rasterio.open(self.path) as src:
                 self.width, self.height, self.crs, self.transform = src.width, src.height, src.crs, src.transform
                 self.nodata, tags, self.count = src.nodata, src.tags(), src.count
+                dtype = src.dtypes[0]
         except rasterio.errors.RasterioIOError as exc:
             raise refuse("S2N-RASTER-UNREADABLE", self.path) from exc
         check_measurable(self.path, self.crs, self.transform)
@@ -210,6 +212,8 @@ class MaskReader:
             raise refuse("S2N-RIVERS-NOT-OCCURRENCE", self.path)
         if self.cut is not None:
             return  # bands 2-4 count dates and classes: band 1 is read
+        if self.count >= len(BAND_NAMES) and dtype != "uint8":  # a scene's reflectance, not its water
+            raise refuse("S2N-RIVERS-GIVEN-SCENE", self.path, count=self.count)
         check_one_band(self.path, self.count)
         self.cut = probability_cut(tags)
         if self.cut is None:
