@@ -567,9 +567,6 @@ RULES = _book(
                                           "counts, classes), where a mask of water 1 and land 0 is needed: give a "
                                           "mask of one date"),
     Rule("S2N-MASK-BAND-COUNT", INPUT, "has {count} bands, where a mask has one (water 1, land 0)"),
-    Rule("S2N-RIVERS-GIVEN-SCENE", INPUT, "has {count} bands of reflectance, a scene: rivers are measured on a water "
-                                          "mask; map the scene's water first with {c.predict} (its {o.rivers} does "
-                                          "both)"),
     Rule("S2N-MASK-IS-SCENE", INPUT, "has {count} bands, where a mask has one (water 1, land 0): a scene is read as a "
                                      "date without {o.from_masks}"),
     Rule("S2N-MASK-NODATA-IS-CLASS", INPUT, "its nodata value is {nodata:g}, which a mask means as {kind} (water 1, "
@@ -644,6 +641,9 @@ RULES = _book(
     Rule("S2N-RIVERS-NOT-SQUARE", INPUT, "its pixels are not square and north-up, as river widths need"),
     Rule("S2N-RIVERS-NOT-OCCURRENCE", USAGE, "is no occurrence raster of {c.occurrence} (its software tag says "
                                              "so), and {o.min_occurrence} cuts one"),
+    Rule("S2N-RIVERS-GIVEN-SCENE", INPUT, "has {count} bands of reflectance, a scene: rivers are measured on a water "
+                                          "mask; map the scene's water first with {c.predict} (its {o.rivers} does "
+                                          "both)"),
     # run_folder.py
     Rule("S2N-RESUME-NOTHING", INPUT, "nothing to resume (no checkpoints/latest)"),
     Rule("S2N-RUN-EXISTS", EXISTS, "already exists (use {o.resume} to continue or {o.overwrite} to start over)"),

@@ -33,7 +33,9 @@ class TrainOptions:
     zero_stage: int = 2
     offload_optimizer: bool = False
     deepspeed_config: dict | None = None
-    explicit: frozenset = frozenset()  # options the user gave: a --deepspeed-config may not contradict them, a resumed run takes the others as it was started
+    # the options the user gave: a --deepspeed-config may not contradict them, a resumed run takes the others as it
+    # was started
+    explicit: frozenset = frozenset()
     val_every: int = 100
     seed: int = 42
     num_workers: int = 0
