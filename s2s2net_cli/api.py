@@ -16,6 +16,8 @@ The command line calls these same functions.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import os
 import typing
 from dataclasses import fields
@@ -33,13 +35,18 @@ __all__ = ["predict", "predict_scenes", "evaluate", "rivers", "occurrence", "loa
            "gate"]
 
 
-def _split(options: dict, *bundles) -> list[dict]:
-    """``options`` shared out among the dataclasses ``bundles`` by field name (TypeError for one
-    that none of them takes)."""
+def _split(function: Callable, options: dict, *bundles) -> list[dict]:
+    """``options`` (``function``'s ``**options``) shared out among the dataclasses ``bundles`` by
+    field name; a keyword none of them takes is a TypeError, as Python words it, with the nearest
+    name ``function`` takes."""
     names = [{f.name for f in fields(b)} for b in bundles]
     unknown = set(options) - set().union(*names)
     if unknown:
-        raise TypeError(f"unexpected keyword argument {sorted(unknown)[0]!r}")
+        given = sorted(unknown)[0]
+        own = [p.name for p in inspect.signature(function).parameters.values() if p.kind is p.KEYWORD_ONLY]
+        near = difflib.get_close_matches(given, sorted(set().union(*names, own) - {"explicit"}), n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise TypeError(f"{function.__name__}() got an unexpected keyword argument {given!r}{hint}")
     return [{k: v for k, v in options.items() if k in n} for n in names]
 
 
@@ -123,6 +130,7 @@ def predict(scene, output=None, *, probability: bool = False, vector=None, river
         The scene's ``SceneResult`` (output, water_km2, warnings as findings, ...), or for a
         DataArray without ``output`` the mask as a DataArray on the exact 5x grid.
     """
+    _split(predict, options, ModelOptions, SceneOptions)  # a keyword neither takes: named as predict's
     if output is None and type(scene).__name__ == "DataArray":
         from .inference.dataarray import predict_dataarray  # heavy: torch, xarray
 
@@ -170,7 +178,7 @@ def predict_scenes(scenes: list, output, *, probability: bool = False, vector=No
     """
     from .inference.batch import predict_batch  # heavy: torch
 
-    model, scene = _split(options, ModelOptions, SceneOptions)
+    model, scene = _split(predict_scenes, options, ModelOptions, SceneOptions)
     predict_options = PredictOptions(**model, scene=SceneOptions(**scene), probability=probability, cog=cog,
                                      creation_options=creation_options or {}, overwrite=overwrite)
 
@@ -214,7 +222,7 @@ def evaluate(pairs=(), *, manifests=(), weights=(), baselines=(), nodata: float 
     from .manifest import pairs_from_options
 
     check_kinds({"nodata": nodata, "degrade": degrade, "overwrite": overwrite}, typing.get_type_hints(evaluate))
-    model, scene = _split(options, ModelOptions, SceneOptions)
+    model, scene = _split(evaluate, options, ModelOptions, SceneOptions)
     scene_options = SceneOptions(**scene)
     predict_options = PredictOptions(**model, scene=scene_options, overwrite=overwrite or save_predictions is None)
     weights = _paths(weights if weights is not None else (), "weights")
@@ -247,6 +255,7 @@ def rivers(mask, output, *, overwrite: bool = False, on_progress: Callable[[int,
     from .hydrology.rivers import RiverOptions, measure_rivers  # heavy: geopandas
 
     _check_path(mask, "mask")
+    _split(rivers, options, RiverOptions)
     return measure_rivers(mask, output, RiverOptions(overwrite=overwrite, **options), on_progress=on_progress)
 
 
@@ -278,7 +287,7 @@ def occurrence(scenes: list, output, *, from_masks: bool = False, like=None, dat
     from .hydrology.occurrence import OccurrenceOptions, water_occurrence
     from .hydrology.series import check_masks_options, dated_series, grid_date, series_grid
 
-    model, scene = _split(options, ModelOptions, SceneOptions)
+    model, scene = _split(occurrence, options, ModelOptions, SceneOptions)
     scene_options = SceneOptions(**scene)
     if from_masks:
         check_masks_options(ModelOptions(**model), scene_options)
@@ -352,7 +361,7 @@ def chip(pairs=(), output=None, *, manifests=(), overwrite: bool = False, on_pro
 
     if output is None:
         raise TypeError("chip() needs an output folder for the chips")
-    chip_fields, scene = _split(options, ChipOptions, SceneOptions)
+    chip_fields, scene = _split(chip, options, ChipOptions, SceneOptions)
     chip_fields.pop("scene", None)
     chip_options = ChipOptions(scene=SceneOptions(**scene), overwrite=overwrite, **chip_fields)
     try:
@@ -385,6 +394,7 @@ def train(chips_dirs, run_dir, *, world: World | None = None, on_record: Callabl
     from .training.loop import train as run  # heavy: torch, deepspeed
 
     _check_path(run_dir, "run_dir")
+    _split(train, options, TrainOptions)
     options.setdefault("explicit", frozenset(options))  # what a deepspeed_config given beside them may not contradict
     result = run(_paths(chips_dirs, "chips_dirs"), run_dir, TrainOptions(**options), on_record=on_record, world=world)
     _warn_all(result.warnings)

@@ -63,6 +63,29 @@ def test_predict_writes_what_the_command_writes(tmp_path, random_weights):
         s2n.predict(scene, tmp_path / "other.tif", tile_sise=32)
 
 
+
+@pytest.mark.parametrize("call, misspelt, said", [
+    (lambda p, **k: s2n.predict(p / "s.tif", p / "w.tif", **k), "tilesize", "predict() got an unexpected keyword "
+     "argument 'tilesize'; did you mean 'tile_size'?"),
+    (lambda p, **k: s2n.predict_scenes([p / "s.tif"], p, **k), "skip_exsting", "did you mean 'skip_existing'?"),
+    (lambda p, **k: s2n.evaluate([(p / "s.tif", p / "l.tif")], **k), "baseline", "evaluate() got an unexpected "
+     "keyword argument 'baseline'; did you mean 'baselines'?"),
+    (lambda p, **k: s2n.rivers(p / "w.tif", p / "r.gpkg", **k), "spacing", "did you mean 'spacing_m'?"),
+    (lambda p, **k: s2n.occurrence([p / "w.tif"], p / "o.tif", **k), "from_mask", "did you mean 'from_masks'?"),
+    (lambda p, **k: s2n.chip([(p / "s.tif", p / "l.tif")], p / "c", **k), "chip_size", "chip() got an unexpected keyword "
+     "argument 'chip_size'; did you mean 'size'?"),
+    (lambda p, **k: s2n.train([p / "c"], p / "run", **k), "log_every", "train() got an unexpected keyword "
+     "argument 'log_every'; did you mean 'val_every'?"),
+    (lambda p, **k: s2n.train([p / "c"], p / "run", **k), "learning_rate", "'learning_rate'"),
+])
+def test_a_misspelt_keyword_is_named_with_the_nearest_one(tmp_path, call, misspelt, said):
+    """Every function names itself and the keyword it does not take, before any file is read
+    (train and rivers gave their option bundle's name, TrainOptions.__init__(), and no hint)."""
+    with pytest.raises(TypeError) as raised:
+        call(tmp_path, **{misspelt: 1})
+    assert said in str(raised.value) and "Options" not in str(raised.value)
+    assert list(tmp_path.iterdir()) == []
+
 def test_a_dataarray_without_output_refuses_what_only_a_file_takes(tmp_path):
     """Its mask is returned, not written: polygons or rivers asked beside it were dropped silently."""
     import rioxarray
