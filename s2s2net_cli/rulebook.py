@@ -400,7 +400,7 @@ RULES = _book(
     Rule("S2N-GRID-SHIFT-OUTPUT", WARNING, "lies {dx:+.3g}, {dy:+.3g} (x, y in its CRS's units) off the output grid, "
                                            "part of a cell: counted onto it, each cell is read partly from its "
                                            "neighbours; resample it onto the grid first ({o.like} names the grid)"),
-    Rule("S2N-CHIP-TEST-REGIONS-MISS", WARNING, "no chip touches these test regions, so the test split is empty "
+    Rule("S2N-CHIP-TEST-REGIONS-MISS", WARNING, "no chip overlaps these test regions, so the test split is empty "
                                                 "(regions of another place, or drawn in another CRS than they say?)"),
     Rule("S2N-CHIP-NODATA-SKIPPED", WARNING, "{skipped} of {windows} chip windows were skipped, more than half: "
                                              "they hold more nodata than {o.max_nodata:{max_nodata:g}} allows (training "

@@ -37,7 +37,7 @@ log = logging.getLogger("s2s2net")
               help="Largest nodata fraction a chip may have.")
 @click.option("--test-ids", default=None, metavar="ID,ID", help="Scene ids held out as the test split.")
 @click.option("--test-regions", type=click.Path(dir_okay=False), default=None,
-              help="Vector file: chips intersecting its polygons are the test split.")
+              help="Vector file: chips its polygons overlap (by a 2 m pixel or more) are the test split.")
 @click.option("--val-fraction", type=click.FloatRange(0, 1), default=0.2, show_default=True,
               help="Share of chips drawn for validation, in blocks (1: every chip validates, none trains; 0: none validates).")
 @seed_option(42, "Seed of the validation blocks' draw.")

@@ -173,7 +173,7 @@ def _cut_all(prepared: list["_Prepared"], out_dir: Path, options: ChipOptions, r
                 if isinstance(record, str):
                     summary.skipped[record] += 1
                     continue
-                in_region = regions_in_index is not None and record["geometry"].intersects(regions_in_index)
+                in_region = regions_in_index is not None and _overlaps(record["geometry"], regions_in_index, options.size)
                 record["split"] = "test" if (is_test_scene or in_region) else (
                     None if prep.pair.split in drawn_from else prep.pair.split)
                 rows.append(record)
@@ -233,10 +233,10 @@ def _write_index(prepared: list["_Prepared"], rows: list[dict], out_dir: Path, o
     import geopandas as gpd  # heavy: only the index needs it
 
     in_blocks = _assign_splits(rows, options)
-    rows = _drop_overlapping(rows, "test", ("train", "val"), out_dir, summary)
+    rows = _drop_overlapping(rows, "test", ("train", "val"), out_dir, summary, options.size)
     # validation chips drawn one by one overlap their own scene's training chips; never another's
     # (two dates or two labels of one place)
-    rows = _drop_overlapping(rows, "val", ("train",), out_dir, summary, other_scenes_only=not in_blocks)
+    rows = _drop_overlapping(rows, "val", ("train",), out_dir, summary, options.size, other_scenes_only=not in_blocks)
     for r in rows:
         summary.chips[r["split"]] += 1
     summary.labels_10m = sum(r["label_scale"] > 1 for r in rows)
@@ -414,8 +414,14 @@ def _drawn_blocks(free: list[dict], span: int, n_val: int, rng: random.Random) -
     return chosen
 
 
+def _overlaps(chip, other, size: int) -> bool:
+    """Whether ``other`` covers at least one 2 m pixel's area of ``chip`` (a footprint ``size``
+    10 m pixels a side): a border shared, or a reprojection's sliver, is no overlap."""
+    return chip.intersects(other) and chip.intersection(other).area * (size * SCALE_FACTOR) ** 2 >= chip.area
+
+
 def _drop_overlapping(rows: list[dict], held: str, others: tuple[str, ...], out_dir: Path,
-                      summary: ChipSummary, other_scenes_only: bool = False) -> list[dict]:
+                      summary: ChipSummary, size: int, other_scenes_only: bool = False) -> list[dict]:
     """A hold-out must be geographically separate: drop chips of the ``others`` splits that
     overlap a chip of the ``held`` split (test, then val), of any scene (footprints in the index's
     CRS), or with ``other_scenes_only`` of another scene than their own."""
@@ -428,7 +434,7 @@ def _drop_overlapping(rows: list[dict], held: str, others: tuple[str, ...], out_
     for r in rows:
         if r["split"] in others:
             hits = tree.query(r["geometry"])
-            if any(r["geometry"].intersection(held_geoms[h]).area > 0
+            if any(_overlaps(r["geometry"], held_geoms[h], size)
                    and not (other_scenes_only and held_rows[h]["scene_id"] == r["scene_id"]) for h in hits):
                 summary.skipped[f"overlaps_{held}"] += 1
                 (out_dir / r["image"]).unlink(missing_ok=True)

@@ -408,8 +408,27 @@ def test_hold_out_by_region_is_geographically_separate(tmp_path):
     summary = json.loads(r.stdout)
     assert r.returncode == 0 and summary["chips"]["test"] == 0 and summary["chips"]["train"] > 0
     assert [w["code"] for w in summary["warnings"]] == ["S2N-CHIP-TEST-REGIONS-MISS"]
-    assert f"{tmp_path / 'elsewhere.geojson'}: no chip touches these test regions" in r.stderr
+    assert f"{tmp_path / 'elsewhere.geojson'}: no chip overlaps these test regions" in r.stderr
 
+
+
+@pytest.mark.parametrize("crs", ["scene", "EPSG:4326"])
+def test_a_region_on_chip_borders_holds_out_the_chips_it_covers_alone(tmp_path, crs):
+    """A region drawn along chip borders (a block of chips, say) held out its neighbours too,
+    which only share a border with it, or meet it in the sliver a round trip through WGS 84
+    leaves: nine chips of a 4 x 4 scene for the four it covers."""
+    p = make_pair(64, seed=9, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    t = p.transform
+    region = gpd.GeoDataFrame(geometry=[box(*(t * (0, 64)), *(t * (32, 32)))], crs=p.crs)  # the bottom-left quarter
+    (region if crs == "scene" else region.to_crs(crs)).to_file(tmp_path / "holdout.geojson")
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 16,
+                "--val-fraction", 0, "--test-regions", tmp_path / "holdout.geojson", "--json")
+    assert r.returncode == 0, r.stderr
+    index = gpd.read_file(tmp_path / "chips" / "index.gpkg")
+    test = index[index.split == "test"]
+    assert sorted(zip(test.row, test.col)) == [(32, 0), (32, 16), (48, 0), (48, 16)]
+    assert len(index) == 16 and json.loads(r.stdout)["skipped"]["overlaps_test"] == 0
 
 def test_rerun_is_refused_without_overwrite(pairs):
     args = ["chip", "--manifest", pairs / "pairs.csv", "-o", pairs / "chips", "--size", 36]
