@@ -645,8 +645,8 @@ RULES = _book(
                                           "mask; map the scene's water first with {c.predict} (its {o.rivers} does "
                                           "both)"),
     # run_folder.py
-    Rule("S2N-RESUME-NOTHING", INPUT, "nothing to resume (no checkpoints/latest)"),
-    Rule("S2N-RUN-EXISTS", EXISTS, "already exists (use {o.resume} to continue or {o.overwrite} to start over)"),
+    Rule("S2N-RESUME-NOTHING", INPUT, "nothing to resume (no checkpoints/latest): {why}"),
+    Rule("S2N-RUN-EXISTS", EXISTS, "already exists ({then})"),
     Rule("S2N-RUN-INPUT-INSIDE", USAGE, "lies in {run_dir}, which {o.overwrite} empties before training: train into "
                                         "another folder (or move it out first)"),
     Rule("S2N-RESUME-CONFIG-UNREADABLE", INPUT, "cannot be read to resume the run ({error})"),

@@ -26,6 +26,11 @@ CHECKPOINTS = RUN_CHECKPOINTS  # the DeepSpeed checkpoints' folder inside the ru
 KEPT_ON_RESUME = ("lr", "weight_decay", "warmup_steps", "grad_clip", "seed", "augment", "source_weights", "precision",
                   "zero_stage", "offload_optimizer", "boundary_weight")
 
+# what a run folder that is there, or is not, leaves to do
+RESUME_OR_OVERWRITE = Phrase("use {o.resume} to continue or {o.overwrite} to start over")
+STOPPED_BEFORE_CHECKPOINT = Phrase("the run there stopped before its first checkpoint: {o.overwrite} starts it over")
+NOT_A_RUN = Phrase("it holds no training run: give a new or empty folder; {o.overwrite} empties this one first")
+NO_RUN = Phrase("no run was started there (leave out {o.resume} to start one)")
 
 def check_run_dir(run_dir: Path, options: TrainOptions, inputs=()) -> None:
     """What may happen to ``run_dir``: resumed only from a checkpoint, started only when empty
@@ -33,12 +38,13 @@ def check_run_dir(run_dir: Path, options: TrainOptions, inputs=()) -> None:
     folders, --init-weights: a fine-tune of a run's best.safetensors into its own folder) lies
     in it."""
     check_folder_output(run_dir)
-    ckpt = run_dir / CHECKPOINTS
+    resumable, started = (run_dir / CHECKPOINTS / "latest").exists(), (run_dir / "config.json").exists()
     if options.resume:
-        if not (ckpt / "latest").exists():
-            raise refuse("S2N-RESUME-NOTHING", run_dir)
+        if not resumable:
+            raise refuse("S2N-RESUME-NOTHING", run_dir, why=STOPPED_BEFORE_CHECKPOINT if started else NO_RUN)
     elif run_dir.exists() and any(run_dir.iterdir()) and not options.overwrite:
-        raise refuse("S2N-RUN-EXISTS", run_dir)
+        then = RESUME_OR_OVERWRITE if resumable else STOPPED_BEFORE_CHECKPOINT if started else NOT_A_RUN
+        raise refuse("S2N-RUN-EXISTS", run_dir, then=then)
     elif run_dir.exists() and options.overwrite:
         inside = next((i for i in inputs if i is not None and lies_in(i, run_dir)), None)
         if inside is not None:

@@ -437,7 +437,8 @@ def test_a_run_resumes_with_the_deepspeed_config_it_was_started_with(chips, tmp_
         assert (run / "metrics.jsonl").read_text() == kept
 
 
-@pytest.mark.parametrize("case", ["no_index", "empty_train", "exists", "nothing_to_resume", "contradiction",
+@pytest.mark.parametrize("case", ["no_index", "empty_train", "exists", "nothing_to_resume", "stopped_early",
+                                  "resume_stopped_early", "contradiction",
                                   "config_rank_batch", "config_accumulation", "both_limits",
                                   "resume_other_batch", "resume_other_inputs", "resume_other_label_edges",
                                   "resume_chips_changed",
@@ -462,6 +463,11 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
         (run / "something").write_text("x")
     elif case == "nothing_to_resume":
         extra = ["--resume"]
+    elif case in ("stopped_early", "resume_stopped_early"):  # a run that failed before its first checkpoint
+        run.mkdir()
+        (run / "config.json").write_text(json.dumps({"world_size": 1, "options": {"batch_size": 8}}))
+        (run / "metrics.jsonl").write_text("")
+        extra = ["--resume"] if case == "resume_stopped_early" else []
     elif case == "contradiction":
         cfg = tmp_path / "ds.json"
         cfg.write_text(json.dumps({"zero_optimization": {"stage": 1}}))
@@ -531,7 +537,8 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
     lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
     assert "Traceback" not in r.stderr
     expected = {"no_index": "S2N-CHIPS-NO-INDEX", "empty_train": "S2N-CHIPS-NO-TRAIN-VAL", "exists": "S2N-RUN-EXISTS",
-                "nothing_to_resume": "S2N-RESUME-NOTHING", "contradiction": "S2N-DEEPSPEED-CONFIG-CONTRADICTS",
+                "nothing_to_resume": "S2N-RESUME-NOTHING", "stopped_early": "S2N-RUN-EXISTS",
+                "resume_stopped_early": "S2N-RESUME-NOTHING", "contradiction": "S2N-DEEPSPEED-CONFIG-CONTRADICTS",
                 "config_rank_batch": "S2N-DEEPSPEED-CONFIG-BATCH", "config_accumulation": "S2N-DEEPSPEED-CONFIG-BATCH",
                 "both_limits": "S2N-OPTIONS-EXCLUSIVE", "resume_other_batch": "S2N-RESUME-WORLD",
                 "resume_other_inputs": "S2N-RESUME-WATER-INDICES", "resume_other_label_edges": "S2N-RESUME-LABEL-EDGES",
@@ -542,7 +549,12 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
                 "config_refused_overwrite": "S2N-DEEPSPEED-CONFIG-REFUSED",
                 "config_scheduler": "S2N-DEEPSPEED-CONFIG-SCHEDULER"}[case]
     assert codes(r.stderr) == [expected], r.stderr
-    named = {"resume_other_lr": f"(--init-weights {run / 'last.safetensors'})",
+    # the way on that each says, where --resume would find nothing (it said "use --resume to continue")
+    named = {"exists": "already exists (it holds no training run: give a new or empty folder; --overwrite empties",
+             "nothing_to_resume": "no run was started there (leave out --resume to start one)",
+             "stopped_early": "already exists (the run there stopped before its first checkpoint: --overwrite starts",
+             "resume_stopped_early": "the run there stopped before its first checkpoint: --overwrite starts it over",
+             "resume_other_lr": f"(--init-weights {run / 'last.safetensors'})",
              "resume_other_chips": f"{tmp_path / 'synthetic'}; resume it on the same (this run: {chips})",
              "overwrite_own_init": f"{run / 'best.safetensors'}: lies in {run}",
              "overwrite_own_chips": f"{run / 'chips'}: lies in {run}",
@@ -562,6 +574,8 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
         assert (run / "best.safetensors").read_text() == "an earlier run's" and len(list(run.iterdir())) == 1
     elif case.startswith("overwrite_own"):
         assert sorted(p.name for p in run.iterdir()) == ["best.safetensors" if case == "overwrite_own_init" else "chips"]
+    elif case in ("stopped_early", "resume_stopped_early"):
+        assert sorted(p.name for p in run.iterdir()) == ["config.json", "metrics.jsonl"]
     elif case != "exists":
         assert not run.exists() or case == "nothing_to_resume" and not any(run.iterdir())
 
