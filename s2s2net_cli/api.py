@@ -27,7 +27,7 @@ from typing import Callable
 from .errors import S2S2NetError
 from .inference.options import ModelOptions, PredictOptions
 from .option_checks import check_kinds
-from .rulebook import Finding, refuse, warn
+from .rulebook import Finding, finding, refuse, warn
 from .sources.options import SceneOptions
 from .world import World
 
@@ -267,7 +267,9 @@ def occurrence(scenes: list, output, *, from_masks: bool = False, like=None, dat
     Args:
         scenes: scenes of one place (any source ``predict`` takes; a STAC ItemCollection file
             stands for its items), or with ``from_masks`` 2 m masks already predicted; one path
-            is one scene.
+            is one scene. Or an ``xarray.DataArray`` (time, band, y, x), as odc-stac and
+            stackstac give one: each date predicted as ``predict(cube.isel(time=k))`` predicts
+            it, dated by its time and named ``DataArray.isel(time=k)``.
         output: the GeoTIFF to write (occurrence, water count, valid count, and class).
         like: count on this raster's grid (default: the first scene's 2 m grid).
         dates: for scenes whose metadata says no date: a CSV of scene,date, or a dict of scene
@@ -293,14 +295,46 @@ def occurrence(scenes: list, output, *, from_masks: bool = False, like=None, dat
         check_masks_options(ModelOptions(**model), scene_options)
     occurrence_options = OccurrenceOptions(classes=classes, strict=strict, cog=cog,
                                            creation_options=creation_options or {}, overwrite=overwrite)
-    series = dated_series(_paths(scenes, "scenes"), from_masks, dates)
-    grid = series_grid(grid_date(series), like, scene_options)
-    predict = None if from_masks else _date_predictor(ModelOptions(**model), scene_options)
+    if type(scenes).__name__ == "DataArray":
+        series, grid, predict = _cube_series(scenes, from_masks, dates, like, ModelOptions(**model), scene_options)
+    else:
+        series = dated_series(_paths(scenes, "scenes"), from_masks, dates)
+        grid = series_grid(grid_date(series), like, scene_options)
+        predict = None if from_masks else _date_predictor(ModelOptions(**model), scene_options)
     summary = water_occurrence(series, output, grid, occurrence_options, predict, world or World.from_environment(),
                                on_progress=on_progress)
     if summary is not None:  # the leading rank's: what each date's scene or name said
         _warn_all([w for d in [*summary.dates, *summary.skipped] for w in d.warnings])
     return summary
+
+
+def _cube_series(cube, from_masks: bool, dates, like, model: ModelOptions, scene: SceneOptions):
+    """The dates of a (time, band, y, x) cube (odc-stac's, stackstac's), dated by its time, the
+    2 m grid of its pixels (or ``like``'s), and predict(name, mask_path) for each date."""
+    from .grid import SCALE_FACTOR, fine_transform
+    from .hydrology.occurrence import DateMask, Grid
+    from .hydrology.series import series_grid
+    from .inference.dataarray import cube_dates, cube_predictor, north_up_stack
+    from .inference.predictor import Predictor  # heavy: torch
+    from .weights_header import default_weights
+
+    if from_masks or dates is not None:
+        given = "from_masks" if from_masks else "dates"
+        raise TypeError(f"occurrence() predicts a DataArray's dates, dated by its time coordinate: {given} is for "
+                        "files")
+    series = [DateMask(name, date) for name, date in cube_dates(cube)]
+    for d in series:
+        if d.date is None:
+            d.warnings.append(finding("S2N-OCCURRENCE-UNDATED", d.source))
+    if like:
+        grid = series_grid(series[0], like)
+    else:
+        stack = north_up_stack(cube.isel(time=0))[0]
+        grid = Grid(stack.rio.crs, fine_transform(stack.rio.transform()), stack.rio.width * SCALE_FACTOR,
+                    stack.rio.height * SCALE_FACTOR)
+    predictor = Predictor(model.weights or default_weights(), PredictOptions.of(model, scene=scene, overwrite=True),
+                          World())
+    return series, grid, cube_predictor(cube, predictor)
 
 
 def _date_predictor(model: ModelOptions, scene: SceneOptions) -> Callable:

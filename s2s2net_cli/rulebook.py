@@ -518,10 +518,12 @@ RULES = _book(
     # dataarray.py
     Rule("S2N-DATAARRAY-DIMS", INPUT, "needs dimensions (band, y, x), has {dims}"),
     Rule("S2N-DATAARRAY-SEVERAL", INPUT, "holds {count} values of {dim} besides (band, y, x): predict them one at "
-                                         "a time (da.isel({dim}=0), ...)"),
+                                         "a time (da.isel({dim}=0), ...); occurrence counts a cube's dates"),
     Rule("S2N-DATAARRAY-NO-BAND", INPUT, "no band {band} (looked for {looked_for} in {names})"),
     Rule("S2N-DATAARRAY-BAND-COUNT", INPUT, "{count} unnamed bands; the model needs 6 ({needs})"),
     Rule("S2N-DATAARRAY-NO-CRS", INPUT, "has no CRS (set one with da.rio.write_crs)"),
+    Rule("S2N-DATAARRAY-NO-TIME", INPUT, "has dimensions {dims}: occurrence counts the dates of a (time, band, y, x) "
+                                         "cube"),
     # dates.py
     Rule("S2N-DATES-UNREADABLE", INPUT, "cannot be read ({error})"),
     Rule("S2N-DATES-COLUMNS", INPUT, "needs the columns scene,date ({header})"),

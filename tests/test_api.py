@@ -165,6 +165,38 @@ def test_occurrence_takes_dates_as_a_dict_of_scenes(tmp_path):
     assert str(refused.value) == "dates: '01/03/2021' for b.tif is not an ISO date (YYYY-MM-DD)"
 
 
+
+def test_occurrence_counts_the_dates_of_a_dataarray_cube(tmp_path, random_weights):
+    """A (time, band, y, x) cube, as odc-stac gives one, was refused as "no path": each date is
+    predicted as predict(cube.isel(time=k)) predicts it, dated by its time, on the cube's 2 m
+    grid; a date left out (all nodata) is skipped and named as taken from the cube."""
+    import rioxarray
+    import xarray as xr
+
+    scene, _, _ = _flood(tmp_path)
+    da = rioxarray.open_rasterio(scene)
+    blank = da.copy(data=np.zeros_like(da.values))  # a date with no valid pixel
+    half = da.copy(data=np.where(np.arange(40) < 20, 0, da.values).astype(da.dtype))  # its west half nodata
+    times = np.array(["2021-08-01", "2021-06-01", "2021-07-01", "2021-09-01"], dtype="datetime64[ns]")
+    cube = xr.concat([da, half, blank, da], dim="time").assign_coords(time=times)
+    summary = s2n.occurrence(cube, tmp_path / "occ.tif", weights=random_weights, tile_size=32, overlap=8)
+    assert [(d.source, d.date) for d in summary.dates] == [("DataArray.isel(time=1)", "2021-06-01"),
+                                                           ("DataArray.isel(time=0)", "2021-08-01"),
+                                                           ("DataArray.isel(time=3)", "2021-09-01")]
+    assert [d.source for d in summary.skipped] == ["DataArray.isel(time=2)"]
+    assert summary.skipped[0].error.startswith("DataArray.isel(time=2): ") and "tmp" not in summary.skipped[0].error
+    alone = [s2n.predict(cube.isel(time=k), weights=random_weights, tile_size=32, overlap=8).values for k in (0, 1)]
+    with rasterio.open(tmp_path / "occ.tif") as src:
+        water, valid = src.read(2), src.read(3)
+        assert src.crs == da.rio.crs and src.transform == da.rio.transform() * Affine.scale(1 / 5)
+    assert np.array_equal(valid, np.where(alone[1] == 255, 2, 3))
+    assert np.array_equal(water, 2 * (alone[0] == 1) + (alone[1] == 1))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".occ")]  # no date's scene or mask left
+    with raises_rule("S2N-DATAARRAY-NO-TIME"):
+        s2n.occurrence(da.squeeze(drop=True) if "time" in da.dims else da, tmp_path / "occ2.tif")
+    with pytest.raises(TypeError, match="from_masks is for files"):
+        s2n.occurrence(cube, tmp_path / "occ3.tif", from_masks=True)
+
 def test_chip_cuts_what_the_command_cuts(tmp_path):
     """The library's chip takes the command's defaults: chips side by side (stride = size)."""
     scene, label, _ = _flood(tmp_path)

@@ -69,25 +69,12 @@ def predict_dataarray(da, weights=None, probability: bool = False, **options):
     of SceneOptions (``offset``, ``scale``, ...). Returns a DataArray (y, x) named ``water``."""
     import rioxarray  # noqa: F401  (registers .rio; heavy: xarray)
 
-    if da.rio.crs is None:
-        raise refuse("S2N-DATAARRAY-NO-CRS", DATAARRAY)
     date, source = date_of(da), da.encoding.get("source")
-    stack, named = select_bands(da)
-    flipped = reversed_axes(stack)
-    if flipped:  # north-up, as a GeoTIFF is read; its transform from its coordinates, not a stale cache
-        stack = stack.isel({dim: slice(None, None, -1) for dim in flipped})
-        stack = stack.rio.write_transform(stack.rio.transform(recalc=True))
-    stack = stack.fillna(0) if np.issubdtype(stack.dtype, np.floating) else stack
-    nodata = stack.rio.nodata if stack.rio.nodata is not None else 0
+    stack, named, flipped = north_up_stack(da)
     predictor = Predictor(weights or default_weights(), PredictOptions.from_flat(probability=probability, **options))
     with tempfile.TemporaryDirectory(prefix="s2s2net-da-") as tmp:
         scene, out = Path(tmp) / "scene.tif", Path(tmp) / "water.tif"
-        stack.rio.write_nodata(nodata, inplace=False).rio.to_raster(scene, tiled=True, windowed=True)
-        with rasterio.open(scene, "r+") as dst:
-            if named:  # chosen by name: the file says so, and no order is assumed
-                dst.descriptions = BAND_NAMES
-            if date:  # the mask is dated as a file's is (occurrence --from-masks reads it)
-                dst.update_tags(**{DATE_TAG: date})
+        write_scene(stack, scene, named, date)
         try:
             said = [in_notebook_terms(w) for w in predictor.predict_scene(scene, out).warnings]
         except S2S2NetError as exc:  # said of the DataArray, not of its temporary file
@@ -112,6 +99,69 @@ def predict_dataarray(da, weights=None, probability: bool = False, **options):
     result.attrs["warnings"] = [found.message("python") for found in said]
     result.attrs["warning_codes"] = [found.code for found in said]
     return result
+
+
+def north_up_stack(da):
+    """``da`` (one date) as a stack is read: its six bands in the model's order, north-up (its
+    transform from its coordinates, not a stale cache), NaN as 0 (nodata); with whether the
+    bands were chosen by name and the dimensions flipped to make it north-up."""
+    if da.rio.crs is None:
+        raise refuse("S2N-DATAARRAY-NO-CRS", DATAARRAY)
+    stack, named = select_bands(da)
+    flipped = reversed_axes(stack)
+    if flipped:
+        stack = stack.isel({dim: slice(None, None, -1) for dim in flipped})
+        stack = stack.rio.write_transform(stack.rio.transform(recalc=True))
+    stack = stack.fillna(0) if np.issubdtype(stack.dtype, np.floating) else stack
+    return stack, named, flipped
+
+
+def write_scene(stack, path: Path, named: bool, date: str | None) -> None:
+    """``stack`` (north_up_stack's) written to the GeoTIFF ``path`` for the predictor, window by
+    window (a lazy dask array computed so): its nodata, its band names when chosen by name (so
+    that no order is assumed) and its date (so that its mask is dated, as a file's is)."""
+    nodata = stack.rio.nodata if stack.rio.nodata is not None else 0
+    stack.rio.write_nodata(nodata, inplace=False).rio.to_raster(path, tiled=True, windowed=True)
+    with rasterio.open(path, "r+") as dst:
+        if named:
+            dst.descriptions = BAND_NAMES
+        if date:
+            dst.update_tags(**{DATE_TAG: date})
+
+
+def cube_dates(cube) -> list[tuple[str, str | None]]:
+    """The dates of a (time, band, y, x) cube, each named as it is taken from it,
+    ``DataArray.isel(time=K)``, with its ISO day (None where its time is no date)."""
+    if "time" not in cube.dims:
+        raise refuse("S2N-DATAARRAY-NO-TIME", DATAARRAY, dims=cube.dims)
+    return [(cube_date_name(k), date_of(cube.isel(time=k))) for k in range(cube.sizes["time"])]
+
+
+def cube_date_name(k: int) -> str:
+    return f"{DATAARRAY}.isel(time={k})"
+
+
+def cube_predictor(cube, predictor: Predictor):
+    """predict(name, mask_path) -> its findings, for occurrence: the cube's date ``name``
+    (cube_dates') written beside its mask, predicted, and removed; what predict says of it,
+    warnings and refusals, said of the date."""
+    index = {cube_date_name(k): k for k in range(cube.sizes["time"])}
+
+    def predict(name: str, mask_path: Path) -> list[Finding]:
+        da = cube.isel(time=index[name])
+        scene = mask_path.with_name(f"{mask_path.stem}_scene.tif")
+        try:
+            stack, named, _ = north_up_stack(da)  # occurrence warps each mask onto its grid: no flip back
+            write_scene(stack, scene, named, date_of(da))
+            return [in_notebook_terms(w).at(name) for w in predictor.predict_scene(scene, mask_path).warnings]
+        except S2S2NetError as exc:
+            if getattr(exc, "finding", None) is None:
+                raise
+            raise refuse(exc.finding.code, name, **exc.finding.values) from None
+        finally:
+            scene.unlink(missing_ok=True)
+
+    return predict
 
 
 def date_of(da) -> str | None:
