@@ -473,7 +473,7 @@ def test_a_dataarray_of_one_date_of_a_stack_is_that_dates_scene(stack):
     with raises_rule("S2N-DATAARRAY-SEVERAL") as refused:
         predict_dataarray(xr.concat([dated, dated], "time"))
     assert str(refused.value) == ("DataArray: holds 2 values of time besides (band, y, x): predict them one at a time "
-                                  "(da.isel(time=0), ...)")
+                                  "(da.isel(time=0), ...); occurrence counts a cube's dates")
 
 
 def test_a_dataarray_of_one_date_gives_a_mask_dated_as_a_files_is(tmp_path, stack):
