@@ -240,7 +240,8 @@ def rivers(mask, output, *, overwrite: bool = False, on_progress: Callable[[int,
 
     Args:
         mask: a 2 m mask of ``predict`` (or its probability raster, the raster of
-            ``occurrence()``, or any 0/1 raster with a projected CRS).
+            ``occurrence()``, or any 0/1 raster with a projected CRS), as a file or as the
+            DataArray ``predict`` returns for a DataArray.
         output: the GeoPackage to write (layers ``reaches`` and ``widths``).
         overwrite: replace an existing output.
         **options: RiverOptions fields (``spacing_m``, ``min_width_m``, ``max_width_m``,
@@ -254,8 +255,14 @@ def rivers(mask, output, *, overwrite: bool = False, on_progress: Callable[[int,
     """
     from .hydrology.rivers import RiverOptions, measure_rivers  # heavy: geopandas
 
-    _check_path(mask, "mask")
+    _check_path(mask, "mask", f"{PATH} or an xarray.DataArray", dataarray=True)
     _split(rivers, options, RiverOptions)
+    if type(mask).__name__ == "DataArray":
+        from .inference.dataarray import measure_dataarray
+
+        return measure_dataarray(mask, lambda path: measure_rivers(path, output, RiverOptions(overwrite=overwrite,
+                                                                                              **options),
+                                                                   on_progress=on_progress))
     return measure_rivers(mask, output, RiverOptions(overwrite=overwrite, **options), on_progress=on_progress)
 
 

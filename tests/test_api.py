@@ -7,6 +7,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import geopandas as gpd
 import numpy as np
 import pytest
 import rasterio
@@ -145,6 +146,32 @@ def test_rivers_and_occurrence_from_masks(tmp_path):
         occurrence = src.read(1)
     assert (occurrence[:, 90:110] == 50).all() and (occurrence[:, :80] == 0).all()
 
+
+
+def test_rivers_measures_the_mask_predict_returns_for_a_dataarray(tmp_path):
+    """A notebook's mask, s2n.predict(da), was refused as no path: its rivers are those of the
+    same mask written as a file, whichever way its y runs; its refusals name the DataArray."""
+    import rioxarray
+
+    water = np.zeros((200, 200), "uint8")
+    water[:, 90:110] = 1  # a river 40 m wide
+    water[:5] = 255
+    t2 = Affine(2, 0, 500000, 0, -2, 4000000)
+    path = write_raster(tmp_path / "water.tif", water, transform=t2, nodata=255)
+    da = rioxarray.open_rasterio(path).squeeze("band", drop=True)
+    from_file = s2n.rivers(path, tmp_path / "file.gpkg", spacing_m=20)
+    for k, mask in enumerate([da, da.sortby("y")]):
+        summary = s2n.rivers(mask, tmp_path / f"da{k}.gpkg", spacing_m=20)
+        assert (summary.reaches, summary.transects, summary.length_km, summary.width_median_m) == (
+            from_file.reaches, from_file.transects, from_file.length_km, from_file.width_median_m)
+        assert summary.output == str(tmp_path / f"da{k}.gpkg")
+    assert gpd.read_file(tmp_path / "da1.gpkg", layer="widths").geometry.equals(
+        gpd.read_file(tmp_path / "file.gpkg", layer="widths").geometry)
+    with raises_rule("S2N-DATAARRAY-NO-CRS"):
+        s2n.rivers(da.drop_vars("spatial_ref"), tmp_path / "x.gpkg")
+    with raises_rule("S2N-RIVERS-NOT-PROJECTED") as refused:
+        s2n.rivers(da.rio.reproject("EPSG:4326"), tmp_path / "y.gpkg")
+    assert str(refused.value).startswith("DataArray: ")
 
 def test_occurrence_takes_dates_as_a_dict_of_scenes(tmp_path):
     """dates= took only a CSV file: a dict (the Python form of the table) failed to open as a
@@ -435,7 +462,7 @@ def test_what_is_no_path_is_named_by_its_keyword_not_printed_whole(tmp_path):
         "scene is a list, not " + wanted_scene + " (several: predict_scenes)": lambda: s2n.predict([scene], tmp_path / "w.tif"),
         "scene is None, not " + wanted_scene + " (several: predict_scenes)": lambda: s2n.predict(None, tmp_path / "w.tif"),
         "scenes[1] is None, not " + wanted_scene: lambda: s2n.predict_scenes([scene, None], tmp_path / "out"),
-        "mask is a numpy.ndarray, not a path (str or Path)": lambda: s2n.rivers(array[0], tmp_path / "r.gpkg"),
+        "mask is a numpy.ndarray, not a path (str or Path) or an xarray.DataArray": lambda: s2n.rivers(array[0], tmp_path / "r.gpkg"),
         "pairs[0] is a path, not a (scene, mask) pair": lambda: s2n.evaluate([scene, label, label], baselines="ndwi"),
         "pairs[0][0] is a numpy.ndarray, not a path (str or Path)": lambda: s2n.chip([(array, label)], tmp_path / "c"),
         "scenes is a numpy.ndarray, not a path (str or Path)": lambda: s2n.gate("default", tmp_path / "g.safetensors",

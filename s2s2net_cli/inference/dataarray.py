@@ -164,6 +164,32 @@ def cube_predictor(cube, predictor: Predictor):
     return predict
 
 
+def measure_dataarray(mask, measure):
+    """``measure(path)`` of the mask DataArray ``mask`` (predict_dataarray's, say) written to a
+    temporary GeoTIFF, north-up; a refusal of that file is said of the DataArray."""
+    import rioxarray  # noqa: F401  (registers .rio; heavy: xarray)
+
+    if mask.rio.crs is None:
+        raise refuse("S2N-DATAARRAY-NO-CRS", DATAARRAY)
+    flipped = reversed_axes(mask)
+    if flipped:
+        mask = mask.isel({dim: slice(None, None, -1) for dim in flipped})
+        mask = mask.rio.write_transform(mask.rio.transform(recalc=True))
+    with tempfile.TemporaryDirectory(prefix="s2s2net-da-") as tmp:
+        path = Path(tmp) / "water.tif"
+        written = mask.copy(deep=False)
+        scalar = (str, int, float, np.generic)  # tags: the lists of its warnings are not
+        written.attrs = {k: v for k, v in mask.attrs.items() if isinstance(v, scalar)}
+        written.rio.to_raster(path, tiled=True, compress="deflate")
+        try:
+            return measure(path)
+        except S2S2NetError as exc:
+            found = getattr(exc, "finding", None)
+            if found is None or str(found.path) != str(path):
+                raise
+            raise refuse(found.code, DATAARRAY, **found.values) from None
+
+
 def date_of(da) -> str | None:
     """The ISO date of ``da``'s one ``time`` (a scalar coordinate, or a dimension of length one,
     as one date of an odc-stac or stackstac cube has it); None without one."""
