@@ -647,8 +647,12 @@ RULES = _book(
                                           "mask; map the scene's water first with {c.predict} (its {o.rivers} does "
                                           "both)"),
     # run_folder.py
-    Rule("S2N-RESUME-NOTHING", INPUT, "nothing to resume (no checkpoints/latest): {why}"),
-    Rule("S2N-RUN-EXISTS", EXISTS, "already exists ({then})"),
+    Rule("S2N-RESUME-NOTHING", INPUT, "nothing to resume: no run was started there (leave out {o.resume} to start one)"),
+    Rule("S2N-RUN-EXISTS", EXISTS, "already exists (use {o.resume} to continue or {o.overwrite} to start over)"),
+    Rule("S2N-RUN-NO-CHECKPOINT", EXISTS, "holds a run that stopped before its first checkpoint, so there is nothing "
+                                          "to resume: {o.overwrite} starts it over"),
+    Rule("S2N-RUN-NOT-A-RUN", EXISTS, "already exists and holds no training run: give a new or empty folder, or "
+                                      "{o.overwrite} to empty it first"),
     Rule("S2N-RUN-INPUT-INSIDE", USAGE, "lies in {run_dir}, which {o.overwrite} empties before training: train into "
                                         "another folder (or move it out first)"),
     Rule("S2N-RESUME-CONFIG-UNREADABLE", INPUT, "cannot be read to resume the run ({error})"),

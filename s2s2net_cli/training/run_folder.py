@@ -26,11 +26,6 @@ CHECKPOINTS = RUN_CHECKPOINTS  # the DeepSpeed checkpoints' folder inside the ru
 KEPT_ON_RESUME = ("lr", "weight_decay", "warmup_steps", "grad_clip", "seed", "augment", "source_weights", "precision",
                   "zero_stage", "offload_optimizer", "boundary_weight")
 
-# what a run folder that is there, or is not, leaves to do
-RESUME_OR_OVERWRITE = Phrase("use {o.resume} to continue or {o.overwrite} to start over")
-STOPPED_BEFORE_CHECKPOINT = Phrase("the run there stopped before its first checkpoint: {o.overwrite} starts it over")
-NOT_A_RUN = Phrase("it holds no training run: give a new or empty folder; {o.overwrite} empties this one first")
-NO_RUN = Phrase("no run was started there (leave out {o.resume} to start one)")
 
 def check_run_dir(run_dir: Path, options: TrainOptions, inputs=()) -> None:
     """What may happen to ``run_dir``: resumed only from a checkpoint, started only when empty
@@ -39,12 +34,13 @@ def check_run_dir(run_dir: Path, options: TrainOptions, inputs=()) -> None:
     in it."""
     check_folder_output(run_dir)
     resumable, started = (run_dir / CHECKPOINTS / "latest").exists(), (run_dir / "config.json").exists()
+    if started and not resumable and not options.overwrite:  # failed before it saved one: --resume finds nothing
+        raise refuse("S2N-RUN-NO-CHECKPOINT", run_dir)
     if options.resume:
         if not resumable:
-            raise refuse("S2N-RESUME-NOTHING", run_dir, why=STOPPED_BEFORE_CHECKPOINT if started else NO_RUN)
+            raise refuse("S2N-RESUME-NOTHING", run_dir)
     elif run_dir.exists() and any(run_dir.iterdir()) and not options.overwrite:
-        then = RESUME_OR_OVERWRITE if resumable else STOPPED_BEFORE_CHECKPOINT if started else NOT_A_RUN
-        raise refuse("S2N-RUN-EXISTS", run_dir, then=then)
+        raise refuse("S2N-RUN-EXISTS" if resumable else "S2N-RUN-NOT-A-RUN", run_dir)
     elif run_dir.exists() and options.overwrite:
         inside = next((i for i in inputs if i is not None and lies_in(i, run_dir)), None)
         if inside is not None:

@@ -536,9 +536,9 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
     assert r.returncode in (1, 2)
     lines = [l for l in r.stderr.strip().splitlines() if l.strip()]
     assert "Traceback" not in r.stderr
-    expected = {"no_index": "S2N-CHIPS-NO-INDEX", "empty_train": "S2N-CHIPS-NO-TRAIN-VAL", "exists": "S2N-RUN-EXISTS",
-                "nothing_to_resume": "S2N-RESUME-NOTHING", "stopped_early": "S2N-RUN-EXISTS",
-                "resume_stopped_early": "S2N-RESUME-NOTHING", "contradiction": "S2N-DEEPSPEED-CONFIG-CONTRADICTS",
+    expected = {"no_index": "S2N-CHIPS-NO-INDEX", "empty_train": "S2N-CHIPS-NO-TRAIN-VAL", "exists": "S2N-RUN-NOT-A-RUN",
+                "nothing_to_resume": "S2N-RESUME-NOTHING", "stopped_early": "S2N-RUN-NO-CHECKPOINT",
+                "resume_stopped_early": "S2N-RUN-NO-CHECKPOINT", "contradiction": "S2N-DEEPSPEED-CONFIG-CONTRADICTS",
                 "config_rank_batch": "S2N-DEEPSPEED-CONFIG-BATCH", "config_accumulation": "S2N-DEEPSPEED-CONFIG-BATCH",
                 "both_limits": "S2N-OPTIONS-EXCLUSIVE", "resume_other_batch": "S2N-RESUME-WORLD",
                 "resume_other_inputs": "S2N-RESUME-WATER-INDICES", "resume_other_label_edges": "S2N-RESUME-LABEL-EDGES",
@@ -550,10 +550,10 @@ def test_bad_input_gets_one_line(chips, tmp_path, random_weights, case):
                 "config_scheduler": "S2N-DEEPSPEED-CONFIG-SCHEDULER"}[case]
     assert codes(r.stderr) == [expected], r.stderr
     # the way on that each says, where --resume would find nothing (it said "use --resume to continue")
-    named = {"exists": "already exists (it holds no training run: give a new or empty folder; --overwrite empties",
-             "nothing_to_resume": "no run was started there (leave out --resume to start one)",
-             "stopped_early": "already exists (the run there stopped before its first checkpoint: --overwrite starts",
-             "resume_stopped_early": "the run there stopped before its first checkpoint: --overwrite starts it over",
+    named = {"exists": "already exists and holds no training run: give a new or empty folder, or --overwrite to",
+             "nothing_to_resume": "nothing to resume: no run was started there (leave out --resume to start one)",
+             "stopped_early": "stopped before its first checkpoint, so there is nothing to resume: --overwrite starts",
+             "resume_stopped_early": "stopped before its first checkpoint, so there is nothing to resume: --overwrite",
              "resume_other_lr": f"(--init-weights {run / 'last.safetensors'})",
              "resume_other_chips": f"{tmp_path / 'synthetic'}; resume it on the same (this run: {chips})",
              "overwrite_own_init": f"{run / 'best.safetensors'}: lies in {run}",
