@@ -89,3 +89,6 @@ def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, tes
         if summary.labels_10m:
             rows.append(["masks kept at 10 m (coarse label)", str(summary.labels_10m), ""])
         summary_table(f"{counted(summary.scenes, 'scene')} -> {summary.index}", ["split", "chips", "water"], rows)
+        if summary.test_manifest:  # the test scenes whole, as a model is scored on them
+            click.echo(f"{summary.test_manifest}: the test scenes whole, to score models on with s2s2net compare "
+                       f"--manifest {summary.test_manifest}", err=True)

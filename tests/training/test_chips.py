@@ -358,6 +358,8 @@ def test_test_ids_that_contradict_a_manifest_split_are_refused_before_any_scene_
 def test_hold_out_by_scene_id(pairs):
     r = run_cli("chip", "--manifest", pairs / "pairs.csv", "-o", pairs / "chips", "--size", 24, "--test-ids", "scene22")
     assert r.returncode == 0, r.stderr
+    manifest = pairs / "chips" / "test_manifest.csv"  # said, with how a model is scored on it
+    assert f"{manifest}: the test scenes whole, to score models on with s2s2net compare --manifest {manifest}" in r.stderr
     index = gpd.read_file(pairs / "chips" / "index.gpkg")
     assert set(index.columns) >= {"image", "mask", "split", "scene_id", "water_fraction", "nodata_fraction", "geometry"}
     assert (index[index.scene_id == "scene22"].split == "test").all()
