@@ -20,7 +20,7 @@ import difflib
 import inspect
 import os
 import typing
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Callable
 
@@ -52,6 +52,7 @@ def _split(function: Callable, options: dict, *bundles) -> list[dict]:
 
 PATH = "a path (str or Path)"
 SCENE = "a scene: a path (str or Path), a URL or an xarray.DataArray with a CRS"
+PATH_OR_URL = "a scene: a path (str or Path) or a URL (an xarray.DataArray: predict(da, output), one at a time)"
 
 
 def _is_path(value, dataarray: bool = False) -> bool:
@@ -143,10 +144,18 @@ def predict(scene, output=None, *, probability: bool = False, vector=None, river
     if output is None:
         raise TypeError("predict() needs an output path for a scene file; for the mask in memory, give the scene "
                         "as an xarray.DataArray (rioxarray.open_rasterio(path)) without output")
+    outputs = {"probability": probability, "vector": vector, "rivers": rivers, "cog": cog,
+               "creation_options": creation_options, "overwrite": overwrite}
+    if type(scene).__name__ == "DataArray":  # its mask written as a file's is, with what goes beside it
+        from .inference.dataarray import DATAARRAY, said_of_scene, scene_file  # heavy: torch, xarray
+
+        written = []
+        with scene_file(scene) as path:
+            _predict_batch([path], output, outputs, options, raise_failures=True, on_result=written.append,
+                           said=lambda found: said_of_scene(found, path))
+        return replace(written[0], scene=DATAARRAY) if written else None
     written = []
-    predict_scenes([scene], output, probability=probability, vector=vector, rivers=rivers, cog=cog,
-                   creation_options=creation_options, overwrite=overwrite, raise_failures=True,
-                   on_result=written.append, **options)
+    _predict_batch([scene], output, outputs, options, raise_failures=True, on_result=written.append)
     return written[0] if written else None
 
 
@@ -158,7 +167,8 @@ def predict_scenes(scenes: list, output, *, probability: bool = False, vector=No
     predict`` does with several scenes: a scene that fails is listed, the others go on.
 
     Args:
-        scenes: the scenes (any source ``predict`` takes; one path is one scene).
+        scenes: the scenes (files or URLs ``predict`` takes; one path is one scene; a DataArray
+            goes to ``predict(da, output)``, one at a time).
         output: a folder (or, for one scene, a GeoTIFF).
         skip_existing: skip a scene whose output already holds its mask.
         world: the ranks sharing the work (default: the launcher's, or one process).
@@ -176,22 +186,38 @@ def predict_scenes(scenes: list, output, *, probability: bool = False, vector=No
         A ``BatchSummary`` (``scenes``, ``skipped``, ``failures``, as JSON gives them), or None
         on a rank other than the first.
     """
+    _split(predict_scenes, options, ModelOptions, SceneOptions)
+    given = _paths(scenes, "scenes", PATH_OR_URL)  # a DataArray: predict(da, output), one date at a time
+    outputs = {"probability": probability, "vector": vector, "rivers": rivers, "cog": cog,
+               "creation_options": creation_options, "overwrite": overwrite}
+    return _predict_batch(given, output, outputs, options, skip_existing, world, raise_failures, on_result)
+
+
+def _predict_batch(scenes: list, output, outputs: dict, options: dict, skip_existing: bool = False,
+                   world: World | None = None, raise_failures: bool = False, on_result: Callable | None = None,
+                   said: Callable[[Finding], Finding] | None = None):
+    """predict_scenes' work, ``outputs`` its keywords of what is written; each scene's result
+    (its findings as ``said`` words them) warned of and handed to ``on_result``. The batch's
+    summary."""
     from .inference.batch import predict_batch  # heavy: torch
 
     model, scene = _split(predict_scenes, options, ModelOptions, SceneOptions)
-    predict_options = PredictOptions(**model, scene=SceneOptions(**scene), probability=probability, cog=cog,
-                                     creation_options=creation_options or {}, overwrite=overwrite)
+    predict_options = PredictOptions(**model, scene=SceneOptions(**scene), probability=outputs["probability"],
+                                     cog=outputs["cog"], creation_options=outputs["creation_options"] or {},
+                                     overwrite=outputs["overwrite"])
 
     def on_failure(exc):
         if raise_failures:
             raise exc
 
     def written(result):
+        if said:
+            result = replace(result, warnings=[said(w) for w in result.warnings])
         _warn_all(result.warnings)
         if on_result:
             on_result(result)
 
-    return predict_batch(_paths(scenes, "scenes", SCENE, dataarray=True), output, predict_options, vector, rivers, skip_existing,
+    return predict_batch(scenes, output, predict_options, outputs["vector"], outputs["rivers"], skip_existing,
                          world or World.from_environment(), on_result=written, on_failure=on_failure)
 
 

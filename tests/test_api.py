@@ -87,6 +87,40 @@ def test_a_misspelt_keyword_is_named_with_the_nearest_one(tmp_path, call, misspe
     assert said in str(raised.value) and "Options" not in str(raised.value)
     assert list(tmp_path.iterdir()) == []
 
+
+
+def test_a_dataarray_with_output_is_written_as_its_file_would_be(tmp_path, random_weights):
+    """s2n.predict(da, "water.tif") said the DataArray's whole repr and "not found", and
+    predict_scenes([da], ...) the same: the mask is now the file's own mask, with its polygons
+    beside it, whichever way the array's y runs; what predict says is said of the DataArray."""
+    import rioxarray
+
+    scene, _, _ = _flood(tmp_path)
+    da = rioxarray.open_rasterio(scene)
+    kw = {"weights": random_weights, "tile_size": 32, "overlap": 8}
+    from_file = s2n.predict(scene, tmp_path / "file.tif", vector=tmp_path / "file.gpkg", **kw)
+    for k, array in enumerate([da, da.sortby("y")]):
+        result = s2n.predict(array, tmp_path / f"da{k}.tif", vector=tmp_path / f"da{k}.gpkg", **kw)
+        assert result.scene == "DataArray" and result.output == str(tmp_path / f"da{k}.tif")
+        assert result.water_km2 == from_file.water_km2
+        with rasterio.open(tmp_path / f"da{k}.tif") as a, rasterio.open(tmp_path / "file.tif") as f:
+            assert np.array_equal(a.read(), f.read()) and a.transform == f.transform and a.crs == f.crs
+            assert a.tags()["source_scene"] == "scene.tif"
+        assert len(gpd.read_file(tmp_path / f"da{k}.gpkg")) == len(gpd.read_file(tmp_path / "file.gpkg"))
+    with raises_rule("S2N-OUTPUT-EXISTS", tmp_path / "da0.tif"):
+        s2n.predict(da, tmp_path / "da0.tif", **kw)
+    with raises_rule("S2N-SCENE-ALL-NODATA") as refused:
+        s2n.predict(da.copy(data=np.zeros_like(da.values)), tmp_path / "blank.tif", **kw)
+    assert str(refused.value).startswith("DataArray: ") and not (tmp_path / "blank.tif").exists()
+    unnamed = da.copy()
+    del unnamed.attrs["long_name"]  # the band names rioxarray read from the file's descriptions
+    with pytest.warns(s2n.S2S2NetWarning, match="^DataArray: its bands are not named"):
+        result = s2n.predict(unnamed, tmp_path / "unnamed.tif", **kw)
+    assert said(result.warnings) == ["S2N-DATAARRAY-BANDS-UNNAMED"]
+    with raises_rule("S2N-SOURCE-TYPE") as refused:
+        s2n.predict_scenes([da], tmp_path / "out")
+    assert "predict(da, output), one at a time" in str(refused.value) and "Coordinates" not in str(refused.value)
+
 def test_a_dataarray_without_output_refuses_what_only_a_file_takes(tmp_path):
     """Its mask is returned, not written: polygons or rivers asked beside it were dropped silently."""
     import rioxarray
@@ -461,7 +495,8 @@ def test_what_is_no_path_is_named_by_its_keyword_not_printed_whole(tmp_path):
             lambda: s2n.predict(array, tmp_path / "w.tif"),
         "scene is a list, not " + wanted_scene + " (several: predict_scenes)": lambda: s2n.predict([scene], tmp_path / "w.tif"),
         "scene is None, not " + wanted_scene + " (several: predict_scenes)": lambda: s2n.predict(None, tmp_path / "w.tif"),
-        "scenes[1] is None, not " + wanted_scene: lambda: s2n.predict_scenes([scene, None], tmp_path / "out"),
+        "scenes[1] is None, not a scene: a path (str or Path) or a URL (an xarray.DataArray: predict(da, output), "
+        "one at a time)": lambda: s2n.predict_scenes([scene, None], tmp_path / "out"),
         "mask is a numpy.ndarray, not a path (str or Path) or an xarray.DataArray": lambda: s2n.rivers(array[0], tmp_path / "r.gpkg"),
         "pairs[0] is a path, not a (scene, mask) pair": lambda: s2n.evaluate([scene, label, label], baselines="ndwi"),
         "pairs[0][0] is a numpy.ndarray, not a path (str or Path)": lambda: s2n.chip([(array, label)], tmp_path / "c"),

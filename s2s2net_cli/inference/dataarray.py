@@ -20,6 +20,7 @@ and its mask handed back in the array's own order, lining up with it.
 from __future__ import annotations
 
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -78,9 +79,10 @@ def predict_dataarray(da, weights=None, probability: bool = False, **options):
         try:
             said = [in_notebook_terms(w) for w in predictor.predict_scene(scene, out).warnings]
         except S2S2NetError as exc:  # said of the DataArray, not of its temporary file
-            if getattr(exc, "finding", None) is None:
+            said = said_of(exc, DATAARRAY)
+            if said is exc:
                 raise
-            raise refuse(exc.finding.code, DATAARRAY, **exc.finding.values) from None
+            raise said from None
         result = rioxarray.open_rasterio(out, mask_and_scale=False).squeeze("band", drop=True).load()
     if flipped:  # back in the DataArray's own order, so that it lines up with it
         result = result.isel({result.rio.y_dim if dim == stack.rio.y_dim else result.rio.x_dim: slice(None, None, -1)
@@ -155,9 +157,10 @@ def cube_predictor(cube, predictor: Predictor):
             write_scene(stack, scene, named, date_of(da))
             return [in_notebook_terms(w).at(name) for w in predictor.predict_scene(scene, mask_path).warnings]
         except S2S2NetError as exc:
-            if getattr(exc, "finding", None) is None:
+            said = said_of(exc, name)
+            if said is exc:
                 raise
-            raise refuse(exc.finding.code, name, **exc.finding.values) from None
+            raise said from None
         finally:
             scene.unlink(missing_ok=True)
 
@@ -184,10 +187,44 @@ def measure_dataarray(mask, measure):
         try:
             return measure(path)
         except S2S2NetError as exc:
-            found = getattr(exc, "finding", None)
-            if found is None or str(found.path) != str(path):
+            said = said_of(exc, DATAARRAY, path)
+            if said is exc:
                 raise
-            raise refuse(found.code, DATAARRAY, **found.values) from None
+            raise said from None
+
+
+def said_of(exc: S2S2NetError, name: str, path=None) -> S2S2NetError:
+    """``exc`` said of ``name`` (the DataArray, one date of a cube) where it is a rule's refusal
+    of the temporary file ``path`` (of any file with ``path`` None); else ``exc`` itself."""
+    found = getattr(exc, "finding", None)
+    if found is None or (path is not None and str(found.path) != str(path)):
+        return exc
+    return refuse(found.code, name, **found.values)
+
+
+@contextmanager
+def scene_file(da):
+    """``da`` (one date) written to a temporary GeoTIFF for what predicts scene files, named as
+    the file it was read from (else DataArray.tif, as the mask's source_scene tag says); a
+    refusal of that file is said of the DataArray."""
+    date, source = date_of(da), da.encoding.get("source")
+    stack, named, _ = north_up_stack(da)  # a file is written north-up, whichever way the array runs
+    with tempfile.TemporaryDirectory(prefix="s2s2net-da-") as tmp:
+        path = Path(tmp) / f"{Path(source).stem if source else DATAARRAY}.tif"
+        write_scene(stack, path, named, date)
+        try:
+            yield path
+        except S2S2NetError as exc:
+            said = said_of(exc, DATAARRAY, path)
+            if said is exc:
+                raise
+            raise said from None
+
+
+def said_of_scene(found: Finding, path) -> Finding:
+    """A finding of the temporary file ``path`` (scene_file's) said of the DataArray; one of
+    another file (a --mask) as it is."""
+    return in_notebook_terms(found) if str(found.path) == str(path) else found
 
 
 def date_of(da) -> str | None:
