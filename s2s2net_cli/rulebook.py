@@ -295,6 +295,7 @@ RULES = _book(
     Rule("S2N-PAIRS-MISSING", USAGE, "give {o.pair:SCENE MASK} or {o.manifest:FILE}"),
     Rule("S2N-PAIR-AS-ARGUMENTS", USAGE, "{given} given as arguments: give each scene and its mask as "
                                          "{o.pair:SCENE MASK}{pairs}, or list them in a {o.manifest:FILE}"),
+    Rule("S2N-WEIGHTS-DST-MISSING", USAGE, "give the weights file to write: DST, after SRC, or {o.output}"),
     Rule("S2N-OUTPUT-AS-ARGUMENT", USAGE, "{given} given as an argument, and no {o.output}: if it is the output, "
                                           "give {o.output:{given}}"),
     # inference/options.py: how a model runs

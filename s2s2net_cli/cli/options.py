@@ -12,7 +12,7 @@ import click
 
 from ..bands import band_indexes
 from ..errors import S2S2NetError
-from ..formats import OutputKind
+from ..formats import WEIGHTS_FILE, OutputKind
 from ..inference.options import (
     DEFAULT_OVERLAP,
     DEFAULT_TILE_SIZE,
@@ -106,6 +106,25 @@ class HintedCommand(click.Command):
             given = next((a for a in reversed(args) if os.path.normpath(a) == last), str(values[-1]))
             return finding("S2N-OUTPUT-AS-ARGUMENT", given=given)
         return None
+
+
+def weights_src_dst(command):
+    """SRC, the weights read, and DST, the weights written: an argument, or -o/--output as the
+    other commands name what they write (rio's commands take both)."""
+    command = click.option("-o", "--output", type=OutputFile(WEIGHTS_FILE), default=None,
+                           help="The weights file to write, instead of DST.")(command)
+    command = click.argument("dst", type=OutputFile(WEIGHTS_FILE), required=False)(command)
+    return click.argument("src", type=click.Path(path_type=Path))(command)
+
+
+def weights_dst(dst, output):
+    """The weights file to write, given as DST or as --output (one of them)."""
+    ctx = click.get_current_context()
+    if dst is not None and output is not None:
+        raise bad_parameter(exclusive("DST", "--output"), ctx, hint="--output")
+    if dst is None and output is None:
+        raise usage_error(finding("S2N-WEIGHTS-DST-MISSING"), ctx)
+    return dst if dst is not None else output
 
 
 def exclusive(first: str, second: str):

@@ -9,15 +9,15 @@ import click
 
 from ..errors import S2S2NetError
 from ..evaluation.calibrate import GAINS, MIN_SYNTHETIC_SIZE, SYNTHETIC_SCENES, SYNTHETIC_SIZE, read_gains
-from ..formats import WEIGHTS_FILE
 from .options import (
-    OutputFile,
     bad_parameter,
     json_option,
     manifest_option,
     overwrite_option,
     pair_option,
     parse_name_values,
+    weights_dst,
+    weights_src_dst,
 )
 from .render import log_findings, progress_bar, summary_table
 
@@ -49,8 +49,7 @@ def show(path):
 
 
 @weights.command()
-@click.argument("src", type=click.Path(path_type=Path))
-@click.argument("dst", type=OutputFile(WEIGHTS_FILE))
+@weights_src_dst
 @click.option("--set", "notes", multiple=True, callback=parse_name_values, metavar="KEY=VALUE",
               help="A note added to the card's training record (repeatable).")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
@@ -59,7 +58,7 @@ def show(path):
               help="Add GAIN x max(NDWI, 0) (each 10 m pixel's, brought to 2 m bilinearly) to the network's "
                    "logits wherever the weights are used; 0 takes it off.")
 @overwrite_option
-def annotate(src, dst, notes, threshold, ndwi_prior, overwrite):
+def annotate(src, dst, output, notes, threshold, ndwi_prior, overwrite):
     """Copy weights from SRC to DST with notes added to their card (and its threshold and NDWI
     prior set, as calibrated for them).
 
@@ -70,12 +69,12 @@ def annotate(src, dst, notes, threshold, ndwi_prior, overwrite):
     """
     from ..checkpoint import annotate_weights  # heavy: torch
 
+    dst = weights_dst(dst, output)
     annotate_weights(src, dst, notes, threshold, overwrite=overwrite, ndwi_prior=ndwi_prior)
 
 
 @weights.command()
-@click.argument("src", type=click.Path(path_type=Path))
-@click.argument("dst", type=OutputFile(WEIGHTS_FILE))
+@weights_src_dst
 @pair_option
 @manifest_option
 @click.option("--gains", default=",".join(f"{g:g}" for g in GAINS), show_default=True, metavar="G,G,...",
@@ -87,7 +86,7 @@ def annotate(src, dst, notes, threshold, ndwi_prior, overwrite):
 @overwrite_option
 @json_option
 @click.pass_context
-def calibrate(ctx, src, dst, pairs, manifests, gains, synthetic_scenes, synthetic_size, overwrite, as_json):
+def calibrate(ctx, src, dst, output, pairs, manifests, gains, synthetic_scenes, synthetic_size, overwrite, as_json):
     """Choose the water threshold and NDWI prior of weights SRC and write them to DST.
 
     Every gain is run as predict runs it, on synthetic validation scenes (exact 2 m truth) and
@@ -104,6 +103,7 @@ def calibrate(ctx, src, dst, pairs, manifests, gains, synthetic_scenes, syntheti
     """
     from ..evaluation.calibrate import THRESHOLDS, calibrate_weights  # heavy: torch
 
+    dst = weights_dst(dst, output)
     with progress_bar("calibrate: NDWI prior gains", quiet=ctx.obj.get("quiet"), every_step=True) as on_step:
         started = iter(range(len(gains)))  # each gain scored in turn: the bar counts those done
         found = calibrate_weights(src, dst, pairs, manifests, gains, synthetic_scenes, synthetic_size, overwrite,
@@ -121,8 +121,7 @@ def calibrate(ctx, src, dst, pairs, manifests, gains, synthetic_scenes, syntheti
 
 
 @weights.command()
-@click.argument("src", type=click.Path(path_type=Path))
-@click.argument("dst", type=OutputFile(WEIGHTS_FILE))
+@weights_src_dst
 @click.option("--scene", "scenes", multiple=True, type=click.Path(path_type=Path),
               help="A scene to fit on besides the synthetic ones (repeatable): any predict reads; no label needed.")
 @click.option("--synthetic-scenes", type=click.IntRange(0), default=None,
@@ -130,7 +129,7 @@ def calibrate(ctx, src, dst, pairs, manifests, gains, synthetic_scenes, syntheti
 @overwrite_option
 @json_option
 @click.pass_context
-def gate(ctx, src, dst, scenes, synthetic_scenes, overwrite, as_json):
+def gate(ctx, src, dst, output, scenes, synthetic_scenes, overwrite, as_json):
     """Fit a water gate to weights SRC and write them with it to DST.
 
     The gate lets predict skip the network's head (most of its work) on the 40 m cells where
@@ -150,6 +149,7 @@ def gate(ctx, src, dst, scenes, synthetic_scenes, overwrite, as_json):
     """
     from ..training.gate import gate_weights  # heavy: torch
 
+    dst = weights_dst(dst, output)
     with progress_bar("gate: windows read, then the fit", quiet=ctx.obj.get("quiet")) as on_step:
         fit = gate_weights(src, dst, tuple(scenes), synthetic_scenes, overwrite, on_progress=on_step)  # None: default
     if as_json:

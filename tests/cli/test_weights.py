@@ -29,6 +29,24 @@ def test_show_and_annotate(tmp_path, random_weights):
     assert not (tmp_path / "field.safetensors").exists()
 
 
+
+@pytest.mark.parametrize("command", ["annotate", "calibrate", "gate"])
+def test_the_weights_written_are_named_as_dst_or_by_output(tmp_path, random_weights, command):
+    """Every other command names what it writes with -o: here it was "No such option '-o'",
+    with no code. DST or -o/--output, one of them; neither or both get one line with a code."""
+    out = tmp_path / "out.safetensors"
+    extra = {"annotate": ["--set", "a=b"], "calibrate": ["--synthetic-scenes", 1, "--synthetic-size", 64,
+                                                        "--gains", "0"],
+             "gate": ["--synthetic-scenes", 1]}[command]
+    r = run_cli("weights", command, random_weights, "-o", out, *extra)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(run_cli("weights", "show", out).stdout)["model"]["architecture"] == "s2s2net"
+    r = run_cli("weights", command, random_weights, tmp_path / "dst.safetensors", "--output", tmp_path / "o.safetensors")
+    assert refused(r, "S2N-OPTIONS-EXCLUSIVE", 2, "give DST or --output, not both")
+    r = run_cli("weights", command, random_weights)
+    assert refused(r, "S2N-WEIGHTS-DST-MISSING", 2, "give the weights file to write: DST, after SRC, or --output")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.safetensors"]
+
 def test_an_ndwi_prior_annotated_is_what_predict_runs(tmp_path, random_weights, scene_factory):
     import numpy as np
     import rasterio
