@@ -27,7 +27,7 @@ from typing import Callable
 from .errors import S2S2NetError
 from .inference.options import ModelOptions, PredictOptions
 from .option_checks import check_kinds
-from .rulebook import Finding, finding, refuse, warn
+from .rulebook import Finding, refuse, warn
 from .sources.options import SceneOptions
 from .world import World
 
@@ -356,9 +356,6 @@ def _cube_series(cube, from_masks: bool, dates, like, model: ModelOptions, scene
         raise TypeError(f"occurrence() predicts a DataArray's dates, dated by its time coordinate: {given} is for "
                         "files")
     series = [DateMask(name, date) for name, date in cube_dates(cube)]
-    for d in series:
-        if d.date is None:
-            d.warnings.append(finding("S2N-OCCURRENCE-UNDATED", d.source))
     if like:
         grid = series_grid(series[0], like)
     else:

@@ -523,8 +523,8 @@ RULES = _book(
     Rule("S2N-DATAARRAY-NO-BAND", INPUT, "no band {band} (looked for {looked_for} in {names})"),
     Rule("S2N-DATAARRAY-BAND-COUNT", INPUT, "{count} unnamed bands; the model needs 6 ({needs})"),
     Rule("S2N-DATAARRAY-NO-CRS", INPUT, "has no CRS (set one with da.rio.write_crs)"),
-    Rule("S2N-DATAARRAY-NO-TIME", INPUT, "has dimensions {dims}: occurrence counts the dates of a (time, band, y, x) "
-                                         "cube"),
+    Rule("S2N-DATAARRAY-NO-TIME", INPUT, "{what}: occurrence counts the dates of a (time, band, y, x) cube, dated by "
+                                         "its time"),
     # dates.py
     Rule("S2N-DATES-UNREADABLE", INPUT, "cannot be read ({error})"),
     Rule("S2N-DATES-COLUMNS", INPUT, "needs the columns scene,date ({header})"),

@@ -253,8 +253,12 @@ def test_occurrence_counts_the_dates_of_a_dataarray_cube(tmp_path, random_weight
     assert np.array_equal(valid, np.where(alone[1] == 255, 2, 3))
     assert np.array_equal(water, 2 * (alone[0] == 1) + (alone[1] == 1))
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".occ")]  # no date's scene or mask left
-    with raises_rule("S2N-DATAARRAY-NO-TIME"):
-        s2n.occurrence(da.squeeze(drop=True) if "time" in da.dims else da, tmp_path / "occ2.tif")
+    with raises_rule("S2N-DATAARRAY-NO-TIME") as refused:
+        s2n.occurrence(da, tmp_path / "occ2.tif")
+    assert str(refused.value).startswith("DataArray: has dimensions ('band', 'y', 'x'): occurrence counts")
+    with raises_rule("S2N-DATAARRAY-NO-TIME") as refused:  # its dates could not be given (dates= is for files)
+        s2n.occurrence(cube.assign_coords(time=[1, 2, 3, 4]), tmp_path / "occ2.tif")
+    assert str(refused.value).startswith("DataArray: its time holds int64 values, not dates for each: ")
     with pytest.raises(TypeError, match="from_masks is for files"):
         s2n.occurrence(cube, tmp_path / "occ3.tif", from_masks=True)
 

@@ -133,9 +133,12 @@ def write_scene(stack, path: Path, named: bool, date: str | None) -> None:
 
 def cube_dates(cube) -> list[tuple[str, str | None]]:
     """The dates of a (time, band, y, x) cube, each named as it is taken from it,
-    ``DataArray.isel(time=K)``, with its ISO day (None where its time is no date)."""
+    ``DataArray.isel(time=K)``, with its ISO day."""
     if "time" not in cube.dims:
-        raise refuse("S2N-DATAARRAY-NO-TIME", DATAARRAY, dims=cube.dims)
+        raise refuse("S2N-DATAARRAY-NO-TIME", DATAARRAY, what=f"has dimensions {cube.dims}")
+    if not np.issubdtype(cube["time"].dtype, np.datetime64) or np.isnat(cube["time"].values).any():
+        raise refuse("S2N-DATAARRAY-NO-TIME", DATAARRAY, what=f"its time holds {cube['time'].dtype} values, not "
+                                                               "dates for each")
     return [(cube_date_name(k), date_of(cube.isel(time=k))) for k in range(cube.sizes["time"])]
 
 
