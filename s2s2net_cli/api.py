@@ -27,7 +27,7 @@ from typing import Callable
 from .errors import S2S2NetError
 from .inference.options import ModelOptions, PredictOptions
 from .option_checks import check_kinds
-from .rulebook import Finding, refuse, warn
+from .rulebook import PYTHON_KEYWORDS, Finding, refuse, warn
 from .sources.options import SceneOptions
 from .world import World
 
@@ -44,8 +44,12 @@ def _split(function: Callable, options: dict, *bundles) -> list[dict]:
     if unknown:
         given = sorted(unknown)[0]
         own = [p.name for p in inspect.signature(function).parameters.values() if p.kind is p.KEYWORD_ONLY]
-        near = difflib.get_close_matches(given, sorted(set().union(*names, own) - {"explicit"}), n=1)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
+        taken = set().union(*names, own) - {"explicit"}
+        if PYTHON_KEYWORDS.get(given) in taken:  # the command line's name of a keyword (--mask: leave_out)
+            hint = f"; the command line's --{given.replace('_', '-')} is {PYTHON_KEYWORDS[given]!r} here"
+        else:
+            near = difflib.get_close_matches(given, sorted(taken), n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
         raise TypeError(f"{function.__name__}() got an unexpected keyword argument {given!r}{hint}")
     return [{k: v for k, v in options.items() if k in n} for n in names]
 

@@ -43,7 +43,7 @@ def check_types(bundle) -> None:
     hints = typing.get_type_hints(type(bundle))
     for field in dataclasses.fields(bundle):  # numpy's numbers kept as Python's, so results write as JSON
         value = getattr(bundle, field.name)
-        if type(value).__module__ == "numpy" and _scalar_kinds(hints.get(field.name)):
+        if type(value).__module__ == "numpy" and getattr(value, "size", 1) == 1 and _scalar_kinds(hints.get(field.name)):
             object.__setattr__(bundle, field.name, value.item())
     check_kinds({f.name: getattr(bundle, f.name) for f in dataclasses.fields(bundle)}, hints)
 
@@ -57,8 +57,19 @@ def check_kinds(values: dict, hints: dict) -> None:
             continue
         allowed = [KINDS[k] for k in kinds if k in KINDS]
         if not any(accepts(value) for _, accepts in allowed):
-            raise refuse("S2N-OPTION-TYPE", None, given=option(FLAG_NAMES.get(name, name), repr(value)),
+            raise refuse("S2N-OPTION-TYPE", None, given=option(FLAG_NAMES.get(name, name), shown(value)),
                          kind=" or ".join(said for said, _ in allowed))
+
+
+def shown(value) -> str:
+    """``value`` as a message shows it: its repr where that is short, else its type
+    (``<geopandas.GeoDataFrame>``), not a table's or an array's many lines."""
+    text = repr(value)
+    if len(text) <= 60 and "\n" not in text:
+        return text
+    kind = type(value)
+    root = kind.__module__.split(".")[0]
+    return f"<{kind.__qualname__ if root == 'builtins' else f'{root}.{kind.__qualname__}'}>"
 
 
 def _scalar_kinds(hint) -> tuple | None:

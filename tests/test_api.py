@@ -13,6 +13,7 @@ import pytest
 import rasterio
 import torch
 from affine import Affine
+from shapely.geometry import box
 
 import s2s2net_cli as s2n
 
@@ -71,13 +72,16 @@ def test_predict_writes_what_the_command_writes(tmp_path, random_weights):
     (lambda p, **k: s2n.predict_scenes([p / "s.tif"], p, **k), "skip_exsting", "did you mean 'skip_existing'?"),
     (lambda p, **k: s2n.evaluate([(p / "s.tif", p / "l.tif")], **k), "baseline", "evaluate() got an unexpected "
      "keyword argument 'baseline'; did you mean 'baselines'?"),
-    (lambda p, **k: s2n.rivers(p / "w.tif", p / "r.gpkg", **k), "spacing", "did you mean 'spacing_m'?"),
+    (lambda p, **k: s2n.rivers(p / "w.tif", p / "r.gpkg", **k), "spacing_metres", "did you mean 'spacing_m'?"),
     (lambda p, **k: s2n.occurrence([p / "w.tif"], p / "o.tif", **k), "from_mask", "did you mean 'from_masks'?"),
     (lambda p, **k: s2n.chip([(p / "s.tif", p / "l.tif")], p / "c", **k), "chip_size", "chip() got an unexpected keyword "
      "argument 'chip_size'; did you mean 'size'?"),
     (lambda p, **k: s2n.train([p / "c"], p / "run", **k), "log_every", "train() got an unexpected keyword "
      "argument 'log_every'; did you mean 'val_every'?"),
     (lambda p, **k: s2n.train([p / "c"], p / "run", **k), "learning_rate", "'learning_rate'"),
+    (lambda p, **k: s2n.predict(p / "s.tif", p / "w.tif", **k), "mask", "predict() got an unexpected keyword argument "
+     "'mask'; the command line's --mask is 'leave_out' here"),
+    (lambda p, **k: s2n.rivers(p / "w.tif", p / "r.gpkg", **k), "min_width", "--min-width is 'min_width_m' here"),
 ])
 def test_a_misspelt_keyword_is_named_with_the_nearest_one(tmp_path, call, misspelt, said):
     """Every function names itself and the keyword it does not take, before any file is read
@@ -378,6 +382,11 @@ def test_option_bundles_refuse_values_of_another_kind_and_take_precision_as_a_nu
         "leave_out=5 is not a string or path": lambda: s2n.predict(scene, out, leave_out=5),
         "batch_size='8' is not a whole number": lambda: s2n.train([tmp_path], tmp_path / "run", batch_size="8"),
         "window=4096.5 is not a whole number": lambda: s2n.rivers(label, tmp_path / "r.gpkg", window=4096.5),
+        # a table or a geometry named by its type, not its repr's lines; an array of numbers refused, not
+        # "can only convert an array of size 1 to a Python scalar"
+        "aoi=<geopandas.GeoDataFrame> is not a string or path": lambda: s2n.predict(
+            scene, out, aoi=gpd.GeoDataFrame(geometry=[box(0, 0, 1, 1)] * 3, crs="EPSG:4326")),
+        "offset=<numpy.ndarray> is not a number": lambda: s2n.predict(scene, out, offset=np.full(12, -1000.0)),
     }
     for message, call in calls.items():
         with raises_rule("S2N-OPTION-TYPE") as refused:
