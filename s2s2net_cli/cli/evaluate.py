@@ -136,7 +136,8 @@ def evaluate(ctx, model, baseline, scoring, as_json):
 def compare(ctx, model, weights, baselines, plot, scoring, as_json):
     """Compare models and baselines on the same images and the same pixels.
 
-    With neither --weights nor --baseline: the bundled model against every baseline.
+    With neither --weights nor --baseline: the bundled model against every baseline; with
+    --baseline alone, the baselines alone (--weights default adds the bundled model).
 
     \b
     Examples:
@@ -151,6 +152,9 @@ def compare(ctx, model, weights, baselines, plot, scoring, as_json):
         click.echo(json.dumps(scores_document(results, scoring["degrade"]), indent=2))
     if not ctx.obj.get("quiet"):
         _compare_tables(results, scoring["degrade"])
+        if baselines and not weights:  # a model left out that the user may have meant to compare them with
+            click.echo("baselines alone, as no --weights was given: --weights default adds the bundled model",
+                       err=True)
 
 
 def _titled(title: str, degrade: int | None) -> str:

@@ -596,6 +596,9 @@ def test_compare_tables_in_a_log_keep_whole_names(tmp_path):
     assert sum(line.split("│")[1].strip() in ("mndwi-bilinear", "ndwi-bilinear") for line in rows) == 2
     assert sum(line.split("│")[1].strip() == name for line in rows) == 2  # one table per model
     assert "…" not in r.stderr and max(map(len, rows)) > 80
+    # baselines alone, said so: a user comparing the model with NDWI wrote --baseline ndwi and got NDWI's table
+    assert r.stderr.strip().splitlines()[-1] == ("baselines alone, as no --weights was given: --weights default "
+                                                 "adds the bundled model")
 
 
 def test_nodata_adds_to_the_labels_own_nodata_in_evaluate_and_chip(tmp_path):
