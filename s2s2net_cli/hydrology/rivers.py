@@ -109,6 +109,7 @@ class RiverSummary:
 def measure_rivers(mask_path, out_path, options: RiverOptions = RiverOptions(),
                    on_progress: Callable[[int, int], None] | None = None) -> RiverSummary:
     """Centrelines and widths of the water in ``mask_path`` written to ``out_path`` (GeoPackage)."""
+    check_exists(mask_path)  # a mask that is not there is the mistake to say first, as predict says a scene's
     out_path = check_output(out_path, options.overwrite, kind=RIVERS_FILE)
     reader = MaskReader(mask_path, options.min_occurrence)
     pixel = reader.pixel_size

@@ -214,7 +214,8 @@ def test_an_occurrence_raster_gives_the_rivers_of_its_permanent_water_or_of_min_
     assert "--min-occurrence" in r.stderr and not (tmp_path / "no.gpkg").exists()
 
 
-@pytest.mark.parametrize("case", ["values", "nodata_land", "geographic", "feet", "exists", "missing", "scene"])
+@pytest.mark.parametrize("case", ["values", "nodata_land", "geographic", "feet", "exists", "missing", "scene",
+                                  "missing_and_exists"])
 def test_bad_input_gets_one_line_and_nothing_written(tmp_path, case):
     mask = tmp_path / "m.tif"
     out = tmp_path / "r.gpkg"
@@ -228,9 +229,9 @@ def test_bad_input_gets_one_line_and_nothing_written(tmp_path, case):
     write_raster(mask, data, nodata=0 if case == "nodata_land" else 255, **grid)
     if case == "scene":  # the scene itself given, not its water
         write_raster(mask, np.full((6, 64, 64), 800, "uint16"), nodata=0, **grid)
-    if case == "exists":
+    if case in ("exists", "missing_and_exists"):
         out.write_text("keep me")
-    if case == "missing":
+    if case in ("missing", "missing_and_exists"):  # the mask misspelt is the mistake to say, as predict says it
         mask = tmp_path / "nothere.tif"
     r = run_cli("rivers", mask, "-o", out)
     assert r.returncode in (1, 2)
@@ -241,12 +242,13 @@ def test_bad_input_gets_one_line_and_nothing_written(tmp_path, case):
                 "nodata_land": "its nodata value is 0, which a mask means as land",  # its land was unseen
                 "feet": "CRS unit is the US survey foot, not the metre",  # a width in feet was reported as metres
                 "exists": "already exists (use --overwrite", "missing": "nothere.tif: not found",
+                "missing_and_exists": "nothere.tif: not found",
                 "scene": "has 6 bands of reflectance, a scene: rivers are measured on a water mask; map the scene's "
                          "water first with s2s2net predict (its --rivers does both)"}[case]
     assert expected in r.stderr
-    if case == "missing":  # it was "not a raster rasterio can read", of a file that is not there
+    if case.startswith("missing"):  # it was "not a raster rasterio can read", of a file that is not there
         assert codes(r.stderr) == ["S2N-FILE-NOT-FOUND"]
-    if case == "exists":
+    if case in ("exists", "missing_and_exists"):
         assert out.read_text() == "keep me"
     else:
         assert not out.exists()
