@@ -17,8 +17,10 @@ The command line calls these same functions.
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 import os
+import tempfile
 import typing
 from dataclasses import fields, replace
 from pathlib import Path
@@ -27,7 +29,7 @@ from typing import Callable
 from .errors import S2S2NetError
 from .inference.options import ModelOptions, PredictOptions
 from .option_checks import check_kinds
-from .rulebook import PYTHON_KEYWORDS, Finding, refuse, warn
+from .rulebook import PYTHON_KEYWORDS, Finding, option, refuse, warn
 from .sources.options import SceneOptions
 from .world import World
 
@@ -52,6 +54,44 @@ def _split(function: Callable, options: dict, *bundles) -> list[dict]:
             hint = f"; did you mean {near[0]!r}?" if near else ""
         raise TypeError(f"{function.__name__}() got an unexpected keyword argument {given!r}{hint}")
     return [{k: v for k, v in options.items() if k in n} for n in names]
+
+
+GEO_TABLE_KEYWORDS = ("aoi", "test_regions")  # vector files that a GeoDataFrame may stand for
+
+
+def _takes_geo_tables(function: Callable) -> Callable:
+    """``function`` taking its vector-file keywords (GEO_TABLE_KEYWORDS) as a GeoDataFrame or a
+    GeoSeries too, as a notebook holds them: each written to a temporary GeoPackage named for its
+    kind (GeoDataFrame.gpkg, as a mask's area_of_interest tag names it) and read as a file is;
+    a refusal of that file names the keyword."""
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        tables = {k: v for k, v in kwargs.items()
+                  if k in GEO_TABLE_KEYWORDS and type(v).__name__ in ("GeoDataFrame", "GeoSeries")}
+        if not tables:
+            return function(*args, **kwargs)
+        import geopandas as gpd  # heavy
+
+        with tempfile.TemporaryDirectory(prefix="s2s2net-") as tmp:
+            files = {}
+            for name, table in tables.items():
+                if table.crs is None:  # written without one, it would be read so, and said of a temporary file
+                    raise refuse("S2N-GEO-TABLE-NO-CRS", option(name), kind=type(table).__name__)
+                files[name] = Path(tmp) / name / f"{type(table).__name__}.gpkg"
+                files[name].parent.mkdir()
+                gpd.GeoDataFrame(geometry=gpd.GeoSeries(table.geometry.values, crs=table.crs)).to_file(files[name])
+            try:
+                return function(*args, **{**kwargs, **{name: str(path) for name, path in files.items()}})
+            except S2S2NetError as exc:
+                found = getattr(exc, "finding", None)
+                name = next((n for n, path in files.items() if found is not None and str(found.path) == str(path)),
+                            None)
+                if name is None:
+                    raise
+                raise refuse(found.code, option(name), **found.values) from None
+
+    return call
 
 
 PATH = "a path (str or Path)"
@@ -115,6 +155,7 @@ def _warn_all(findings: list[Finding]) -> None:
         warn(found)  # at the caller's line, also from a callback deep in a batch
 
 
+@_takes_geo_tables
 def predict(scene, output=None, *, probability: bool = False, vector=None, rivers=None, cog: bool = False,
             creation_options: dict | None = None, overwrite: bool = False, **options):
     """Map water at 2 m in one scene, as ``s2s2net predict`` does.
@@ -163,6 +204,7 @@ def predict(scene, output=None, *, probability: bool = False, vector=None, river
     return written[0] if written else None
 
 
+@_takes_geo_tables
 def predict_scenes(scenes: list, output, *, probability: bool = False, vector=None, rivers=None, cog: bool = False,
                    creation_options: dict | None = None, overwrite: bool = False, skip_existing: bool = False,
                    world: World | None = None, raise_failures: bool = False,
@@ -225,6 +267,7 @@ def _predict_batch(scenes: list, output, outputs: dict, options: dict, skip_exis
                          world or World.from_environment(), on_result=written, on_failure=on_failure)
 
 
+@_takes_geo_tables
 def evaluate(pairs=(), *, manifests=(), weights=(), baselines=(), nodata: float | None = None,
              degrade: int | None = None, save_predictions=None, plot=None, overwrite: bool = False,
              on_progress: Callable[[str, str], None] | None = None, **options):
@@ -296,6 +339,7 @@ def rivers(mask, output, *, overwrite: bool = False, on_progress: Callable[[int,
     return measure_rivers(mask, output, RiverOptions(overwrite=overwrite, **options), on_progress=on_progress)
 
 
+@_takes_geo_tables
 def occurrence(scenes: list, output, *, from_masks: bool = False, like=None, dates=None, classes: bool = False,
                strict: bool = False, cog: bool = False, creation_options: dict | None = None, overwrite: bool = False,
                world: World | None = None, on_progress: Callable[[int, int], None] | None = None, **options):
@@ -408,6 +452,7 @@ def load_model(weights=None, device: str = "cpu"):
     return load(weights_file(weights or "default"), resolve_device(device))
 
 
+@_takes_geo_tables
 def chip(pairs=(), output=None, *, manifests=(), overwrite: bool = False, on_progress=None, **options):
     """Cut training chips from scenes and their masks, as ``s2s2net chip`` does.
 

@@ -279,6 +279,8 @@ RULES = _book(
     Rule("S2N-OPTION-CHOICE", USAGE, "{given} is not one of {choices}"),
     Rule("S2N-OPTION-TYPE", USAGE, "{given} is not {kind}"),
     Rule("S2N-SOURCE-TYPE", USAGE, "{name} is {kind}, not {wanted}"),  # the library's arguments
+    Rule("S2N-GEO-TABLE-NO-CRS", USAGE, "the {kind} has no CRS: set the one its coordinates are in "
+                                        "(.set_crs(...))"),
     Rule("S2N-OPTION-RANGE", USAGE, "{given} is out of range: it is {bound}"),
     Rule("S2N-SCENES-MISSING", USAGE, "no scenes given"),
     Rule("S2N-CHIPS-MISSING", USAGE, "no chips folder given"),

@@ -266,6 +266,37 @@ def test_occurrence_counts_the_dates_of_a_dataarray_cube(tmp_path, random_weight
     with pytest.raises(TypeError, match="from_masks is for files"):
         s2n.occurrence(cube, tmp_path / "occ3.tif", from_masks=True)
 
+
+def test_an_area_of_interest_or_test_regions_may_be_a_geodataframe(tmp_path, random_weights):
+    """aoi= and test_regions= took only files, and a GeoDataFrame was refused (with its whole repr):
+    a table, or a GeoSeries, is read as the same polygons in a file are, the mask's tag naming its
+    kind; one without a CRS, or that a file's rule refuses, is said of its keyword."""
+    scene, label, _ = _flood(tmp_path)
+    with rasterio.open(scene) as src:
+        left, bottom, right, top = src.bounds
+    region = gpd.GeoDataFrame(geometry=[box(left, bottom, (left + right) / 2, top)], crs=src.crs).to_crs(4326)
+    region.to_file(tmp_path / "region.gpkg")
+    kw = {"weights": random_weights, "tile_size": 32, "overlap": 8}
+    s2n.predict(scene, tmp_path / "file.tif", aoi=tmp_path / "region.gpkg", **kw)
+    for k, table in enumerate([region, region.geometry]):
+        s2n.predict(scene, tmp_path / f"table{k}.tif", aoi=table, **kw)
+        with rasterio.open(tmp_path / f"table{k}.tif") as a, rasterio.open(tmp_path / "file.tif") as f:
+            assert np.array_equal(a.read(), f.read()) and a.shape == (200, 100)  # cut to the west half
+            assert a.tags()["area_of_interest"] == type(table).__name__ + ".gpkg"
+            assert f.tags()["area_of_interest"] == "region.gpkg"  # the file's name, as left_out names its file
+    scores = [s2n.evaluate([(scene, label)], baselines="ndwi", aoi=a)[0].overall for a in (region, tmp_path / "region.gpkg")]
+    assert scores[0] == scores[1]
+    cut = [s2n.chip([(scene, label)], tmp_path / f"chips{k}", size=16, val_fraction=0, test_regions=r).chips
+           for k, r in enumerate((region, tmp_path / "region.gpkg"))]
+    assert cut[0] == cut[1] and cut[0]["test"] > 0
+    with raises_rule("S2N-GEO-TABLE-NO-CRS") as refused:
+        s2n.predict(scene, tmp_path / "x.tif", aoi=gpd.GeoDataFrame(geometry=list(region.geometry)), **kw)
+    assert str(refused.value) == "aoi: the GeoDataFrame has no CRS: set the one its coordinates are in (.set_crs(...))"
+    with raises_rule("S2N-AOI-NO-OVERLAP") as refused:
+        s2n.predict(scene, tmp_path / "x.tif", aoi=region.translate(5, 0), **kw)
+    assert str(refused.value).startswith("aoi: AOI does not overlap the scene scene.tif")
+    assert not (tmp_path / "x.tif").exists()
+
 def test_chip_cuts_what_the_command_cuts(tmp_path):
     """The library's chip takes the command's defaults: chips side by side (stride = size)."""
     scene, label, _ = _flood(tmp_path)
@@ -384,8 +415,8 @@ def test_option_bundles_refuse_values_of_another_kind_and_take_precision_as_a_nu
         "window=4096.5 is not a whole number": lambda: s2n.rivers(label, tmp_path / "r.gpkg", window=4096.5),
         # a table or a geometry named by its type, not its repr's lines; an array of numbers refused, not
         # "can only convert an array of size 1 to a Python scalar"
-        "aoi=<geopandas.GeoDataFrame> is not a string or path": lambda: s2n.predict(
-            scene, out, aoi=gpd.GeoDataFrame(geometry=[box(0, 0, 1, 1)] * 3, crs="EPSG:4326")),
+        "leave_out=<geopandas.GeoDataFrame> is not a string or path": lambda: s2n.predict(
+            scene, out, leave_out=gpd.GeoDataFrame(geometry=[box(0, 0, 1, 1)] * 3, crs="EPSG:4326")),
         "offset=<numpy.ndarray> is not a number": lambda: s2n.predict(scene, out, offset=np.full(12, -1000.0)),
     }
     for message, call in calls.items():

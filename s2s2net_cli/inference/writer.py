@@ -66,7 +66,7 @@ def reading_tags(scene) -> dict:
         "offset": ",".join(f"{v:g}" for v in scene.offset),
         "clouds_left_out": "yes" if scene.cloud_band else "no",
         "left_out": source_name(scene.leave_out) if scene.leave_out else "none",
-        "area_of_interest": scene.aoi_name or "none",
+        "area_of_interest": source_name(scene.aoi_name) if scene.aoi_name else "none",  # the file's name, or --bbox
     }
 
 
