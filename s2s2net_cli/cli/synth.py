@@ -27,7 +27,7 @@ log = logging.getLogger("s2s2net")
 @click.option("--landscape", type=click.Choice(["mixed", "rivers", "floods"]), default="mixed", show_default=True,
               help="mixed: every kind of water; rivers: one or two rivers 10-80 m wide on land, nothing else; "
                    "floods: mixed, under a flood broken into ragged lobes, channels and pools.")
-@click.option("--manifest/--no-manifest", default=True, show_default=True, help="Write manifest.csv (image,mask,id).")
+@click.option("--manifest/--no-manifest", default=True, show_default=True, help="Write manifest.csv (image,mask,id): the pairs made, and those it listed before.")
 @bands_option
 @offset_option
 @overwrite_option

@@ -4,6 +4,7 @@ after seed, with a manifest."""
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -75,6 +76,7 @@ def make_synthetic_set(out_dir, options: SynthOptions, on_background: Callable[[
     for s in range(options.seed, options.seed + options.count):  # every output, before the first is written
         for path in _pair_paths(out_dir, s):
             check_output(path, options.overwrite, options.backgrounds)
+    listed = _listed_pairs(out_dir / "manifest.csv", options) if options.manifest else []
     make_folder(out_dir)
     for i in range(options.count):
         s = options.seed + i
@@ -91,10 +93,30 @@ def make_synthetic_set(out_dir, options: SynthOptions, on_background: Callable[[
         summary.rows.append({"image": scene_path.name, "mask": mask_path.name, "id": f"synth_{s}"})
         if on_pair:
             on_pair(scene_path, mask_path, float((pair.mask == 1).mean()))
-    if options.manifest:
-        write_manifest(out_dir / "manifest.csv", summary.rows, overwrite=True)
+    if options.manifest:  # the pairs listed before, that these did not make again, and these
+        made = {row["id"] for row in summary.rows}
+        write_manifest(out_dir / "manifest.csv", [r for r in listed if r["id"] not in made] + summary.rows)
         summary.manifest = str(out_dir / "manifest.csv")
     return summary
+
+
+def _listed_pairs(manifest: Path, options: SynthOptions) -> list[dict]:
+    """The rows of the folder's manifest.csv of pairs synth made before (image, mask, id), kept
+    beside the pairs added; a manifest.csv of other columns is refused unless --overwrite
+    replaces it (checked before any pair is written)."""
+    if not manifest.exists():
+        return []
+    try:
+        with open(manifest, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            ours = reader.fieldnames == ["image", "mask", "id"]
+    except (OSError, UnicodeDecodeError, csv.Error):
+        ours = False
+    if not ours:
+        check_output(manifest, options.overwrite)
+        return []
+    return rows
 
 
 def _pair_paths(out_dir: Path, seed: int) -> tuple[Path, Path, Path]:

@@ -96,3 +96,28 @@ def test_floods_landscape_is_the_mixed_landscape_under_a_flood():
     assert flooded.mean() > 0.05
     assert np.isin(pair.classes[flooded], [CLASS["flood_water"], CLASS["flooded_vegetation"], CLASS["turbid_water"]]).all()
     assert np.array_equal(pair.mask == 1, np.isin(pair.classes, WATER_CLASSES))
+
+
+def test_pairs_added_to_a_folder_are_listed_beside_those_there(tmp_path):
+    """synth into a folder of pairs with another --seed rewrote manifest.csv with the new pairs
+    alone, without --overwrite: the pairs there vanished from it. They are kept, a pair made
+    again replaces its row, and a manifest.csv of other columns is refused before any pair is
+    written."""
+    import csv
+
+    from ..conftest import refused, run_cli
+
+    def listed(folder):
+        with open(folder / "manifest.csv", newline="") as fh:
+            return [row["id"] for row in csv.DictReader(fh)]
+
+    assert run_cli("synth", tmp_path / "s", "--size", 8, "--count", 2).returncode == 0
+    assert run_cli("synth", tmp_path / "s", "--size", 8, "--count", 2, "--seed", 10).returncode == 0
+    assert listed(tmp_path / "s") == ["synth_0", "synth_1", "synth_10", "synth_11"]
+    assert run_cli("synth", tmp_path / "s", "--size", 8, "--seed", 1, "--overwrite").returncode == 0
+    assert sorted(listed(tmp_path / "s")) == ["synth_0", "synth_1", "synth_10", "synth_11"]
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "manifest.csv").write_text("scene,label\na.tif,b.tif\n")
+    r = run_cli("synth", tmp_path / "other", "--size", 8)
+    assert refused(r, "S2N-OUTPUT-EXISTS", 1, tmp_path / "other" / "manifest.csv")
+    assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["manifest.csv"]
