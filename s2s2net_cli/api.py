@@ -395,9 +395,7 @@ def _cube_series(cube, from_masks: bool, dates, like, model: ModelOptions, scene
     from .grid import SCALE_FACTOR, fine_transform
     from .hydrology.occurrence import DateMask, Grid
     from .hydrology.series import series_grid
-    from .inference.dataarray import cube_dates, cube_predictor, north_up_stack
-    from .inference.predictor import Predictor  # heavy: torch
-    from .weights_header import default_weights
+    from .inference.dataarray import cube_dates, cube_predictor, north_up_stack  # heavy: torch, xarray
 
     if from_masks or dates is not None:
         given = "from_masks" if from_masks else "dates"
@@ -410,18 +408,20 @@ def _cube_series(cube, from_masks: bool, dates, like, model: ModelOptions, scene
         stack = north_up_stack(cube.isel(time=0))[0]
         grid = Grid(stack.rio.crs, fine_transform(stack.rio.transform()), stack.rio.width * SCALE_FACTOR,
                     stack.rio.height * SCALE_FACTOR)
-    predictor = Predictor(model.weights or default_weights(), PredictOptions.of(model, scene=scene, overwrite=True),
-                          World())
-    return series, grid, cube_predictor(cube, predictor)
+    return series, grid, cube_predictor(cube, _date_model(model, scene))
+
+
+def _date_model(model: ModelOptions, scene: SceneOptions):
+    """The Predictor of occurrence's dates: each date's mask made by this rank alone."""
+    from .inference.predictor import Predictor  # heavy: torch
+    from .weights_header import default_weights
+
+    return Predictor(model.weights or default_weights(), PredictOptions.of(model, scene=scene, overwrite=True), World())
 
 
 def _date_predictor(model: ModelOptions, scene: SceneOptions) -> Callable:
     """predict(source, mask_path) -> its findings: one date's mask, made by this rank alone."""
-    from .inference.predictor import Predictor  # heavy: torch
-    from .weights_header import default_weights
-
-    predictor = Predictor(model.weights or default_weights(), PredictOptions.of(model, scene=scene, overwrite=True),
-                          World())
+    predictor = _date_model(model, scene)
 
     def predict(source: str, mask_path: Path) -> list[Finding]:
         return predictor.predict_scene(source, mask_path).warnings

@@ -76,13 +76,8 @@ def predict_dataarray(da, weights=None, probability: bool = False, **options):
     with tempfile.TemporaryDirectory(prefix="s2s2net-da-") as tmp:
         scene, out = Path(tmp) / "scene.tif", Path(tmp) / "water.tif"
         write_scene(stack, scene, named, date)
-        try:
+        with said_of(DATAARRAY):  # not of its temporary file
             said = [in_notebook_terms(w) for w in predictor.predict_scene(scene, out).warnings]
-        except S2S2NetError as exc:  # said of the DataArray, not of its temporary file
-            said = said_of(exc, DATAARRAY)
-            if said is exc:
-                raise
-            raise said from None
         result = rioxarray.open_rasterio(out, mask_and_scale=False).squeeze("band", drop=True).load()
     if flipped:  # back in the DataArray's own order, so that it lines up with it
         result = result.isel({result.rio.y_dim if dim == stack.rio.y_dim else result.rio.x_dim: slice(None, None, -1)
@@ -110,12 +105,20 @@ def north_up_stack(da):
     if da.rio.crs is None:
         raise refuse("S2N-DATAARRAY-NO-CRS", DATAARRAY)
     stack, named = select_bands(da)
-    flipped = reversed_axes(stack)
-    if flipped:
-        stack = stack.isel({dim: slice(None, None, -1) for dim in flipped})
-        stack = stack.rio.write_transform(stack.rio.transform(recalc=True))
+    stack, flipped = north_up(stack)
     stack = stack.fillna(0) if np.issubdtype(stack.dtype, np.floating) else stack
     return stack, named, flipped
+
+
+def north_up(da):
+    """``da`` with its rows from north to south and columns from west to east, as a GeoTIFF
+    holds them (its transform from its coordinates, not a stale cache), and the dimensions
+    flipped to make it so."""
+    flipped = reversed_axes(da)
+    if flipped:
+        da = da.isel({dim: slice(None, None, -1) for dim in flipped})
+        da = da.rio.write_transform(da.rio.transform(recalc=True))
+    return da, flipped
 
 
 def write_scene(stack, path: Path, named: bool, date: str | None) -> None:
@@ -156,14 +159,10 @@ def cube_predictor(cube, predictor: Predictor):
         da = cube.isel(time=index[name])
         scene = mask_path.with_name(f"{mask_path.stem}_scene.tif")
         try:
-            stack, named, _ = north_up_stack(da)  # occurrence warps each mask onto its grid: no flip back
-            write_scene(stack, scene, named, date_of(da))
-            return [in_notebook_terms(w).at(name) for w in predictor.predict_scene(scene, mask_path).warnings]
-        except S2S2NetError as exc:
-            said = said_of(exc, name)
-            if said is exc:
-                raise
-            raise said from None
+            with said_of(name):
+                stack, named, _ = north_up_stack(da)  # occurrence warps each mask onto its grid: no flip back
+                write_scene(stack, scene, named, date_of(da))
+                return [in_notebook_terms(w).at(name) for w in predictor.predict_scene(scene, mask_path).warnings]
         finally:
             scene.unlink(missing_ok=True)
 
@@ -177,32 +176,27 @@ def measure_dataarray(mask, measure):
 
     if mask.rio.crs is None:
         raise refuse("S2N-DATAARRAY-NO-CRS", DATAARRAY)
-    flipped = reversed_axes(mask)
-    if flipped:
-        mask = mask.isel({dim: slice(None, None, -1) for dim in flipped})
-        mask = mask.rio.write_transform(mask.rio.transform(recalc=True))
+    written = north_up(mask)[0].copy(deep=False)
+    scalar = (str, int, float, np.generic)  # its tags: the lists of its warnings are not
+    written.attrs = {k: v for k, v in mask.attrs.items() if isinstance(v, scalar)}
     with tempfile.TemporaryDirectory(prefix="s2s2net-da-") as tmp:
         path = Path(tmp) / "water.tif"
-        written = mask.copy(deep=False)
-        scalar = (str, int, float, np.generic)  # tags: the lists of its warnings are not
-        written.attrs = {k: v for k, v in mask.attrs.items() if isinstance(v, scalar)}
         written.rio.to_raster(path, tiled=True, compress="deflate")
-        try:
+        with said_of(DATAARRAY, path):
             return measure(path)
-        except S2S2NetError as exc:
-            said = said_of(exc, DATAARRAY, path)
-            if said is exc:
-                raise
-            raise said from None
 
 
-def said_of(exc: S2S2NetError, name: str, path=None) -> S2S2NetError:
-    """``exc`` said of ``name`` (the DataArray, one date of a cube) where it is a rule's refusal
-    of the temporary file ``path`` (of any file with ``path`` None); else ``exc`` itself."""
-    found = getattr(exc, "finding", None)
-    if found is None or (path is not None and str(found.path) != str(path)):
-        return exc
-    return refuse(found.code, name, **found.values)
+@contextmanager
+def said_of(name: str, path=None):
+    """A rule's refusal raised in the block said of ``name`` (the DataArray, one date of a cube)
+    where it names the temporary file ``path`` (any file, with ``path`` None), not that file."""
+    try:
+        yield
+    except S2S2NetError as exc:
+        found = getattr(exc, "finding", None)
+        if found is None or (path is not None and str(found.path) != str(path)):
+            raise
+        raise refuse(found.code, name, **found.values) from None
 
 
 @contextmanager
@@ -215,13 +209,8 @@ def scene_file(da):
     with tempfile.TemporaryDirectory(prefix="s2s2net-da-") as tmp:
         path = Path(tmp) / f"{Path(source).stem if source else DATAARRAY}.tif"
         write_scene(stack, path, named, date)
-        try:
+        with said_of(DATAARRAY, path):
             yield path
-        except S2S2NetError as exc:
-            said = said_of(exc, DATAARRAY, path)
-            if said is exc:
-                raise
-            raise said from None
 
 
 def said_of_scene(found: Finding, path) -> Finding:
