@@ -16,6 +16,7 @@ The command line calls these same functions.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import inspect
@@ -29,7 +30,7 @@ from typing import Callable
 from .errors import S2S2NetError
 from .inference.options import ModelOptions, PredictOptions
 from .option_checks import check_kinds
-from .rulebook import PYTHON_KEYWORDS, Finding, option, refuse, warn
+from .rulebook import PYTHON_KEYWORDS, Finding, option, refuse, said_of, warn
 from .sources.options import SceneOptions
 from .world import World
 
@@ -81,15 +82,10 @@ def _takes_geo_tables(function: Callable) -> Callable:
                 files[name] = Path(tmp) / name / f"{type(table).__name__}.gpkg"
                 files[name].parent.mkdir()
                 gpd.GeoDataFrame(geometry=gpd.GeoSeries(table.geometry.values, crs=table.crs)).to_file(files[name])
-            try:
+            with contextlib.ExitStack() as said:
+                for name, path in files.items():
+                    said.enter_context(said_of(option(name), path))
                 return function(*args, **{**kwargs, **{name: str(path) for name, path in files.items()}})
-            except S2S2NetError as exc:
-                found = getattr(exc, "finding", None)
-                name = next((n for n, path in files.items() if found is not None and str(found.path) == str(path)),
-                            None)
-                if name is None:
-                    raise
-                raise refuse(found.code, option(name), **found.values) from None
 
     return call
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import string
 import sys
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -222,6 +223,19 @@ def refuse(code: str, path=None, **values) -> S2S2NetError:
     error = ERRORS[found.rule.kind](found.message("python"))  # str() says it in its reader's terms
     error.finding = found
     return error
+
+
+@contextmanager
+def said_of(name, path=None):
+    """A rule's refusal raised in the block said of ``name`` (a DataArray, a keyword) where it
+    names the temporary file ``path`` that stood for it (any file, with ``path`` None)."""
+    try:
+        yield
+    except S2S2NetError as exc:
+        found = getattr(exc, "finding", None)
+        if found is None or (path is not None and str(found.path) != str(path)):
+            raise
+        raise refuse(found.code, name, **found.values) from None
 
 
 def with_warnings(error: S2S2NetError, findings) -> S2S2NetError:

@@ -27,8 +27,7 @@ import numpy as np
 import rasterio
 
 from ..bands import BAND_NAMES
-from ..errors import S2S2NetError
-from ..rulebook import Finding, refuse, warn
+from ..rulebook import Finding, refuse, said_of, warn
 from ..sources.dates import DATE_TAG, SOURCE_TAG
 from ..sources.stac import ASSET_NAMES
 from ..weights_header import default_weights
@@ -184,19 +183,6 @@ def measure_dataarray(mask, measure):
         written.rio.to_raster(path, tiled=True, compress="deflate")
         with said_of(DATAARRAY, path):
             return measure(path)
-
-
-@contextmanager
-def said_of(name: str, path=None):
-    """A rule's refusal raised in the block said of ``name`` (the DataArray, one date of a cube)
-    where it names the temporary file ``path`` (any file, with ``path`` None), not that file."""
-    try:
-        yield
-    except S2S2NetError as exc:
-        found = getattr(exc, "finding", None)
-        if found is None or (path is not None and str(found.path) != str(path)):
-            raise
-        raise refuse(found.code, name, **found.values) from None
 
 
 @contextmanager
