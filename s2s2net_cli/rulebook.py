@@ -15,6 +15,8 @@ with its code, ``--json`` carries the code, notebooks get it as an :class:`S2S2N
 
 from __future__ import annotations
 
+import ast
+import re
 import string
 import sys
 import warnings
@@ -82,7 +84,33 @@ class _Option:
             flag = "--" + self.name.replace("_", "-")
             return f"{flag} {value}" if value and value != "True" else flag
         keyword = PYTHON_KEYWORDS.get(self.name, self.name)
-        return f"{keyword}={value}" if value else keyword
+        return f"{keyword}={python_value(value)}" if value else keyword
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def python_value(text: str) -> str:
+    """A value of an option as Python writes it, so that a message's ``keyword=value`` can be
+    typed as said: numbers, True and placeholders (``PATH``) as they are, several of them
+    (``32,64,96``, ``SCENE MASK``) a tuple, a word or a file name (``bf16``) a string."""
+    if "{" in text or text.startswith("<"):  # a template's value shown by its name, an object's repr: as they are
+        return text
+    try:
+        value = ast.literal_eval(text)
+        if not isinstance(value, tuple) or text.startswith("("):  # written as Python already (42, 'x', True)
+            return text
+    except (ValueError, SyntaxError):
+        pass
+    parts = [p.strip() for p in text.split(",")] if "," in text else text.split()
+    if parts and all(_is_number(p) or re.fullmatch(r"[A-Z][A-Z_]*", p) for p in parts):
+        return parts[0] if len(parts) == 1 else f"({', '.join(parts)})"
+    return repr(text)
 
 
 class _Value:

@@ -151,7 +151,7 @@ def test_predict_warns_in_pythons_terms(tmp_path, random_weights):
     told = [w.message for w in caught if isinstance(w.message, s2n.S2S2NetWarning)]
     assert said(told) == said(result.warnings) == ["S2N-BANDS-UNDESCRIBED"]
     assert {w.filename for w in caught if isinstance(w.message, s2n.S2S2NetWarning)} == {__file__}  # the call's line
-    assert "bands=3,2,1,4,5,6" in str(told[0])
+    assert "bands=(3, 2, 1, 4, 5, 6)" in str(told[0])
 
 
 def test_evaluate_scores_as_compare_does(tmp_path):
@@ -523,7 +523,7 @@ def test_one_path_or_one_pair_is_one_not_its_characters(tmp_path, random_weights
     assert [s.overall for s in one] == [s.overall for s in s2n.evaluate([(scene, label)], baselines="ndwi")]
     with raises_rule("S2N-PAIRS-MISSING") as refused:
         s2n.evaluate(baselines="ndwi")
-    assert str(refused.value) == "give pairs=SCENE MASK or manifests=FILE"
+    assert str(refused.value) == "give pairs=(SCENE, MASK) or manifests=FILE"
 
 
 def test_what_is_no_path_is_named_by_its_keyword_not_printed_whole(tmp_path):

@@ -70,6 +70,27 @@ def test_a_finding_names_its_options_in_each_interface():
     assert RULES["S2N-CHIPS-NO-INDEX"].text("python") == "has no index.gpkg; make chips with s2n.chip()"
 
 
+def test_a_python_message_gives_values_as_python_writes_them():
+    """``keyword=value`` in a Python message can be typed as said: a list a tuple, a word a string."""
+    said = {
+        ("S2N-CALIBRATE-GAIN-EDGE", (("gain", 32.0), ("larger", "64,96"))): "gains=(32, 64, 96)",
+        ("S2N-BANDS-UNDESCRIBED", ()): "bands=(3, 2, 1, 4, 5, 6)",
+        ("S2N-PRECISION-UNKNOWN", (("value", "bf17"), ("choices", "auto, 32"))): "precision='bf17'",
+        ("S2N-RESUME-OPTION", (("weights", "run/last.safetensors"),)): "init_weights='run/last.safetensors'",
+        ("S2N-PAIRS-MISSING", ()): "pairs=(SCENE, MASK)",
+        ("S2N-OFFSET-MISSING", (("limit", 0.09),)): "offset=-1000",
+        ("S2N-THRESHOLD-RANGE", (("threshold", 1.5),)): "threshold=1.5",
+    }
+    for (code, values), keyword in said.items():
+        values = dict(values)
+        fields = set(re.findall(r"\{(\w+)[}:!]", RULES[code].template))  # its values, in option values too
+        text = finding(code, "x.tif", **{f: values.get(f, "") for f in fields}).message("python")
+        assert keyword in text, (code, text)
+        ast.parse(f"f({keyword})")  # Python takes it as written
+        cli = finding(code, "x.tif", **{f: values.get(f, "") for f in fields}).message("cli")
+        assert "'" not in cli and "(3, 2" not in cli, cli  # the command line's words are unchanged
+
+
 def test_refuse_gives_the_error_of_the_rules_kind_with_its_finding():
     assert isinstance(refuse("S2N-SCENE-NO-CRS", "a.tif"), InputError)
     assert isinstance(refuse("S2N-OUTPUT-IS-INPUT", "a.tif", held=""), UsageError)

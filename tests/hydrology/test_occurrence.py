@@ -319,7 +319,7 @@ def test_options_of_predicting_are_refused_with_masks_already_made(tmp_path):
                 "--threshold", 0.3, "--weights", "default")
     assert refused(r, "S2N-OCCURRENCE-MASKS-OPTIONS", 2, "Error: --weights default, --threshold 0.3, --bbox 3,45,3.1,45.1 "
                    "set how scenes are read and predicted, and --from-masks counts masks already made")
-    with pytest.raises(s2n.UsageError, match=r"^bands=3,2,1,4,5,6 set how .* and from_masks=True counts .* like=PATH"):
+    with pytest.raises(s2n.UsageError, match=r"^bands=\(3, 2, 1, 4, 5, 6\) set how .* and from_masks=True counts .* like=PATH"):
         s2n.occurrence(paths, tmp_path / "o.tif", from_masks=True, bands="3,2,1,4,5,6")
     assert not (tmp_path / "o.tif").exists()
 
