@@ -466,6 +466,10 @@ def test_calibrate_and_gate_write_what_the_weights_commands_write(tmp_path, rand
     one = s2n.calibrate(random_weights, tmp_path / "one.safetensors", pairs=(scene, label), gains="16",
                         synthetic_scenes=1, synthetic_size=48)
     assert list(one.scores) == [16.0] and one.gain == 16.0
+    # the scores were numpy's floats, np.float64(0.47) in every one of 17 x 2 places of the repr
+    assert all(type(f) is float for source in one.scores[16.0].values() for f in source)
+    assert len(one.scores[16.0]["synthetic"]) == len(one.thresholds) and one.threshold in one.thresholds
+    assert repr(one).startswith("Calibration(threshold=") and "scores" not in repr(one)
     with raises_rule("S2N-GATE-NO-INPUT") as refused:
         s2n.gate(random_weights, tmp_path / "x.safetensors", synthetic_scenes=0)
     assert "give scenes=PATH or synthetic_scenes=N" in str(refused.value)

@@ -57,11 +57,12 @@ class Calibration:
 
     threshold: float
     gain: float
-    scores: dict = field(default_factory=dict)  # gain -> {source: [F1 at each of THRESHOLDS]}
+    scores: dict = field(default_factory=dict, repr=False)  # gain -> {source: [F1 at each of thresholds]}
     warnings: list = field(default_factory=list)  # rulebook findings
+    thresholds: tuple = field(default=THRESHOLDS, repr=False)  # those the scores are at
 
     def to_dict(self) -> dict:
-        return {"threshold": self.threshold, "ndwi_prior": self.gain, "thresholds": list(THRESHOLDS),
+        return {"threshold": self.threshold, "ndwi_prior": self.gain, "thresholds": list(self.thresholds),
                 "scores": {f"{g:g}": s for g, s in self.scores.items()},
                 "warnings": [w.to_dict() for w in self.warnings]}
 
@@ -81,7 +82,7 @@ def counts_at(prob_pct: np.ndarray, truth: np.ndarray, valid: np.ndarray, factor
 
 
 def f1(tp, fp, fn) -> float:
-    return 2 * tp / max(2 * tp + fp + fn, 1)
+    return float(2 * tp / max(2 * tp + fp + fn, 1))  # a Python float, not numpy's, in a notebook's scores
 
 
 def calibrate(weights, work_dir, sources: dict[str, list[Pair]] | None = None, gains=GAINS,

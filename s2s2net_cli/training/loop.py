@@ -65,7 +65,7 @@ class TrainResult:
     best_f1: float | None
     seconds: float
     world_size: int
-    records: list = field(default_factory=list)
+    records: list = field(default_factory=list, repr=False)  # every step's, as metrics.jsonl: not in a notebook's view
     optimizer_state_bytes: int = 0  # this rank's Adam moments (ZeRO shards them across ranks)
     master_weight_bytes: int = 0  # this rank's fp32 master copy held by ZeRO (0 without ZeRO)
     signal: int | None = None  # the signal that stopped the run on this rank (SIGINT when another rank's did)

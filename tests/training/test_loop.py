@@ -179,11 +179,13 @@ def test_a_notebook_trains_twice_in_one_process(chips, tmp_path):
     script = (f"import json, s2s2net_cli as s2n\n"
               f"runs = [s2n.train([{str(chips)!r}], {str(tmp_path)!r} + f'/run{{i}}', max_steps=2, batch_size=2, "
               f"val_every=2, augment='none', precision='32') for i in (1, 2)]\n"
-              f"print(json.dumps([[r.steps, r.best_f1] for r in runs]))\n")
+              f"print(json.dumps([[r.steps, r.best_f1, len(r.records), repr(r)] for r in runs]))\n")
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=DS_ENV, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    (steps1, f1_1), (steps2, f1_2) = json.loads(r.stdout.strip().splitlines()[-1])
+    (steps1, f1_1, records, shown), (steps2, f1_2, _, _) = json.loads(r.stdout.strip().splitlines()[-1])
     assert steps1 == steps2 == 2 and f1_1 == f1_2  # the same seed, the same run
+    # a notebook shows the run's summary, not every step's record (800 dicts after an 800-step run)
+    assert records == 3 and shown.startswith("TrainResult(steps=2") and "'loss'" not in shown and "records" not in shown
     assert load_weights(tmp_path / "run1" / "last.safetensors")[0].keys() == load_weights(
         tmp_path / "run2" / "last.safetensors")[0].keys()
 
@@ -193,9 +195,9 @@ def test_the_library_refuses_what_the_command_line_types_refuse(chips, tmp_path)
     unknown augment, a division by zero for batch_size=0, a run for precision="fp8"."""
     import s2s2net_cli as s2n
 
-    told = {"augment": ("wild", "S2N-OPTION-CHOICE", "augment=wild is not one of none, geometric, full"),
+    told = {"augment": ("wild", "S2N-OPTION-CHOICE", "augment='wild' is not one of none, geometric, full"),
             "batch_size": (0, "S2N-OPTION-RANGE", "batch_size=0 is out of range: it is under 1"),
-            "precision": ("fp8", "S2N-PRECISION-UNKNOWN", "precision=fp8 is not one of auto, 32, bf16, 16"),
+            "precision": ("fp8", "S2N-PRECISION-UNKNOWN", "precision='fp8' is not one of auto, 32, bf16, 16"),
             "lr": (-1.0, "S2N-OPTION-RANGE", "lr=-1.0 is out of range: it is not above 0"),
             "zero_stage": (3, "S2N-OPTION-CHOICE", "zero_stage=3 is not one of 0, 1, 2"),
             "epochs": (1, "S2N-OPTIONS-EXCLUSIVE", "give max_steps or epochs, not both"),
