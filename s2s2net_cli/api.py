@@ -91,6 +91,7 @@ def _takes_geo_tables(function: Callable) -> Callable:
 
 
 PATH = "a path (str or Path)"
+REFERENCE = "a reference: a path (str or Path) or an xarray.DataArray with a CRS"
 SCENE = "a scene: a path (str or Path), a URL or an xarray.DataArray with a CRS"
 PATH_OR_URL = "a scene: a path (str or Path) or a URL (an xarray.DataArray: predict(da, output), one at a time)"
 
@@ -129,20 +130,22 @@ def _paths(given, name: str, wanted: str = PATH, dataarray: bool = False) -> lis
     return items
 
 
-def _pairs(given, name: str = "pairs") -> list:
+def _pairs(given, name: str = "pairs", dataarray: bool = False) -> list:
     """``given`` as a list of (scene, mask) pairs: one pair of two paths is a list of one (None,
-    none); what is no pair of paths is refused naming ``name[k]``."""
+    none); what is no pair of paths (or DataArrays, where ``dataarray``) is refused naming
+    ``name[k]``."""
     if given is None:
         return []
-    given = [given] if _is_path(given) or not isinstance(given, typing.Iterable) else list(given)
-    if len(given) == 2 and all(_is_path(p) for p in given):
+    one = _is_path(given, dataarray) or not isinstance(given, typing.Iterable)
+    given = [given] if one else list(given)
+    if len(given) == 2 and all(_is_path(p, dataarray) for p in given):
         return [tuple(given)]
     for k, pair in enumerate(given):
-        if _is_path(pair) or not isinstance(pair, (list, tuple)) or len(pair) != 2:
+        if _is_path(pair, dataarray) or not isinstance(pair, (list, tuple)) or len(pair) != 2:
             raise refuse("S2N-SOURCE-TYPE", None, name=f"{name}[{k}]", kind=_kind(pair),
                          wanted="a (scene, mask) pair")
         for j, path in enumerate(pair):
-            _check_path(path, f"{name}[{k}][{j}]")
+            _check_path(path, f"{name}[{k}][{j}]", (REFERENCE if j else SCENE) if dataarray else PATH, dataarray)
     return given
 
 
@@ -272,7 +275,9 @@ def evaluate(pairs=(), *, manifests=(), weights=(), baselines=(), nodata: float 
 
     Args:
         pairs: (scene, reference) pairs, or one such pair: a reference is a mask raster (water 1,
-            land 0) or a vector file of water polygons.
+            land 0) or a vector file of water polygons. Either may be an ``xarray.DataArray`` with
+            a CRS (a scene as ``predict`` takes it; a reference of one band), named ``pairs[k][j]``
+            in the scores and findings, or by the file it was read from.
         manifests: CSV manifests of pairs (image,mask[,id,split]).
         weights: weights files (or "default"); with neither weights nor baselines, the bundled model.
         baselines: water-index baselines by name (ndwi, mndwi, mndwi-bilinear, ...).
@@ -297,8 +302,18 @@ def evaluate(pairs=(), *, manifests=(), weights=(), baselines=(), nodata: float 
     weights = _paths(weights if weights is not None else (), "weights")
     baselines = [baselines] if isinstance(baselines, str) else list(baselines)
     models = make_models(weights, baselines, predict_options)
-    results = compare(models, pairs_from_options(_pairs(pairs), manifests), nodata, scene_options, save_predictions,
-                      plot, on_progress, degrade, overwrite)
+    given, said = _pairs(pairs, dataarray=True), {}
+    with contextlib.ExitStack() as files:
+        if any(type(item).__name__ == "DataArray" for pair in given for item in pair):
+            from .inference.dataarray import pairs_as_files  # heavy: xarray
+
+            given, said = pairs_as_files(given, files)  # scored as the same arrays in files would be
+        results = compare(models, pairs_from_options(given, manifests), nodata, scene_options, save_predictions,
+                          plot, on_progress, degrade, overwrite)
+    if said:
+        from .inference.dataarray import scores_said_of
+
+        results = scores_said_of(results, said)
     _warn_all(list(dict.fromkeys(w for r in results for img in r.images for w in img["warnings"])))
     return results
 

@@ -125,6 +125,40 @@ def test_a_dataarray_with_output_is_written_as_its_file_would_be(tmp_path, rando
         s2n.predict_scenes([da], tmp_path / "out")
     assert "predict(da, output), one at a time" in str(refused.value) and "Coordinates" not in str(refused.value)
 
+def test_evaluate_scores_dataarrays_as_their_files(tmp_path, random_weights):
+    """s2n.evaluate([(da, label)]) was refused ("pairs[0][0] is an xarray.DataArray, not a
+    path"), where predict takes the same array: a scene or reference held as a DataArray is
+    scored as its file is, named pairs[k][j] in the scores and in what is said of it."""
+    import rioxarray
+
+    scene, label, _ = _flood(tmp_path)
+    da, reference = rioxarray.open_rasterio(scene), rioxarray.open_rasterio(label)
+    kw = {"weights": random_weights, "baselines": "ndwi", "tile_size": 32, "overlap": 8}
+    files = s2n.evaluate((scene, label), **kw)
+    for pair in [(da, label), (scene, reference.sortby("y")), (da.sortby("y"), reference)]:
+        arrays = s2n.evaluate([pair], **kw)
+        assert [r.counts for r in arrays] == [r.counts for r in files]  # the same pixels, the same scores
+        image = arrays[0].images[0]
+        assert image["id"] == "scene"  # named by the file the array was read from
+        for j, given in enumerate(pair):
+            assert image[("image", "reference")[j]] == (f"pairs[0][{j}]" if not isinstance(given, Path) else str(given))
+    unread = da.copy()
+    unread.encoding = {}  # an array made in memory: no file to name it by
+    assert s2n.evaluate([(unread, label)], **kw)[0].images[0]["id"] == "pairs[0][0]"
+    with raises_rule("S2N-DATAARRAY-NO-CRS") as refused:
+        s2n.evaluate([(scene, label), (scene, reference.rio.write_crs("EPSG:32631").drop_vars("spatial_ref"))], **kw)
+    assert str(refused.value).startswith("pairs[1][1]: has no CRS")
+    with raises_rule("S2N-MASK-NO-WATER-VALUE") as refused:
+        s2n.evaluate([(da, reference.where(reference != 1, 7))], **kw)
+    assert str(refused.value).startswith("pairs[0][1]: holds 7 besides land 0") and "tmp" not in str(refused.value)
+    with pytest.warns(s2n.S2S2NetWarning, match=r"^pairs\[0\]\[1\]: covers .* give bbox=\("):
+        part = s2n.evaluate([(da, reference.isel(x=slice(0, 8), y=slice(0, 8)))], **kw)
+    found = {w.code: str(w) for w in part[0].images[0]["warnings"]}  # said of the arrays, not their files
+    assert found["S2N-REFERENCE-PART-OF-SCENE"].startswith("pairs[0][1]: covers ")
+    assert found["S2N-SCENE-SMALL"].startswith("pairs[0][0]: is 40 x 40 px")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["label.tif", "scene.tif"]  # no file left beside them
+
+
 def test_a_dataarray_without_output_refuses_what_only_a_file_takes(tmp_path):
     """Its mask is returned, not written: polygons or rivers asked beside it were dropped silently."""
     import rioxarray
@@ -548,6 +582,8 @@ def test_what_is_no_path_is_named_by_its_keyword_not_printed_whole(tmp_path):
         "mask is a numpy.ndarray, not a path (str or Path) or an xarray.DataArray": lambda: s2n.rivers(array[0], tmp_path / "r.gpkg"),
         "pairs[0] is a path, not a (scene, mask) pair": lambda: s2n.evaluate([scene, label, label], baselines="ndwi"),
         "pairs[0][0] is a numpy.ndarray, not a path (str or Path)": lambda: s2n.chip([(array, label)], tmp_path / "c"),
+        "pairs[0][1] is a numpy.ndarray, not a reference: a path (str or Path) or an xarray.DataArray with a CRS":
+            lambda: s2n.evaluate([(scene, array[0])], baselines="ndwi"),
         "scenes is a numpy.ndarray, not a path (str or Path)": lambda: s2n.gate("default", tmp_path / "g.safetensors",
                                                                                  scenes=array),
     }

@@ -186,16 +186,36 @@ def measure_dataarray(mask, measure):
 
 
 @contextmanager
-def scene_file(da):
+def scene_file(da, name: str = DATAARRAY):
     """``da`` (one date) written to a temporary GeoTIFF for what predicts scene files, named as
-    the file it was read from (else DataArray.tif, as the mask's source_scene tag says); a
-    refusal of that file is said of the DataArray."""
+    the file it was read from (else ``name``.tif, as the mask's source_scene tag says); a
+    refusal of that file is said of ``name``."""
     date, source = date_of(da), da.encoding.get("source")
-    stack, named, _ = north_up_stack(da)  # a file is written north-up, whichever way the array runs
+    with said_of(name, DATAARRAY):  # its own refusals (no CRS, its bands) too
+        stack, named, _ = north_up_stack(da)  # a file is written north-up, whichever way the array runs
     with tempfile.TemporaryDirectory(prefix="s2s2net-da-") as tmp:
-        path = Path(tmp) / f"{Path(source).stem if source else DATAARRAY}.tif"
+        path = Path(tmp) / f"{Path(source).stem if source else name}.tif"
         write_scene(stack, path, named, date)
-        with said_of(DATAARRAY, path):
+        with said_of(name, path):
+            yield path
+
+
+@contextmanager
+def mask_file(da, name: str = DATAARRAY):
+    """The mask or label ``da`` ((y, x), or (band, y, x) of one band, as rioxarray reads a
+    file) written north-up to a temporary GeoTIFF with its nodata, named as the file it was read
+    from (else ``name``.tif); a refusal of that file is said of ``name``."""
+    import rioxarray  # noqa: F401  (registers .rio; heavy: xarray)
+
+    source = da.encoding.get("source")
+    with said_of(name, DATAARRAY):
+        if da.rio.crs is None:
+            raise refuse("S2N-DATAARRAY-NO-CRS", DATAARRAY)
+    written = north_up(da)[0]
+    with tempfile.TemporaryDirectory(prefix="s2s2net-da-") as tmp:
+        path = Path(tmp) / f"{Path(source).stem if source else name}.tif"
+        written.rio.to_raster(path, compress="deflate")  # striped: a small label's side is no block's
+        with said_of(name, path):
             yield path
 
 
@@ -230,3 +250,32 @@ def in_notebook_terms(found: Finding) -> Finding:
     if found.code == "S2N-BANDS-UNDESCRIBED":
         return Finding("S2N-DATAARRAY-BANDS-UNNAMED", DATAARRAY, found.values)
     return found.at(DATAARRAY)
+
+
+def pairs_as_files(pairs: list, files) -> tuple[list, dict[str, str]]:
+    """``pairs`` (scene, reference) with each DataArray written to a temporary GeoTIFF that
+    lives as long as the ExitStack ``files``: the pairs of files, and each such file's name as
+    a finding says it, ``pairs[k][j]`` (a refusal of it is said so)."""
+    given, said = [], {}
+    for k, pair in enumerate(pairs):
+        paths = []
+        for j, (item, write) in enumerate(zip(pair, (scene_file, mask_file))):
+            if type(item).__name__ == "DataArray":
+                name = f"pairs[{k}][{j}]"
+                item = files.enter_context(write(item, name))
+                said[str(item)] = name
+            paths.append(item)
+        given.append(tuple(paths))
+    return given, said
+
+
+def scores_said_of(results: list, said: dict[str, str]) -> list:
+    """compare's ``results`` with the temporary files of DataArrays (``said``: file -> name) named
+    as the DataArrays, in their images and in the findings of them."""
+    for result in results:
+        for image in result.images:
+            for key in ("image", "reference"):
+                image[key] = said.get(str(image[key]), image[key])
+            image["warnings"] = [in_notebook_terms(w).at(said[str(w.path)]) if str(w.path) in said else w
+                                 for w in image["warnings"]]
+    return results
