@@ -92,6 +92,8 @@ def _takes_geo_tables(function: Callable) -> Callable:
 
 PATH = "a path (str or Path)"
 REFERENCE = "a reference: a path (str or Path) or an xarray.DataArray with a CRS"
+DATES = ("a scene: a path (str or Path) or a URL (DataArrays: as one (time, band, y, x) cube, "
+         "xr.concat(dates, dim='time'))")
 SCENE = "a scene: a path (str or Path), a URL or an xarray.DataArray with a CRS"
 PATH_OR_URL = "a scene: a path (str or Path) or a URL (an xarray.DataArray: predict(da, output), one at a time)"
 
@@ -390,7 +392,7 @@ def occurrence(scenes: list, output, *, from_masks: bool = False, like=None, dat
     if type(scenes).__name__ == "DataArray":
         series, grid, predict = _cube_series(scenes, from_masks, dates, like, ModelOptions(**model), scene_options)
     else:
-        series = dated_series(_paths(scenes, "scenes"), from_masks, dates)
+        series = dated_series(_paths(scenes, "scenes", PATH if from_masks else DATES), from_masks, dates)
         grid = series_grid(grid_date(series), like, scene_options)
         predict = None if from_masks else _date_predictor(ModelOptions(**model), scene_options)
     summary = water_occurrence(series, output, grid, occurrence_options, predict, world or World.from_environment(),

@@ -214,6 +214,7 @@ def test_rivers_and_occurrence_from_masks(tmp_path):
     dry = write_raster(tmp_path / "2021-08-01_water.tif", np.zeros_like(water), transform=t2, nodata=255)
     counted = s2n.occurrence([mask, dry], tmp_path / "occ.tif", from_masks=True)
     assert len(counted.dates) == 2 and [d.date for d in counted.dates] == ["2021-06-01", "2021-08-01"]
+    assert [d.mask for d in counted.dates] == [mask, dry]  # the user's own masks, named as given
     with rasterio.open(tmp_path / "occ.tif") as src:
         occurrence = src.read(1)
     assert (occurrence[:, 90:110] == 50).all() and (occurrence[:, :80] == 0).all()
@@ -291,6 +292,10 @@ def test_occurrence_counts_the_dates_of_a_dataarray_cube(tmp_path, random_weight
     assert np.array_equal(valid, np.where(alone[1] == 255, 2, 3))
     assert np.array_equal(water, 2 * (alone[0] == 1) + (alone[1] == 1))
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".occ")]  # no date's scene or mask left
+    assert [d.mask for d in summary.dates + summary.skipped] == [None] * 4  # they named the removed scratch masks
+    with raises_rule("S2N-SOURCE-TYPE") as refused:  # a list of dates held as arrays: said how to give them
+        s2n.occurrence([da, half], tmp_path / "occ2.tif")
+    assert str(refused.value).endswith("(DataArrays: as one (time, band, y, x) cube, xr.concat(dates, dim='time'))")
     with raises_rule("S2N-DATAARRAY-NO-TIME") as refused:
         s2n.occurrence(da, tmp_path / "occ2.tif")
     assert str(refused.value).startswith("DataArray: has dimensions ('band', 'y', 'x'): occurrence counts")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Callable
@@ -105,7 +105,7 @@ class OccurrenceOptions:
 class DateMask:
     source: str  # the scene (or mask) the user named
     date: str | None
-    mask: Path | None = None  # its 2 m mask, once predicted or given
+    mask: Path | None = None  # its 2 m mask, given (None in a summary where it was predicted: a scratch file)
     water_km2: float = 0.0
     valid_share: float = 0.0  # of the output grid
     error: str | None = None
@@ -167,6 +167,8 @@ def water_occurrence(dates: list[DateMask], out_path, grid: Grid, options: Occur
             World.leave()
     if not world.leads:
         return None
+    if predict:  # the masks were scratch files, removed: no path to a file that is not there
+        everyone = [replace(d, mask=None) for d in everyone]
     summary.dates = sorted([d for d in everyone if d.error is None], key=lambda d: (d.date is None, d.date or "", d.source))
     summary.skipped = [d for d in everyone if d.error is not None]
     return summary
