@@ -461,7 +461,7 @@ def load_model(weights=None, device: str = "cpu"):
     from .weights_header import weights_file
 
     if not is_device(device):
-        raise refuse("S2N-DEVICE-UNKNOWN", None, value=device)
+        raise refuse("S2N-DEVICE-UNKNOWN", option("device"), value=device)
     return load(weights_file(weights or "default"), resolve_device(device))
 
 

@@ -552,8 +552,12 @@ def test_load_model_gives_the_bundled_model_by_default():
     assert not model.training and card.bands.names == BANDS and 0 < card.threshold < 1
     assert next(s2n.load_model(device="auto")[0].parameters()).device.type == ("cuda" if torch.cuda.is_available()
                                                                                else "cpu")
-    with raises_rule("S2N-DEVICE-UNKNOWN"):
+    with raises_rule("S2N-DEVICE-UNKNOWN") as refused:  # it named no keyword: "'tpu' is not auto, ..."
         s2n.load_model(device="tpu")
+    assert str(refused.value) == "device: 'tpu' is not auto, cpu, cuda or cuda:N"
+    with raises_rule("S2N-DEVICE-UNKNOWN") as refused:
+        s2n.predict("scene.tif", "water.tif", device="gpu")
+    assert str(refused.value) == "device: 'gpu' is not auto, cpu, cuda or cuda:N"
 
 
 def test_one_path_or_one_pair_is_one_not_its_characters(tmp_path, random_weights):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 
 from ..io import check_creation_options
 from ..option_checks import check_types, precision_text
-from ..rulebook import refuse
+from ..rulebook import option, refuse
 from ..sources.options import SceneOptions
 
 DEFAULT_TILE_SIZE = 512  # 10 m pixels a side: the largest tile a scene is planned in (memory grows with it)
@@ -60,7 +60,7 @@ def check_model_options(options: ModelOptions) -> None:
     if options.batch_size is not None and options.batch_size < 1:
         raise refuse("S2N-BATCH-SIZE", None, batch_size=options.batch_size)
     if not is_device(options.device):
-        raise refuse("S2N-DEVICE-UNKNOWN", None, value=options.device)
+        raise refuse("S2N-DEVICE-UNKNOWN", option("device"), value=options.device)  # named where Python gives it
     if options.precision not in RUN_PRECISIONS:
         raise refuse("S2N-PRECISION-UNKNOWN", None, value=options.precision, choices=", ".join(RUN_PRECISIONS))
     if options.threshold is not None and not 0 <= options.threshold <= 1:
