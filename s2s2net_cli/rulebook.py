@@ -670,11 +670,15 @@ RULES = _book(
     Rule("S2N-BACKGROUND-UNREADABLE", INPUT, "cannot open background scene"),
     Rule("S2N-BACKGROUND-BANDS", INPUT, "background must be 6 uint16 bands B02..B12 (has {count} {dtype})"),
     Rule("S2N-BACKGROUND-LEVEL", INPUT, "tag level={level!r} is not L1C or L2A"),
+    Rule("S2N-BACKGROUND-NO-LEVEL", WARNING, "has no tag level: painted as L2A (surface reflectance); if it is L1C "
+                                             "(top of atmosphere), give {o.level:L1C}, so that the water painted "
+                                             "into it gets its haze"),
+    Rule("S2N-BACKGROUND-LEVEL-CONTRADICTED", USAGE, "is tagged level={tagged}, and {o.level:{level}} says it is "
+                                                     "{level}: leave {o.level} out, or give a scene of that level"),
     Rule("S2N-BACKGROUND-SMALL", WARNING, "is {width} x {height} px, smaller than {o.size:{size}}: its pairs are "
                                           "{crop_width} x {crop_height} px"),
     Rule("S2N-SYNTH-BACKGROUND-SHAPED", USAGE, "{given} shapes generated landscapes; a pair painted into a "
-                                               "{o.background} keeps that scene's own land and level (give one or the "
-                                               "other)"),
+                                               "{o.background} keeps that scene's own land (give one or the other)"),
     Rule("S2N-SYNTH-READING-NO-BACKGROUND", USAGE, "{given} say how a {o.background} scene is read, and none is "
                                                    "given: generated scenes are written in the model's band order, "
                                                    "without an offset"),

@@ -20,7 +20,8 @@ log = logging.getLogger("s2s2net")
 @click.option("--size", type=click.IntRange(8, 20000), default=256, show_default=True, help="Scene side in 10 m pixels.")
 @seed_option(0, "Seed of the first pair; pair i uses seed+i.")
 @click.option("--level", type=click.Choice(["L1C", "L2A", "mixed"]), default="mixed", show_default=True,
-              help="Top-of-atmosphere haze (L1C) or surface reflectance (L2A).")
+              help="Top-of-atmosphere haze (L1C) or surface reflectance (L2A); with --background, the "
+                   "level of a scene without a level tag.")
 @click.option("--background", "backgrounds", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               multiple=True, help="Paint the water into crops of this real 6-band uint16 scene (tag level=L1C or "
                                   "L2A) instead of a synthetic landscape; repeatable, pairs take them in turn.")
@@ -43,7 +44,8 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
     true width: the truth `s2s2net rivers` is scored against). Same seed, same pair.
 
     With --background, water is painted into a random crop (at most --size) of a real scene:
-    the scene keeps its place, grid and level (--level and --landscape do not apply, and are
+    the scene keeps its place, grid and level (its tag level=L1C or L2A; --level says it for a
+    scene without one, else it is painted as L2A, warned of; --landscape does not apply, and is
     refused); a crop is the whole scene where it is smaller than --size; the mask is exact
     where water or shore was painted, and elsewhere says water or land only where a water
     index is sure (nodata otherwise, which training leaves out of the loss). A background is

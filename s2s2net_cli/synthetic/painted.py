@@ -127,29 +127,45 @@ def paint_pair(background: np.ndarray, level: str, transform, crs, seed: int, *,
 
 
 def background_reading(path, bands: tuple[int, ...] | None = None, offset: float = 0.0,
-                       size: int | None = None) -> tuple[tuple[int, ...], tuple[float, ...], list[str]]:
+                       size: int | None = None, level: str | None = None) -> tuple[tuple, tuple, str, list]:
     """How the background ``path`` is read, as predict reads the stack (``bands``, ``offset``:
     --bands, --offset, or its own metadata): which of its bands are B02..B12, the offset to add
-    to its DNs, and what predict would warn of (band order, pixel size, the +1000 offset), and
-    that its pairs are smaller than ``size`` where it is."""
+    to its DNs, its level (its tag ``level``, or ``level`` where it has none: L2A where neither
+    says, warned of), and what predict would warn of (band order, pixel size, the +1000 offset),
+    and that its pairs are smaller than ``size`` where it is."""
     scene = open_scene(path, SceneOptions(bands=bands, offset=offset))
     if scene.kind != "stack" or scene.scale != DEFAULT_SCALE:
         raise refuse("S2N-BACKGROUND-SCALE", path, expected=DEFAULT_SCALE, kind=scene.kind, scale=scene.scale)
     said = scene_warnings(scene, BandSpec())
+    tagged = tagged_level(path)
+    if tagged and level and tagged != level:
+        raise refuse("S2N-BACKGROUND-LEVEL-CONTRADICTED", path, tagged=tagged, level=level)
+    if not tagged and not level:  # L1C painted as L2A would get no path radiance, and be tagged L2A
+        said.append(finding("S2N-BACKGROUND-NO-LEVEL", path))
     if size is not None and min(scene.width, scene.height) < size:  # read_background crops the whole of it
         said.append(finding("S2N-BACKGROUND-SMALL", path, width=scene.width, height=scene.height, size=size,
                             crop_width=min(size, scene.width), crop_height=min(size, scene.height)))
-    return tuple(scene.indexes), tuple(scene.offset), said
+    return tuple(scene.indexes), tuple(scene.offset), tagged or level or "L2A", said
+
+
+def tagged_level(path) -> str | None:
+    """The background's tag ``level`` (L1C or L2A), None without one; another value is refused."""
+    with rasterio.open(path) as src:
+        level = src.tags().get("level")
+    if level is not None and level.upper() not in ("L1C", "L2A"):
+        raise refuse("S2N-BACKGROUND-LEVEL", path, level=level)
+    return None if level is None else level.upper()
 
 
 def read_background(path, size: int, rng: np.random.Generator, tries: int = 20, min_land: float = 0.4,
-                    indexes: tuple[int, ...] | None = None,
-                    offset: tuple[float, ...] = (0.0,) * 6) -> tuple[np.ndarray, str, object, object]:
+                    indexes: tuple[int, ...] | None = None, offset: tuple[float, ...] = (0.0,) * 6,
+                    level: str | None = None) -> tuple[np.ndarray, str, object, object]:
     """A random ``size`` x ``size`` crop (the whole scene where smaller) of the uint16 scene at
-    ``path`` with a tag ``level`` (L1C or L2A), its bands ``indexes`` (default its six, in order)
-    and ``offset`` added to its DNs (-1000 for a product of baseline 04.00 on; nodata 0 kept): the
-    first of up to ``tries`` whose background truth is at least ``min_land`` sure land (land is
-    what water gets painted over), else the one with most: (data, level, transform, crs)."""
+    ``path`` of ``level`` (default its tag ``level``, else L2A), its bands ``indexes`` (default its
+    six, in order) and ``offset`` added to its DNs (-1000 for a product of baseline 04.00 on;
+    nodata 0 kept): the first of up to ``tries`` whose background truth is at least ``min_land``
+    sure land (land is what water gets painted over), else the one with most: (data, level,
+    transform, crs)."""
     try:
         src = rasterio.open(path)
     except rasterio.errors.RasterioIOError as exc:
@@ -157,9 +173,7 @@ def read_background(path, size: int, rng: np.random.Generator, tries: int = 20, 
     with src:
         if (indexes is None and src.count != 6) or src.dtypes[0] != "uint16":
             raise refuse("S2N-BACKGROUND-BANDS", path, count=src.count, dtype=src.dtypes[0])
-        level = src.tags().get("level", "L2A").upper()
-        if level not in ("L1C", "L2A"):
-            raise refuse("S2N-BACKGROUND-LEVEL", path, level=level)
+        level = level or tagged_level(path) or "L2A"
         hh, ww = min(size, src.height), min(size, src.width)
         best = None
         for _ in range(tries):
@@ -184,10 +198,10 @@ def with_offset(data: np.ndarray, offset: tuple[float, ...]) -> np.ndarray:
 
 
 def make_painted_pair(path, size: int, seed: int, indexes: tuple[int, ...] | None = None,
-                      offset: tuple[float, ...] = (0.0,) * 6) -> SyntheticPair:
+                      offset: tuple[float, ...] = (0.0,) * 6, level: str | None = None) -> SyntheticPair:
     """Water painted into a crop of the background scene at ``path`` (its bands ``indexes``,
-    ``offset`` added to its DNs: read_background), all drawn from ``seed``."""
+    ``offset`` added to its DNs, of ``level``: read_background), all drawn from ``seed``."""
     rng = np.random.default_rng([seed, 1])
-    data, level, transform, crs = read_background(path, size, rng, indexes=indexes, offset=offset)
+    data, level, transform, crs = read_background(path, size, rng, indexes=indexes, offset=offset, level=level)
     return paint_pair(data, level, transform, crs, seed)
 

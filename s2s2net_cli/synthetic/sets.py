@@ -26,7 +26,7 @@ class SynthOptions:
     count: int = 1
     size: int = 256  # 10 m pixels a side
     seed: int = 0  # pair i uses seed + i
-    level: str = "mixed"  # "L1C", "L2A" or "mixed" (synthetic landscapes only)
+    level: str = "mixed"  # "L1C", "L2A" or "mixed" (either by seed; a background's: its tag's, else L2A)
     landscape: str = "mixed"  # "mixed", "rivers" or "floods"
     backgrounds: tuple = ()  # real scenes to paint water into, taken in turn
     bands: tuple[int, ...] | None = None  # how the backgrounds are read
@@ -42,9 +42,8 @@ class SynthOptions:
             if getattr(self, name) not in choices:
                 raise refuse("S2N-OPTION-CHOICE", None, given=option(name, getattr(self, name)),
                              choices=", ".join(choices))
-        shaped = [name for name in ("level", "landscape") if getattr(self, name) != "mixed"]
-        if self.backgrounds and shaped:  # a painted pair keeps its background's level and land
-            raise refuse("S2N-SYNTH-BACKGROUND-SHAPED", None, given=option(shaped[0], getattr(self, shaped[0])))
+        if self.backgrounds and self.landscape != "mixed":  # a painted pair keeps its background's land
+            raise refuse("S2N-SYNTH-BACKGROUND-SHAPED", None, given=option("landscape", self.landscape))
         reading = [name for name, plain in (("bands", None), ("offset", 0.0)) if getattr(self, name) != plain]
         if reading and not self.backgrounds:  # they say how a background is read; none would be
             raise refuse("S2N-SYNTH-READING-NO-BACKGROUND", None, given=options_said(self, reading))
@@ -68,8 +67,9 @@ def make_synthetic_set(out_dir, options: SynthOptions, on_background: Callable[[
     check_folder_output(out_dir)
     summary, readings = SynthSummary(), {}
     for bg in dict.fromkeys(options.backgrounds):
-        indexes, offsets, said = background_reading(bg, options.bands, options.offset, options.size)
-        readings[bg] = (indexes, offsets)
+        level = None if options.level == "mixed" else options.level  # an untagged background's
+        indexes, offsets, level, said = background_reading(bg, options.bands, options.offset, options.size, level)
+        readings[bg] = (indexes, offsets, level)
         summary.warnings += said
         if on_background:
             on_background(said)

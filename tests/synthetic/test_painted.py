@@ -123,12 +123,14 @@ def test_synth_background_writes_pairs_on_the_backgrounds_grid(tmp_path):
     again = make_painted_pair(bg, 48, 7)
     with rasterio.open(tmp_path / "out" / rows[0]["image"]) as s:
         assert np.array_equal(s.read(), again.scene)  # same seed, same pair
-    # --landscape and --level shape generated landscapes: with a background they were dropped without
-    # a word; a --size beyond the background gave pairs of its size, also without a word
-    for args in (["--landscape", "floods"], ["--level", "L2A"]):
-        r = run_cli("synth", tmp_path / "shaped", "--background", bg, "--size", 48, *args)
-        assert refused(r, "S2N-SYNTH-BACKGROUND-SHAPED", 2, f"{args[0]} {args[1]} shapes generated landscapes")
-        assert not (tmp_path / "shaped").exists()
+    # --landscape shapes generated landscapes: with a background it was dropped without a word; a
+    # --size beyond the background gave pairs of its size, also without a word
+    r = run_cli("synth", tmp_path / "shaped", "--background", bg, "--size", 48, "--landscape", "floods")
+    assert refused(r, "S2N-SYNTH-BACKGROUND-SHAPED", 2, "--landscape floods shapes generated landscapes")
+    assert not (tmp_path / "shaped").exists()
+    r = run_cli("synth", tmp_path / "shaped", "--background", bg, "--size", 48, "--level", "L2A")
+    assert refused(r, "S2N-BACKGROUND-LEVEL-CONTRADICTED", 2, f"Error: {bg}: is tagged level=L1C, and --level L2A")
+    assert not (tmp_path / "shaped").exists()
     # and the other way: --bands and --offset say how a background is read; without one they were
     # taken and dropped (a generated scene is written in the model's order, without an offset)
     r = run_cli("synth", tmp_path / "plain", "--size", 16, "--bands", "3,2,1,4,5,6", "--offset", -1000)
@@ -161,7 +163,8 @@ def test_a_background_is_read_as_predict_reads_a_stack(tmp_path):
     pairs = {}
     for name, path, extra in (("plain", bg, []), ("shifted", shifted, ["--offset", "-1000"]), ("turned", turned, []),
                               ("unshifted", shifted, [])):
-        r = run_cli("synth", tmp_path / name, "--background", path, "--count", 1, "--size", 48, "--seed", 7, *extra)
+        r = run_cli("synth", tmp_path / name, "--background", path, "--count", 1, "--size", 48, "--seed", 7,
+                    "--level", "L2A", *extra)  # untagged: the level said
         assert r.returncode == 0, r.stderr
         with rasterio.open(tmp_path / name / "synth_7_scene.tif") as src:
             pairs[name] = src.read()
@@ -196,3 +199,29 @@ def test_chip_takes_several_manifests(tmp_path):
     assert refused(same, "S2N-PAIR-TWICE", 1, f"(line 2 of {tmp_path / 'a' / 'manifest.csv'}, then line 2 of "), \
         same.stderr  # one manifest given twice: each of its pairs twice
     assert not (tmp_path / "chips2").exists()
+
+
+def test_an_untagged_background_is_painted_at_the_level_given_or_warned_of(tmp_path):
+    """A background without a tag level (the bundled L1C sample has none) was painted as L2A
+    without a word, its pairs tagged L2A and its water given no haze; --level L1C, refused with
+    a background, could not say it. Now --level says it, and without it L2A is warned of."""
+    transform = Affine(10, 0, 440000, 0, -10, 4180000)
+    bg = write_raster(tmp_path / "real.tif", background(), transform=transform, crs="EPSG:32618", nodata=0,
+                      descriptions=("B02", "B03", "B04", "B08", "B11", "B12"))
+    tagged = write_raster(tmp_path / "tagged.tif", background(), transform=transform, crs="EPSG:32618", nodata=0,
+                          descriptions=("B02", "B03", "B04", "B08", "B11", "B12"))
+    with rasterio.open(tagged, "r+") as dst:
+        dst.update_tags(level="L1C")
+    r = run_cli("synth", tmp_path / "plain", "--background", bg, "--size", 48, "--seed", 3)
+    assert r.returncode == 0 and codes(r.stderr) == ["S2N-BACKGROUND-NO-LEVEL"], r.stderr
+    assert f"{bg}: has no tag level: painted as L2A (surface reflectance); if it is L1C" in r.stderr
+    r = run_cli("synth", tmp_path / "l1c", "--background", bg, "--size", 48, "--seed", 3, "--level", "L1C")
+    assert r.returncode == 0 and codes(r.stderr) == [], r.stderr
+    r = run_cli("synth", tmp_path / "tagged", "--background", tagged, "--size", 48, "--seed", 3)
+    assert r.returncode == 0 and codes(r.stderr) == [], r.stderr
+    with rasterio.open(tmp_path / "plain" / "synth_3_scene.tif") as plain, \
+            rasterio.open(tmp_path / "l1c" / "synth_3_scene.tif") as l1c, \
+            rasterio.open(tmp_path / "tagged" / "synth_3_scene.tif") as same:
+        assert plain.tags()["level"] == "L2A" and l1c.tags()["level"] == same.tags()["level"] == "L1C"
+        assert np.array_equal(l1c.read(), same.read())  # as if the scene were tagged so
+        assert not np.array_equal(plain.read(), l1c.read())  # the painted water's haze
