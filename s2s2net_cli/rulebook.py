@@ -673,7 +673,7 @@ RULES = _book(
     Rule("S2N-BACKGROUND-NO-LEVEL", WARNING, "has no tag level: painted as L2A (surface reflectance); if it is L1C "
                                              "(top of atmosphere), give {o.level:L1C}, so that the water painted "
                                              "into it gets its haze"),
-    Rule("S2N-BACKGROUND-LEVEL-CONTRADICTED", USAGE, "is tagged level={tagged}, and {o.level:{level}} says it is "
+    Rule("S2N-BACKGROUND-LEVEL-CONTRADICTED", USAGE, "is {own} ({said_by}), and {o.level:{level}} says it is "
                                                      "{level}: leave {o.level} out, or give a scene of that level"),
     Rule("S2N-BACKGROUND-SMALL", WARNING, "is {width} x {height} px, smaller than {o.size:{size}}: its pairs are "
                                           "{crop_width} x {crop_height} px"),

@@ -22,9 +22,10 @@ log = logging.getLogger("s2s2net")
 @click.option("--level", type=click.Choice(["L1C", "L2A", "mixed"]), default="mixed", show_default=True,
               help="Top-of-atmosphere haze (L1C) or surface reflectance (L2A); with --background, the "
                    "level of a scene without a level tag.")
-@click.option("--background", "backgrounds", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              multiple=True, help="Paint the water into crops of this real 6-band uint16 scene (tag level=L1C or "
-                                  "L2A) instead of a synthetic landscape; repeatable, pairs take them in turn.")
+@click.option("--background", "backgrounds", metavar="SCENE", multiple=True,
+              help="Paint the water into crops of this real scene instead of a synthetic landscape: a 6-band "
+                   "uint16 stack (tag level=L1C or L2A), a Sentinel-2 product or a STAC item, as predict takes "
+                   "them; repeatable, pairs take them in turn.")
 @click.option("--landscape", type=click.Choice(["mixed", "rivers", "floods"]), default="mixed", show_default=True,
               help="mixed: every kind of water; rivers: one or two rivers 10-80 m wide on land, nothing else; "
                    "floods: mixed, under a flood broken into ragged lobes, channels and pools.")
@@ -34,7 +35,7 @@ log = logging.getLogger("s2s2net")
 @overwrite_option
 @json_option
 @click.pass_context
-def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, backgrounds: tuple[Path, ...],
+def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, backgrounds: tuple[str, ...],
           landscape: str, manifest: bool, bands: tuple[int, ...] | None, offset: float, overwrite: bool,
           as_json: bool) -> None:
     """Make synthetic Sentinel-2 scenes (6 bands, 10 m, uint16) with exact 2 m water masks.
@@ -44,14 +45,15 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
     true width: the truth `s2s2net rivers` is scored against). Same seed, same pair.
 
     With --background, water is painted into a random crop (at most --size) of a real scene:
-    the scene keeps its place, grid and level (its tag level=L1C or L2A; --level says it for a
-    scene without one, else it is painted as L2A, warned of; --landscape does not apply, and is
-    refused); a crop is the whole scene where it is smaller than --size; the mask is exact
-    where water or shore was painted, and elsewhere says water or land only where a water
-    index is sure (nodata otherwise, which training leaves out of the loss). A background is
-    read as predict reads a stack (bands by their descriptions or --bands, its own offset
-    metadata or --offset, warned of as predict warns); the painted scene is written without
-    the offset, its six bands in the model's order.
+    the scene keeps its place, grid and level (a product's own, a stack's tag level=L1C or L2A;
+    --level says it for a scene that says none, else it is painted as L2A, warned of;
+    --landscape does not apply, and is refused); a crop is the whole scene where it is smaller
+    than --size; the mask is exact where water or shore was painted, and elsewhere says water
+    or land only where a water index is sure (nodata otherwise, which training leaves out of
+    the loss). A background is read as predict reads it (a stack's bands by their descriptions
+    or --bands, its own offset metadata or --offset; a product's offset its own), warned of as
+    predict warns; the painted scene is written without the offset, its six bands in the
+    model's order.
 
     \b
     Example:
@@ -59,6 +61,7 @@ def synth(ctx, out_dir: Path, count: int, size: int, seed: int, level: str, back
       s2s2net synth demo/ --count 4 --json
       s2s2net synth rivers/ --landscape rivers --count 8 --size 128
       s2s2net synth painted/ --background real_l1c.tif --count 20 --size 192 --seed 5000
+      s2s2net synth painted/ --background S2B_MSIL2A_20230823T155559.SAFE.zip --count 20
     """
     from ..synthetic.sets import SynthOptions, make_synthetic_set  # heavy: scipy, the generator
 

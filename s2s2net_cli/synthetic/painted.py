@@ -16,6 +16,8 @@ else (marsh, shadows, dark roofs, every edge) is nodata in the mask, left out of
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import rasterio
 from rasterio.windows import Window
@@ -126,30 +128,47 @@ def paint_pair(background: np.ndarray, level: str, transform, crs, seed: int, *,
     return SyntheticPair(scene, mask.astype(np.float32), classes, spectra, transform, crs, level, seed)
 
 
-def background_reading(path, bands: tuple[int, ...] | None = None, offset: float = 0.0,
-                       size: int | None = None, level: str | None = None) -> tuple[tuple, tuple, str, list]:
-    """How the background ``path`` is read, as predict reads the stack (``bands``, ``offset``:
-    --bands, --offset, or its own metadata): which of its bands are B02..B12, the offset to add
-    to its DNs, its level (its tag ``level``, or ``level`` where it has none: L2A where neither
-    says, warned of), and what predict would warn of (band order, pixel size, the +1000 offset),
-    and that its pairs are smaller than ``size`` where it is."""
+@dataclass(frozen=True)
+class BackgroundReading:
+    """How a background is read (background_reading's): what GDAL opens (the stack itself, or a
+    VRT of a product's band files), which of its bands are B02..B12, the offset added to its
+    DNs, and its level."""
+
+    dataset: str
+    indexes: tuple[int, ...]
+    offset: tuple[float, ...]
+    level: str
+
+
+def background_reading(path, bands: tuple[int, ...] | None = None, offset: float = 0.0, size: int | None = None,
+                       level: str | None = None) -> tuple[BackgroundReading, list]:
+    """How the background ``path`` (a stack, or a product or STAC item as predict takes them) is
+    read, as predict reads it (``bands``, ``offset``: --bands, --offset, or its own metadata),
+    its level (a product's own, a stack's tag ``level``, or ``level`` where it says none: L2A
+    where neither does, warned of); and what predict would warn of (band order, pixel size, the
+    +1000 offset), and that its pairs are smaller than ``size`` where it is."""
     scene = open_scene(path, SceneOptions(bands=bands, offset=offset))
-    if scene.kind != "stack" or scene.scale != DEFAULT_SCALE:
+    if scene.scale != DEFAULT_SCALE:
         raise refuse("S2N-BACKGROUND-SCALE", path, expected=DEFAULT_SCALE, kind=scene.kind, scale=scene.scale)
+    if scene.dtype != "uint16":  # before what reading it says
+        raise refuse("S2N-BACKGROUND-BANDS", path, count=scene.count, dtype=scene.dtype)
     said = scene_warnings(scene, BandSpec())
-    tagged = tagged_level(path)
-    if tagged and level and tagged != level:
-        raise refuse("S2N-BACKGROUND-LEVEL-CONTRADICTED", path, tagged=tagged, level=level)
-    if not tagged and not level:  # L1C painted as L2A would get no path radiance, and be tagged L2A
+    product = scene.kind.endswith(" product")
+    own = scene.kind.split()[0] if product else tagged_level(path) if scene.kind == "stack" else None
+    if own and level and own != level:
+        said_by = "its metadata" if product else "its tag level"
+        raise refuse("S2N-BACKGROUND-LEVEL-CONTRADICTED", path, own=own, said_by=said_by, level=level)
+    if not own and not level:  # L1C painted as L2A would get no path radiance, and be tagged L2A
         said.append(finding("S2N-BACKGROUND-NO-LEVEL", path))
     if size is not None and min(scene.width, scene.height) < size:  # read_background crops the whole of it
         said.append(finding("S2N-BACKGROUND-SMALL", path, width=scene.width, height=scene.height, size=size,
                             crop_width=min(size, scene.width), crop_height=min(size, scene.height)))
-    return tuple(scene.indexes), tuple(scene.offset), tagged or level or "L2A", said
+    reading = BackgroundReading(scene.dataset, tuple(scene.indexes), tuple(scene.offset), own or level or "L2A")
+    return reading, said
 
 
 def tagged_level(path) -> str | None:
-    """The background's tag ``level`` (L1C or L2A), None without one; another value is refused."""
+    """A stack's tag ``level`` (L1C or L2A), None without one; another value is refused."""
     with rasterio.open(path) as src:
         level = src.tags().get("level")
     if level is not None and level.upper() not in ("L1C", "L2A"):
@@ -158,22 +177,21 @@ def tagged_level(path) -> str | None:
 
 
 def read_background(path, size: int, rng: np.random.Generator, tries: int = 20, min_land: float = 0.4,
-                    indexes: tuple[int, ...] | None = None, offset: tuple[float, ...] = (0.0,) * 6,
-                    level: str | None = None) -> tuple[np.ndarray, str, object, object]:
+                    reading: BackgroundReading | None = None) -> tuple[np.ndarray, str, object, object]:
     """A random ``size`` x ``size`` crop (the whole scene where smaller) of the uint16 scene at
-    ``path`` of ``level`` (default its tag ``level``, else L2A), its bands ``indexes`` (default its
-    six, in order) and ``offset`` added to its DNs (-1000 for a product of baseline 04.00 on;
-    nodata 0 kept): the first of up to ``tries`` whose background truth is at least ``min_land``
-    sure land (land is what water gets painted over), else the one with most: (data, level,
-    transform, crs)."""
+    ``path`` read as ``reading`` says (default: the stack's six bands in order, its tag ``level``
+    or L2A, no offset; a product's offset is -1000 from baseline 04.00 on, nodata 0 kept): the
+    first of up to ``tries`` whose background truth is at least ``min_land`` sure land (land is
+    what water gets painted over), else the one with most: (data, level, transform, crs)."""
     try:
-        src = rasterio.open(path)
+        src = rasterio.open(reading.dataset if reading else path)
     except rasterio.errors.RasterioIOError as exc:
         raise refuse("S2N-BACKGROUND-UNREADABLE", path) from exc
     with src:
-        if (indexes is None and src.count != 6) or src.dtypes[0] != "uint16":
+        if (reading is None and src.count != 6) or src.dtypes[0] != "uint16":
             raise refuse("S2N-BACKGROUND-BANDS", path, count=src.count, dtype=src.dtypes[0])
-        level = level or tagged_level(path) or "L2A"
+        indexes, offset = (reading.indexes, reading.offset) if reading else (None, (0.0,) * 6)
+        level = reading.level if reading else tagged_level(path) or "L2A"
         hh, ww = min(size, src.height), min(size, src.width)
         best = None
         for _ in range(tries):
@@ -197,11 +215,10 @@ def with_offset(data: np.ndarray, offset: tuple[float, ...]) -> np.ndarray:
     return np.where(data > 0, np.clip(data.astype(np.int32) + shift, 1, 65535), 0).astype(np.uint16)
 
 
-def make_painted_pair(path, size: int, seed: int, indexes: tuple[int, ...] | None = None,
-                      offset: tuple[float, ...] = (0.0,) * 6, level: str | None = None) -> SyntheticPair:
-    """Water painted into a crop of the background scene at ``path`` (its bands ``indexes``,
-    ``offset`` added to its DNs, of ``level``: read_background), all drawn from ``seed``."""
+def make_painted_pair(path, size: int, seed: int, reading: BackgroundReading | None = None) -> SyntheticPair:
+    """Water painted into a crop of the background scene at ``path`` (read as ``reading`` says:
+    read_background), all drawn from ``seed``."""
     rng = np.random.default_rng([seed, 1])
-    data, level, transform, crs = read_background(path, size, rng, indexes=indexes, offset=offset, level=level)
+    data, level, transform, crs = read_background(path, size, rng, reading=reading)
     return paint_pair(data, level, transform, crs, seed)
 

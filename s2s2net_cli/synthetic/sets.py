@@ -67,9 +67,8 @@ def make_synthetic_set(out_dir, options: SynthOptions, on_background: Callable[[
     check_folder_output(out_dir)
     summary, readings = SynthSummary(), {}
     for bg in dict.fromkeys(options.backgrounds):
-        level = None if options.level == "mixed" else options.level  # an untagged background's
-        indexes, offsets, level, said = background_reading(bg, options.bands, options.offset, options.size, level)
-        readings[bg] = (indexes, offsets, level)
+        level = None if options.level == "mixed" else options.level  # a background's that says none
+        readings[bg], said = background_reading(bg, options.bands, options.offset, options.size, level)
         summary.warnings += said
         if on_background:
             on_background(said)
@@ -83,7 +82,7 @@ def make_synthetic_set(out_dir, options: SynthOptions, on_background: Callable[[
         scene_path, mask_path, rivers_path = _pair_paths(out_dir, s)
         if options.backgrounds:
             background = options.backgrounds[i % len(options.backgrounds)]
-            pair = make_painted_pair(background, options.size, s, *readings[background])
+            pair = make_painted_pair(background, options.size, s, readings[background])
         else:
             pair = make_pair(options.size, seed=s, level=None if options.level == "mixed" else options.level,
                              landscape=options.landscape)

@@ -604,3 +604,26 @@ def test_cog_of_probabilities_averages_its_overviews_and_keeps_the_creation_opti
         half = src.read(1, out_shape=(src.height // 2, src.width // 2)).astype(float)
     means = full[: half.shape[0] * 2, : half.shape[1] * 2].reshape(half.shape[0], 2, half.shape[1], 2).mean(axis=(1, 3))
     assert np.abs(half - means).max() <= 1  # an average of four, not one of them
+
+
+@pytest.mark.parametrize("as_zip", [False, True])
+def test_synth_paints_into_a_product_as_into_its_stack(tmp_path, crop, as_zip):
+    """synth --background took a stack alone: a product, as users download it, was refused
+    ("must be a stack of DNs of scale 10000 (it is a L2A product of scale 10000)"), a .SAFE
+    folder by Click. A product is now read as predict reads it (its offset, its level): its
+    pairs are those of the same pixels in a stack tagged with its level, to the DN."""
+    from ..conftest import codes, refused, run_cli
+
+    product = write_product(tmp_path, *crop, level="L1C", baseline="05.09", as_zip=as_zip)
+    stack = write_stack(tmp_path / "virginia.tif", *crop)
+    with rasterio.open(stack, "r+") as dst:
+        dst.update_tags(level="L1C")
+    for name, background in (("product", product), ("stack", stack)):
+        r = run_cli("synth", tmp_path / name, "--background", background, "--size", 48, "--seed", 3)
+        assert r.returncode == 0 and codes(r.stderr) == [], r.stderr
+    with rasterio.open(tmp_path / "product" / "synth_3_scene.tif") as a, \
+            rasterio.open(tmp_path / "stack" / "synth_3_scene.tif") as b:
+        assert a.tags()["level"] == "L1C" and np.array_equal(a.read(), b.read()) and a.transform == b.transform
+    r = run_cli("synth", tmp_path / "l2a", "--background", product, "--level", "L2A")
+    assert refused(r, "S2N-BACKGROUND-LEVEL-CONTRADICTED", 2, f"{product}: is L1C (its metadata), and --level L2A")
+    assert not (tmp_path / "l2a").exists()

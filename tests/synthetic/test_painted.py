@@ -129,7 +129,7 @@ def test_synth_background_writes_pairs_on_the_backgrounds_grid(tmp_path):
     assert refused(r, "S2N-SYNTH-BACKGROUND-SHAPED", 2, "--landscape floods shapes generated landscapes")
     assert not (tmp_path / "shaped").exists()
     r = run_cli("synth", tmp_path / "shaped", "--background", bg, "--size", 48, "--level", "L2A")
-    assert refused(r, "S2N-BACKGROUND-LEVEL-CONTRADICTED", 2, f"Error: {bg}: is tagged level=L1C, and --level L2A")
+    assert refused(r, "S2N-BACKGROUND-LEVEL-CONTRADICTED", 2, f"Error: {bg}: is L1C (its tag level), and --level L2A")
     assert not (tmp_path / "shaped").exists()
     # and the other way: --bands and --offset say how a background is read; without one they were
     # taken and dropped (a generated scene is written in the model's order, without an offset)
