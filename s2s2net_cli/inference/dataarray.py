@@ -171,18 +171,8 @@ def cube_predictor(cube, predictor: Predictor):
 def measure_dataarray(mask, measure):
     """``measure(path)`` of the mask DataArray ``mask`` (predict_dataarray's, say) written to a
     temporary GeoTIFF, north-up; a refusal of that file is said of the DataArray."""
-    import rioxarray  # noqa: F401  (registers .rio; heavy: xarray)
-
-    if mask.rio.crs is None:
-        raise refuse("S2N-DATAARRAY-NO-CRS", DATAARRAY)
-    written = north_up(mask)[0].copy(deep=False)
-    scalar = (str, int, float, np.generic)  # its tags: the lists of its warnings are not
-    written.attrs = {k: v for k, v in mask.attrs.items() if isinstance(v, scalar)}
-    with tempfile.TemporaryDirectory(prefix="s2s2net-da-") as tmp:
-        path = Path(tmp) / "water.tif"
-        written.rio.to_raster(path, tiled=True, compress="deflate")
-        with said_of(DATAARRAY, path):
-            return measure(path)
+    with mask_file(mask) as path:
+        return measure(path)
 
 
 @contextmanager
@@ -203,18 +193,22 @@ def scene_file(da, name: str = DATAARRAY):
 @contextmanager
 def mask_file(da, name: str = DATAARRAY):
     """The mask or label ``da`` ((y, x), or (band, y, x) of one band, as rioxarray reads a
-    file) written north-up to a temporary GeoTIFF with its nodata, named as the file it was read
-    from (else ``name``.tif); a refusal of that file is said of ``name``."""
+    file; predict_dataarray's, say) written north-up to a temporary GeoTIFF with its nodata and
+    its scalar attributes as tags, named as the file it was read from (else ``name``.tif); a
+    refusal of that file is said of ``name``."""
     import rioxarray  # noqa: F401  (registers .rio; heavy: xarray)
 
     source = da.encoding.get("source")
     with said_of(name, DATAARRAY):
         if da.rio.crs is None:
             raise refuse("S2N-DATAARRAY-NO-CRS", DATAARRAY)
-    written = north_up(da)[0]
+    written = north_up(da)[0].copy(deep=False)
+    scalar = (str, int, float, np.generic)  # its tags: the lists of a mask's warnings are not
+    written.attrs = {k: v for k, v in da.attrs.items() if isinstance(v, scalar)}
     with tempfile.TemporaryDirectory(prefix="s2s2net-da-") as tmp:
         path = Path(tmp) / f"{Path(source).stem if source else name}.tif"
-        written.rio.to_raster(path, compress="deflate")  # striped: a small label's side is no block's
+        # blocks of 256, not those a file it was read from had (a 40 px label's 40 is no tile side)
+        written.rio.to_raster(path, tiled=True, blockxsize=256, blockysize=256, compress="deflate")
         with said_of(name, path):
             yield path
 
