@@ -1,3 +1,5 @@
+import ast
+
 import numpy as np
 import pytest
 import rasterio
@@ -335,7 +337,7 @@ def test_a_bbox_given_latitude_first_or_in_metres_is_told_how_it_is_taken(tmp_pa
     with raises_rule("S2N-AOI-NO-OVERLAP") as info:
         restrict_to_aoi(scene, bbox=f"{south},{west},{north},{east}")
     hinted = str(info.value).split("read latitude first it would: give longitude first, bbox=")[1]
-    assert restrict_to_aoi(scene, bbox=hinted).width == 40
+    assert restrict_to_aoi(scene, bbox=ast.literal_eval(hinted)).width == 40  # as Python takes it, typed as said
     with raises_rule("S2N-BBOX-LONGITUDE") as info:
         restrict_to_aoi(scene, bbox="420000,4174600,420400,4175000")
     assert "not a projected CRS's metres" in str(info.value)
