@@ -31,7 +31,25 @@ def scene_warnings(scene: Scene, spec: BandSpec) -> list[Finding]:
     scale = None if negative else scale_warning(scene, sample, valid)
     found = (resolution_warning(scene), geographic_warning(scene), scale, offset_warning(scene, sample, valid),
              negative)
-    return warnings + [w for w in found if w] + leave_out_warnings(scene) + aoi_warnings(scene)
+    return (warnings + empty_band_warnings(scene, sample, valid) + [w for w in found if w] + leave_out_warnings(scene)
+            + aoi_warnings(scene))
+
+
+# The share of a scene's valid pixels where one band alone is 0 beyond which that band is warned
+# of: a swath's edge leaves slivers where the 20 m bands' footprint and the 10 m bands' differ.
+EMPTY_BAND_SHARE = 0.05
+
+
+def empty_band_warnings(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> list[Finding]:
+    """A warning for each band that holds 0 (no data) in more than EMPTY_BAND_SHARE of the
+    sample's pixels where other bands hold data: a band file that failed to read, or another
+    band stacked in its place, maps water where the band is black, without a word otherwise."""
+    if not valid.any():
+        return []
+    values = sample[:, valid]
+    empty = (values == 0) if scene.nodata is None else (values == 0) | (values == scene.nodata)
+    return [finding("S2N-BAND-EMPTY", scene.path, band=BAND_NAMES[k], index=index, share=float(share))
+            for k, (index, share) in enumerate(zip(scene.indexes, empty.mean(axis=1))) if share > EMPTY_BAND_SHARE]
 
 
 def band_order_warnings(scene: Scene, spec: BandSpec) -> list[Finding]:
