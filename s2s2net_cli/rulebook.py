@@ -669,8 +669,9 @@ RULES = _book(
                                          "pixel outside its polygons is land (leave out what was not seen with "
                                          "{o.mask})"),
     # painted.py
-    Rule("S2N-BACKGROUND-SCALE", INPUT, "background must be a stack of DNs of scale {expected:g} (it is a {kind} of "
-                                        "scale {scale:g})"),
+    Rule("S2N-BACKGROUND-SCALE", INPUT, "is read with scale {scale:g}, and a background holds DNs of scale "
+                                        "{expected:g} (uint16, {expected:g} x reflectance, which its pairs are "
+                                        "written in): write it so first"),
     Rule("S2N-BACKGROUND-UNREADABLE", INPUT, "cannot open background scene"),
     Rule("S2N-BACKGROUND-BANDS", INPUT, "background must be 6 uint16 bands B02..B12 (has {count} {dtype})"),
     Rule("S2N-BACKGROUND-LEVEL", INPUT, "tag level={level!r} is not L1C or L2A"),

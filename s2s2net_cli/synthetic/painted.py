@@ -149,7 +149,7 @@ def background_reading(path, bands: tuple[int, ...] | None = None, offset: float
     +1000 offset), and that its pairs are smaller than ``size`` where it is."""
     scene = open_scene(path, SceneOptions(bands=bands, offset=offset))
     if scene.scale != DEFAULT_SCALE:
-        raise refuse("S2N-BACKGROUND-SCALE", path, expected=DEFAULT_SCALE, kind=scene.kind, scale=scene.scale)
+        raise refuse("S2N-BACKGROUND-SCALE", path, expected=DEFAULT_SCALE, scale=scene.scale)
     if scene.dtype != "uint16":  # before what reading it says
         raise refuse("S2N-BACKGROUND-BANDS", path, count=scene.count, dtype=scene.dtype)
     said = scene_warnings(scene, BandSpec())

@@ -181,6 +181,13 @@ def test_synth_background_that_is_not_a_6_band_stack_is_one_line(tmp_path, scene
     r = run_cli(*["synth", str(tmp_path / "out"), "--background", str(bad), "--count", "1", "--size", "16"])
     assert refused(r, "S2N-SCENE-BAND-COUNT", 1, bad) and len(r.stderr.strip().splitlines()) == 1
     assert not list((tmp_path / "out").glob("*.tif"))
+    reflectance = write_raster(tmp_path / "reflectance.tif", background().astype("float32") / 10000,
+                               transform=Affine(10, 0, 0, 0, -10, 0), crs="EPSG:32633", nodata=0,
+                               descriptions=("B02", "B03", "B04", "B08", "B11", "B12"))
+    r = run_cli("synth", tmp_path / "out", "--background", reflectance, "--size", 16)  # it said "a stack of scale 1"
+    assert refused(r, "S2N-BACKGROUND-SCALE", 1, f"Error: {reflectance}: is read with scale 1, and a background "
+                   "holds DNs of scale 10000 (uint16, 10000 x reflectance")
+    assert not (tmp_path / "out").exists()
 
 
 def test_chip_takes_several_manifests(tmp_path):
