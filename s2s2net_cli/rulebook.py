@@ -397,7 +397,7 @@ RULES = _book(
                                             "collection's); without the offset ({o.offset:0} for a stack) the scene is "
                                             "0.1 brighter"),
     Rule("S2N-BAND-EMPTY", WARNING, "{band} (band {index} of its file) holds no data (0) in {share:.0%} of the pixels "
-                                    "where its other bands do: the network reads it as black there, and a water "
+                                    "where its other bands show land: the network reads it as black there, and a water "
                                     "index sees water (at a swath's edge the bands' footprints differ; a whole band "
                                     "empty is a band file that failed to read, or another band in its place)"),
     Rule("S2N-SCENE-GEOGRAPHIC", WARNING, "is in a geographic CRS ({crs}), so its mask is in degrees too: areas are "

@@ -35,21 +35,30 @@ def scene_warnings(scene: Scene, spec: BandSpec) -> list[Finding]:
             + aoi_warnings(scene))
 
 
-# The share of a scene's valid pixels where one band alone is 0 beyond which that band is warned
+# The share of a scene's bright pixels where one band alone is 0 beyond which that band is warned
 # of: a swath's edge leaves slivers where the 20 m bands' footprint and the 10 m bands' differ.
 EMPTY_BAND_SHARE = 0.05
+# Reflectance that some other band of a pixel reaches where none of its bands is truly black: dark
+# water is black in SWIR (0 in an L2A product of before 2022, which clipped negative values), land
+# never is, and water seldom reaches 0.2 in any band (a turbid river in red, sun glint: neither black).
+BRIGHT = 0.2
 
 
 def empty_band_warnings(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> list[Finding]:
     """A warning for each band that holds 0 (no data) in more than EMPTY_BAND_SHARE of the
-    sample's pixels where other bands hold data: a band file that failed to read, or another
-    band stacked in its place, maps water where the band is black, without a word otherwise."""
-    if not valid.any():
-        return []
+    sample's bright pixels (where another band reaches BRIGHT: land, not dark water): a band
+    file that failed to read, or another band stacked in its place, maps water where the band
+    is black, without a word otherwise."""
     values = sample[:, valid]
     empty = (values == 0) if scene.nodata is None else (values == 0) | (values == scene.nodata)
-    return [finding("S2N-BAND-EMPTY", scene.path, band=BAND_NAMES[k], index=index, share=float(share))
-            for k, (index, share) in enumerate(zip(scene.indexes, empty.mean(axis=1))) if share > EMPTY_BAND_SHARE]
+    reflectance = np.where(empty, 0, scene.reflectance(values[:, None])[:, 0])
+    found = []
+    for k, index in enumerate(scene.indexes):
+        bright = np.delete(reflectance, k, axis=0).max(axis=0) >= BRIGHT
+        share = float(empty[k, bright].mean()) if bright.sum() >= 100 else 0.0
+        if share > EMPTY_BAND_SHARE:
+            found.append(finding("S2N-BAND-EMPTY", scene.path, band=BAND_NAMES[k], index=index, share=share))
+    return found
 
 
 def band_order_warnings(scene: Scene, spec: BandSpec) -> list[Finding]:

@@ -346,7 +346,8 @@ def test_a_bbox_given_latitude_first_or_in_metres_is_told_how_it_is_taken(tmp_pa
 def test_a_band_empty_where_the_others_hold_data_is_warned_of(tmp_path):
     """A stack whose B11 was all 0 (a band file that failed to read) was mapped without a word,
     as if its SWIR were black: 13 % more water on the Virginia crop. A band that is 0 in more
-    than 5 % of the pixels where the others hold data is named; a swath edge's sliver is not."""
+    than 5 % of the pixels where the others show land is named; a swath edge's sliver is not,
+    nor a lake's SWIR of 0 in an L2A product of before 2022 (negative reflectance clipped)."""
     from s2s2net_cli.sources.checks import scene_warnings
 
     from ..conftest import codes, run_cli
@@ -359,7 +360,10 @@ def test_a_band_empty_where_the_others_hold_data_is_warned_of(tmp_path):
     whole[4] = 0
     sliver = dn.copy()
     sliver[4:, :, :1] = 0  # one column of 40: 2.5 %
-    for name, data, said in (("whole", whole, [("B11", 5, 1.0)]), ("sliver", sliver, []), ("plain", dn, [])):
+    lake = dn.copy()
+    lake[:, :, :20] = np.array([300, 400, 250, 150, 0, 0])[:, None, None]  # dark water, its SWIR clipped to 0
+    cases = (("whole", whole, [("B11", 5, 1.0)]), ("sliver", sliver, []), ("plain", dn, []), ("lake", lake, []))
+    for name, data, said in cases:
         scene = open_scene(write_raster(tmp_path / f"{name}.tif", data, transform=t, crs="EPSG:32618", nodata=0,
                                         descriptions=names))
         found = [w for w in scene_warnings(scene, BandSpec()) if w.code == "S2N-BAND-EMPTY"]
