@@ -72,26 +72,35 @@ def _takes_geo_tables(function: Callable) -> Callable:
                   if k in GEO_TABLE_KEYWORDS and type(v).__name__ in ("GeoDataFrame", "GeoSeries")}
         if not tables:
             return function(*args, **kwargs)
-        import geopandas as gpd  # heavy
-
-        with tempfile.TemporaryDirectory(prefix="s2s2net-") as tmp:
-            files = {}
-            for name, table in tables.items():
-                if table.crs is None:  # written without one, it would be read so, and said of a temporary file
-                    raise refuse("S2N-GEO-TABLE-NO-CRS", option(name), kind=type(table).__name__)
-                files[name] = Path(tmp) / name / f"{type(table).__name__}.gpkg"
-                files[name].parent.mkdir()
-                gpd.GeoDataFrame(geometry=gpd.GeoSeries(table.geometry.values, crs=table.crs)).to_file(files[name])
-            with contextlib.ExitStack() as said:
-                for name, path in files.items():
-                    said.enter_context(said_of(option(name), path))
-                return function(*args, **{**kwargs, **{name: str(path) for name, path in files.items()}})
+        with contextlib.ExitStack() as files:
+            paths = {name: files.enter_context(_geo_table_file(table, option(name))) for name, table in tables.items()}
+            return function(*args, **{**kwargs, **{name: str(path) for name, path in paths.items()}})
 
     return call
 
 
+def _is_geo_table(value) -> bool:
+    return type(value).__name__ in ("GeoDataFrame", "GeoSeries")
+
+
+@contextlib.contextmanager
+def _geo_table_file(table, name):
+    """The polygons of ``table`` (a GeoDataFrame or GeoSeries with a CRS) in a temporary
+    GeoPackage named for its kind (GeoDataFrame.gpkg, as a mask's area_of_interest tag names it),
+    read as a file is; a refusal of that file is said of ``name`` (a keyword, pairs[k][j])."""
+    import geopandas as gpd  # heavy
+
+    if table.crs is None:  # written without one, it would be read so, and said of a temporary file
+        raise refuse("S2N-GEO-TABLE-NO-CRS", name, kind=type(table).__name__)
+    with tempfile.TemporaryDirectory(prefix="s2s2net-") as tmp:
+        path = Path(tmp) / f"{type(table).__name__}.gpkg"
+        gpd.GeoDataFrame(geometry=gpd.GeoSeries(table.geometry.values, crs=table.crs)).to_file(path)
+        with said_of(name, path):
+            yield path
+
+
 PATH = "a path (str or Path)"
-REFERENCE = "a reference: a path (str or Path) or an xarray.DataArray with a CRS"
+REFERENCE = "a reference: a path (str or Path), an xarray.DataArray or a GeoDataFrame with a CRS"
 DATES = ("a scene: a path (str or Path) or a URL (DataArrays: as one (time, band, y, x) cube, "
          "xr.concat(dates, dim='time'))")
 SCENE = "a scene: a path (str or Path), a URL or an xarray.DataArray with a CRS"
@@ -140,15 +149,40 @@ def _pairs(given, name: str = "pairs", dataarray: bool = False) -> list:
         return []
     one = _is_path(given, dataarray) or not isinstance(given, typing.Iterable)
     given = [given] if one else list(given)
-    if len(given) == 2 and all(_is_path(p, dataarray) for p in given):
+    if len(given) == 2 and _is_path(given[0], dataarray) and (
+            _is_path(given[1], dataarray) or (dataarray and _is_geo_table(given[1]))):
         return [tuple(given)]
     for k, pair in enumerate(given):
         if _is_path(pair, dataarray) or not isinstance(pair, (list, tuple)) or len(pair) != 2:
             raise refuse("S2N-SOURCE-TYPE", None, name=f"{name}[{k}]", kind=_kind(pair),
                          wanted="a (scene, mask) pair")
         for j, path in enumerate(pair):
-            _check_path(path, f"{name}[{k}][{j}]", (REFERENCE if j else SCENE) if dataarray else PATH, dataarray)
+            if not (dataarray and j and _is_geo_table(path)):  # a reference's polygons held in a notebook
+                _check_path(path, f"{name}[{k}][{j}]", (REFERENCE if j else SCENE) if dataarray else PATH, dataarray)
     return given
+
+
+def _pairs_as_files(pairs: list, files: contextlib.ExitStack) -> tuple[list, dict[str, str]]:
+    """``pairs`` (scene, reference) with each one held in memory (a DataArray; a reference's
+    GeoDataFrame) written to a temporary file that lives as long as ``files``: the pairs of
+    files, and each such file's name as a finding says it, ``pairs[k][j]`` (a refusal of it is
+    said so)."""
+    given, said = [], {}
+    for k, pair in enumerate(pairs):
+        paths = []
+        for j, item in enumerate(pair):
+            name = f"pairs[{k}][{j}]"
+            if type(item).__name__ == "DataArray":
+                from .inference.dataarray import mask_file, scene_file  # heavy: torch, xarray
+
+                item = files.enter_context((mask_file if j else scene_file)(item, name))
+                said[str(item)] = name
+            elif _is_geo_table(item):
+                item = files.enter_context(_geo_table_file(item, name))
+                said[str(item)] = name
+            paths.append(item)
+        given.append(tuple(paths))
+    return given, said
 
 
 def _warn_all(findings: list[Finding]) -> None:
@@ -278,8 +312,9 @@ def evaluate(pairs=(), *, manifests=(), weights=(), baselines=(), nodata: float 
     Args:
         pairs: (scene, reference) pairs, or one such pair: a reference is a mask raster (water 1,
             land 0) or a vector file of water polygons. Either may be an ``xarray.DataArray`` with
-            a CRS (a scene as ``predict`` takes it; a reference of one band), named ``pairs[k][j]``
-            in the scores and findings, or by the file it was read from.
+            a CRS (a scene as ``predict`` takes it; a reference of one band), a reference a
+            GeoDataFrame of water polygons, named ``pairs[k][j]`` in the scores and findings (or
+            by the file it was read from).
         manifests: CSV manifests of pairs (image,mask[,id,split]).
         weights: weights files (or "default"); with neither weights nor baselines, the bundled model.
         baselines: water-index baselines by name (ndwi, mndwi, mndwi-bilinear, ...).
@@ -304,12 +339,8 @@ def evaluate(pairs=(), *, manifests=(), weights=(), baselines=(), nodata: float 
     weights = _paths(weights if weights is not None else (), "weights")
     baselines = [baselines] if isinstance(baselines, str) else list(baselines)
     models = make_models(weights, baselines, predict_options)
-    given, said = _pairs(pairs, dataarray=True), {}
     with contextlib.ExitStack() as files:
-        if any(type(item).__name__ == "DataArray" for pair in given for item in pair):
-            from .inference.dataarray import pairs_as_files  # heavy: xarray
-
-            given, said = pairs_as_files(given, files)  # scored as the same arrays in files would be
+        given, said = _pairs_as_files(_pairs(pairs, dataarray=True), files)  # scored as the same files would be
         results = compare(models, pairs_from_options(given, manifests), nodata, scene_options, save_predictions,
                           plot, on_progress, degrade, overwrite)
     if said:

@@ -159,6 +159,29 @@ def test_evaluate_scores_dataarrays_as_their_files(tmp_path, random_weights):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["label.tif", "scene.tif"]  # no file left beside them
 
 
+def test_evaluate_scores_a_geodataframe_reference_as_its_file(tmp_path, random_weights):
+    """Water polygons drawn or read in a notebook (a GeoDataFrame) were refused as a reference
+    ("not a path"), where aoi= takes one: they are scored as the same polygons in a file are,
+    named pairs[k][1], in any CRS; one without a CRS is refused naming it."""
+    from rasterio.features import shapes
+    from shapely.geometry import shape
+
+    scene, label, water = _flood(tmp_path)
+    with rasterio.open(label) as src:
+        polygons = [shape(g) for g, _ in shapes(water.astype("uint8"), mask=water, transform=src.transform)]
+        crs = src.crs
+    drawn = gpd.GeoDataFrame(geometry=polygons, crs=crs)
+    drawn.to_file(tmp_path / "drawn.gpkg")
+    kw = {"weights": random_weights, "baselines": "ndwi", "tile_size": 32, "overlap": 8}
+    files = s2n.evaluate((scene, tmp_path / "drawn.gpkg"), **kw)
+    for table in (drawn, drawn.to_crs("EPSG:4326").geometry):
+        held = s2n.evaluate((scene, table), **kw)
+        assert [r.counts for r in held] == [r.counts for r in files] and held[0].images[0]["reference"] == "pairs[0][1]"
+    with raises_rule("S2N-GEO-TABLE-NO-CRS") as refused:
+        s2n.evaluate([(scene, label), (scene, gpd.GeoDataFrame(geometry=polygons))], **kw)
+    assert str(refused.value).startswith("pairs[1][1]: the GeoDataFrame has no CRS")
+
+
 def test_a_dataarray_without_output_refuses_what_only_a_file_takes(tmp_path):
     """Its mask is returned, not written: polygons or rivers asked beside it were dropped silently."""
     import rioxarray
@@ -591,7 +614,8 @@ def test_what_is_no_path_is_named_by_its_keyword_not_printed_whole(tmp_path):
         "mask is a numpy.ndarray, not a path (str or Path) or an xarray.DataArray": lambda: s2n.rivers(array[0], tmp_path / "r.gpkg"),
         "pairs[0] is a path, not a (scene, mask) pair": lambda: s2n.evaluate([scene, label, label], baselines="ndwi"),
         "pairs[0][0] is a numpy.ndarray, not a path (str or Path)": lambda: s2n.chip([(array, label)], tmp_path / "c"),
-        "pairs[0][1] is a numpy.ndarray, not a reference: a path (str or Path) or an xarray.DataArray with a CRS":
+        "pairs[0][1] is a numpy.ndarray, not a reference: a path (str or Path), an xarray.DataArray or a "
+        "GeoDataFrame with a CRS":
             lambda: s2n.evaluate([(scene, array[0])], baselines="ndwi"),
         "scenes is a numpy.ndarray, not a path (str or Path)": lambda: s2n.gate("default", tmp_path / "g.safetensors",
                                                                                  scenes=array),

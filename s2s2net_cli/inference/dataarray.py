@@ -246,26 +246,10 @@ def in_notebook_terms(found: Finding) -> Finding:
     return found.at(DATAARRAY)
 
 
-def pairs_as_files(pairs: list, files) -> tuple[list, dict[str, str]]:
-    """``pairs`` (scene, reference) with each DataArray written to a temporary GeoTIFF that
-    lives as long as the ExitStack ``files``: the pairs of files, and each such file's name as
-    a finding says it, ``pairs[k][j]`` (a refusal of it is said so)."""
-    given, said = [], {}
-    for k, pair in enumerate(pairs):
-        paths = []
-        for j, (item, write) in enumerate(zip(pair, (scene_file, mask_file))):
-            if type(item).__name__ == "DataArray":
-                name = f"pairs[{k}][{j}]"
-                item = files.enter_context(write(item, name))
-                said[str(item)] = name
-            paths.append(item)
-        given.append(tuple(paths))
-    return given, said
-
-
 def scores_said_of(results: list, said: dict[str, str]) -> list:
-    """compare's ``results`` with the temporary files of DataArrays (``said``: file -> name) named
-    as the DataArrays, in their images and in the findings of them."""
+    """compare's ``results`` with the temporary files of what a notebook held (DataArrays,
+    GeoDataFrames; ``said``: file -> name) named as given, in their images and in the findings
+    of them."""
     for result in results:
         for image in result.images:
             for key in ("image", "reference"):
