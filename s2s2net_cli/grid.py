@@ -6,9 +6,12 @@ same CRS, exactly 5x the width and height. Coordinates are never rebuilt from bo
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from affine import Affine
-from pyproj import Geod
+from pyproj import CRS, Geod, Proj, Transformer
+from pyproj.exceptions import CRSError, ProjError
 
 SCALE_FACTOR = 5
 PAD_MULTIPLE = 32
@@ -28,10 +31,12 @@ def padded_size(size: int, multiple: int = PAD_MULTIPLE) -> int:
     return max(multiple, -(-size // multiple) * multiple)
 
 
-def row_pixel_areas(crs, transform: Affine, row0: int, n_rows: int):
-    """Area in m2 of one pixel in each of the rows [row0, row0 + n_rows) of a north-up grid:
-    geodesic (WGS 84 ellipsoid) in a geographic CRS, whose pixels shrink towards the poles;
-    the pixel's width times height (in metres) in a projected one."""
+def row_pixel_areas(crs, transform: Affine, row0: int, n_rows: int, width: int = 0):
+    """Area in m2 on the ground of one pixel in each of the rows [row0, row0 + n_rows) of a
+    north-up grid ``width`` pixels wide: geodesic (WGS 84 ellipsoid) in a geographic CRS, whose
+    pixels shrink towards the poles; in a projected one the pixel's width times height (in
+    metres) over the projection's areal scale at the row's middle (UTM's 0.9994-1.002; Web
+    Mercator's 1.6 at 38 degrees of latitude, 4 at 60)."""
     if crs is not None and crs.is_geographic:
         geod = Geod(ellps="WGS84")
         tops = transform.f + transform.e * np.arange(row0, row0 + n_rows)
@@ -44,7 +49,31 @@ def row_pixel_areas(crs, transform: Affine, row0: int, n_rows: int):
             out[k] = abs(geod.polygon_area_perimeter(lon, lat)[0])
         return out
     factor = crs.linear_units_factor[1] if crs is not None and crs.is_projected else 1.0
-    return np.full(n_rows, abs(transform.a * transform.e) * factor * factor)
+    nominal = np.full(n_rows, abs(transform.a * transform.e) * factor * factor)
+    if crs is None or not crs.is_projected:
+        return nominal
+    return nominal / areal_scales(crs.to_wkt(), transform, row0, n_rows, width)
+
+
+def areal_scales(wkt: str, transform: Affine, row0: int, n_rows: int, width: int) -> np.ndarray:
+    """How many times the map's area exceeds the ground's in the projected CRS ``wkt``, at the
+    middle of each of the rows [row0, row0 + n_rows); 1 where the projection cannot say."""
+    try:
+        to_geographic, projection = _projection(wkt)
+        x = np.full(n_rows, transform.c + transform.a * width / 2)
+        y = transform.f + transform.e * (np.arange(row0, row0 + n_rows) + 0.5)
+        scale = projection.get_factors(*to_geographic.transform(x, y), errcheck=False).areal_scale
+    except (ProjError, CRSError):
+        return np.ones(n_rows)
+    return np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+
+
+@functools.lru_cache(maxsize=8)
+def _projection(wkt: str):
+    """The transformer from a projected CRS to its geographic one (longitude first), and the
+    projection whose factors (areal scale) it has: made once a CRS, not once a row of a mask."""
+    crs = CRS.from_wkt(wkt)
+    return Transformer.from_crs(crs, crs.geodetic_crs, always_xy=True), Proj(crs)
 
 
 def is_rotated(transform: Affine) -> bool:

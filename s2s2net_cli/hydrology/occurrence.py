@@ -243,7 +243,8 @@ def _count_and_write(dates: list[DateMask], out_path: Path, grid: Grid, options:
                 water = np.zeros((int(window.height), int(window.width)), dtype=np.int32)
                 valid = np.zeros_like(water)
                 if k == 1 or window.row_off != windows[k - 2].row_off:  # a band of rows: its pixels' areas
-                    row_km2 = row_pixel_areas(grid.crs, grid.transform, int(window.row_off), int(window.height)) / 1e6
+                    row_km2 = row_pixel_areas(grid.crs, grid.transform, int(window.row_off), int(window.height),
+                                              grid.width) / 1e6
                 stop = None
                 for d, src in zip(dates, sources):
                     try:

@@ -152,7 +152,7 @@ class MaskWriter:
                 water &= valid
             per_row = np.count_nonzero(water, axis=1)
             stats.water += int(per_row.sum())
-            stats.water_m2 += float(per_row @ row_pixel_areas(dst.crs, dst.transform, a + shift, len(per_row)))
+            stats.water_m2 += float(per_row @ row_pixel_areas(dst.crs, dst.transform, a + shift, len(per_row), dst.width))
             # a mask is the water pixels' bytes themselves (bool is 0 or 1 in a byte)
             out = water_percent(piece, water, percent_cut(self.threshold)) if self.probability else water.view(np.uint8)
             if valid is not None:

@@ -151,7 +151,7 @@ TEN_METRE_PIXELS = (8.0, 12.5)
 def pixel_metres(scene: Scene) -> float:
     """The side of the square of a scene's pixel's area on the ground, in metres: the area as
     predict counts it (geodesic in degrees, the CRS's unit in metres) in its middle row."""
-    return math.sqrt(row_pixel_areas(scene.crs, scene.transform, scene.height // 2, 1)[0])
+    return math.sqrt(row_pixel_areas(scene.crs, scene.transform, scene.height // 2, 1, scene.width)[0])
 
 
 def resolution_warning(scene: Scene) -> Finding | None:

@@ -59,8 +59,9 @@ def test_masks_of_a_shrinking_lake_and_a_flooding_river_give_the_exact_counts(tm
     assert bands[3][30, 30] == 2 and bands[3][30, 70] == 2 and bands[3][30, 74] == 1 and bands[3][5, 90] == 0
     summary = json.loads(r.stdout)
     assert [d["date"] for d in summary["dates"]] == [f"2021-0{k + 1}-15" for k in range(6)]
-    for d, path in zip(summary["dates"], paths):  # each date's water in km2 (2 m pixels: 4e-6 km2)
-        assert d["water_km2"] == pytest.approx(float((rasterio.open(path).read(1) == 1).sum()) * 4e-6)
+    for d, path in zip(summary["dates"], paths):  # each date's water in km2 (2 m pixels: 4e-6 km2 on the map,
+        # their ground's area within UTM's areal scale of it)
+        assert d["water_km2"] == pytest.approx(float((rasterio.open(path).read(1) == 1).sum()) * 4e-6, rel=2e-3)
     assert summary["dates"][3]["valid_share"] == pytest.approx(1 - 36 * 20 / N ** 2)
     assert summary["dates"][0]["valid_share"] == 1.0
     assert (tmp_path / "area.png").stat().st_size > 1000
@@ -148,6 +149,27 @@ def test_areas_are_in_km2_on_a_grid_in_degrees(tmp_path):
     assert doc["ever_water_km2"] == pytest.approx(expected, rel=0.01)
 
 
+def test_areas_are_the_grounds_in_a_projection_that_stretches_it(tmp_path):
+    """In Web Mercator a map's square metre at 60 degrees north is a quarter of one on the
+    ground: the water area was said in map units, 4 times too large (1.6 times at Virginia's
+    latitude). It is the ground's now, as in degrees; UTM's areal scale moves it by 0.06 %."""
+    from rasterio.crs import CRS
+
+    from s2s2net_cli.grid import row_pixel_areas
+
+    mask = np.zeros((100, 100), "uint8")
+    mask[:, :30] = 1  # 3000 pixels of 2 x 2 map metres
+    y60 = 8_399_737.89  # Web Mercator's y of 60 degrees north, where its areal scale is 1 / cos(60)^2 = 4
+    path = write_raster(tmp_path / "m.tif", mask, crs="EPSG:3857", transform=Affine(2, 0, 1_000_000, 0, -2, y60),
+                        nodata=255)
+    r = run_cli("occurrence", path, "--from-masks", "-o", tmp_path / "o.tif", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["dates"][0]["water_km2"] == pytest.approx(3000 * 4 / 4 / 1e6, rel=0.005)
+    utm = row_pixel_areas(CRS.from_epsg(32618), Affine(2, 0, 420000, 0, -2, 4175000), 0, 3, 100)
+    assert utm == pytest.approx(4 / 0.99936, rel=1e-4) and utm[0] > 4  # 80 km from the central meridian
+    assert row_pixel_areas(CRS.from_epsg(3035), Affine(2, 0, 4e6, 0, -2, 3e6), 0, 2) == pytest.approx(4)  # equal area
+
+
 def test_a_probability_raster_counts_from_its_threshold_and_a_mask_of_other_values_is_refused(tmp_path):
     paths, water, valid = series(tmp_path, n_dates=2)
     with rasterio.open(paths[1]) as src:
@@ -165,7 +187,7 @@ def test_a_probability_raster_counts_from_its_threshold_and_a_mask_of_other_valu
     bands, _, _ = read(tmp_path / "occ.tif")
     with rasterio.open(paths[0]) as src:
         assert np.array_equal(bands[1], (src.read(1) == 1).astype(int) + wet_then)
-    assert {d["source"]: d["water_km2"] for d in json.loads(r.stdout)["dates"]}[str(prob)] == pytest.approx(wet_then.sum() * 4e-6, abs=1e-6)
+    assert {d["source"]: d["water_km2"] for d in json.loads(r.stdout)["dates"]}[str(prob)] == pytest.approx(wet_then.sum() * 4e-6, rel=2e-3)
     classes = write_raster(tmp_path / "classes.tif", mask * 255, transform=T2)  # water 255, no nodata tag
     r = run_cli("occurrence", paths[0], classes, "--from-masks", "-o", tmp_path / "occ2.tif")  # not a date to skip
     assert refused(r, "S2N-MASK-VALUES", 1, classes) and len(r.stderr.strip().splitlines()) == 1
