@@ -151,7 +151,8 @@ class Predictor:
         """What the prediction of ``job`` made, from its counters."""
         total = job.scene.width * job.scene.height * SCALE_FACTOR ** 2
         return SceneResult(str(job.scene.path), str(job.output), time.perf_counter() - job.start,
-                           water_km2=stats.water_m2 / 1e6, nodata_fraction=stats.nodata / total, tiles=stats.tiles,
+                           water_km2=round(stats.water_m2 / 1e6, 6),  # to the square metre
+                           nodata_fraction=stats.nodata / total, tiles=stats.tiles,
                            warnings=job.warnings, masked_fraction=stats.masked / total,
                            masked_by=masked_by(job.scene),
                            gpu_peak_mb=job.forward.gpu_peak_mb(), precision=job.forward.precision,

@@ -156,6 +156,7 @@ def test_cog_vector_and_json(tmp_path, random_weights):
         assert src.tags()["threshold"] == "0.45"
     water = mask == 1
     assert water.any() and summary["water_km2"] == pytest.approx(water.sum() * 4 / 1e6, rel=2e-3)  # UTM's scale
+    assert summary["water_km2"] == round(summary["water_km2"], 6)  # to the square metre, not 92.91949787653957
     polys = gpd.read_file(vec)
     assert polys.crs == scene_crs and np.allclose(polys["area_m2"].sum(), water.sum() * 4)
     burned = rasterize(polys.geometry, out_shape=mask.shape, transform=transform)
