@@ -25,6 +25,7 @@ integer sums are exact, so blocks, bands and the whole map agree up to float rou
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import shutil
@@ -497,6 +498,9 @@ class FusedMish:
                 tensors = tuple(torch.tensor(a, dtype=x.dtype) for a in arguments)
                 compiled = self.compiled.get(function.__name__)
                 if compiled is None:
+                    if not torch.cuda.is_available():  # compiling imports torch's C++ extension builder,
+                        # which says "No CUDA runtime is found" where nvcc is on the PATH: nothing to do on a CPU
+                        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
                     compiled = self.compiled[function.__name__] = torch.compile(function, dynamic=True,
                                                                                 options=compile_options())
                     self.failure, answer = error(flat, compiled(flat, *tensors))

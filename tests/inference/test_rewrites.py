@@ -2,6 +2,9 @@
 trained network's numbers."""
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -143,6 +146,25 @@ def test_fused_mish_is_mish_and_falls_back_when_it_cannot_compile(monkeypatch):
     failing = FusedMish(enabled=True)
     assert torch.equal(failing(x.clone()), F.mish(x))
     assert not failing.active and failing.failure == "RuntimeError: compiler exploded"
+
+
+def test_fused_mish_compiles_without_a_word_of_cuda_on_a_cpu(tmp_path):
+    """On a CPU with nvcc on the PATH (a CUDA toolkit beside a CPU-only torch), compiling the
+    fused Mish printed torch's "W... No CUDA runtime is found, using CUDA_HOME=..." in the
+    middle of predict's output, -q or not."""
+    if not subpixel_head.has_cpp_compiler() or torch.cuda.is_available():
+        pytest.skip("no C++ compiler for TorchInductor, or a GPU (where there is a CUDA runtime)")
+    (tmp_path / "bin").mkdir()
+    nvcc = tmp_path / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\nexit 0\n")
+    nvcc.chmod(0o755)
+    script = ("import torch\nfrom s2s2net_cli.inference.subpixel_head import FusedMish\n"
+              "on = FusedMish(enabled=True)\non(torch.randn(1, 4, 8, 8))\nprint(on.active, on.failure)\n")
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    env.pop("CUDA_HOME", None)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0 and r.stdout.split() == ["True", "None"], r.stderr
+    assert "No CUDA runtime" not in r.stderr and "cpp_extension" not in r.stderr, r.stderr
 
 
 def test_fused_mish_that_compiles_wrong_is_not_used(monkeypatch):
