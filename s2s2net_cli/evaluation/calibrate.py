@@ -59,7 +59,11 @@ class Calibration:
     gain: float
     scores: dict = field(default_factory=dict, repr=False)  # gain -> {source: [F1 at each of thresholds]}
     warnings: list = field(default_factory=list)  # rulebook findings
-    thresholds: tuple = field(default=THRESHOLDS, repr=False)  # those the scores are at
+
+    @property
+    def thresholds(self) -> tuple[float, ...]:
+        """The thresholds each source's scores are at, in order."""
+        return THRESHOLDS
 
     def to_dict(self) -> dict:
         return {"threshold": self.threshold, "ndwi_prior": self.gain, "thresholds": list(self.thresholds),
