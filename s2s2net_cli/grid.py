@@ -58,13 +58,30 @@ def row_pixel_areas(crs, transform: Affine, row0: int, n_rows: int, width: int =
 def areal_scales(wkt: str, transform: Affine, row0: int, n_rows: int, width: int) -> np.ndarray:
     """How many times the map's area exceeds the ground's in the projected CRS ``wkt``, at the
     middle of each of the rows [row0, row0 + n_rows); 1 where the projection cannot say."""
+    x = np.full(n_rows, transform.c + transform.a * width / 2)
+    y = transform.f + transform.e * (np.arange(row0, row0 + n_rows) + 0.5)
+    return _areal_scales_at(wkt, x, y)
+
+
+def linear_scales(crs, x, y) -> np.ndarray:
+    """How many of the map's metres a metre on the ground is at each point (``x``, ``y``) of
+    ``crs``: the square root of the projection's areal scale, which is its scale in every
+    direction in a conformal projection (UTM's 0.9996-1.001; Web Mercator's 1.27 at 38 degrees
+    of latitude, 2 at 60) and the mean of its two directions' in another (an equal-area
+    projection's 1, whose scale along a parallel and a meridian part from it away from its
+    standard parallels). 1 in a CRS that is not projected or where the projection cannot say."""
+    x, y = np.atleast_1d(np.asarray(x, dtype=float)), np.atleast_1d(np.asarray(y, dtype=float))
+    if crs is None or not crs.is_projected:
+        return np.ones(np.broadcast(x, y).shape)
+    return np.sqrt(_areal_scales_at(crs.to_wkt(), x, y))
+
+
+def _areal_scales_at(wkt: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     try:
         to_geographic, projection = _projection(wkt)
-        x = np.full(n_rows, transform.c + transform.a * width / 2)
-        y = transform.f + transform.e * (np.arange(row0, row0 + n_rows) + 0.5)
         scale = projection.get_factors(*to_geographic.transform(x, y), errcheck=False).areal_scale
     except (ProjError, CRSError):
-        return np.ones(n_rows)
+        return np.ones(np.broadcast(x, y).shape)
     return np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
 
 

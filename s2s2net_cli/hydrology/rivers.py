@@ -47,6 +47,7 @@ from shapely.ops import substring
 
 from ..bands import BAND_NAMES
 from ..formats import NODATA, RIVERS_FILE, WATER, check_exists, occurrence_cut, probability_cut
+from ..grid import linear_scales
 from ..io import atomic_path, check_output
 from ..labels import NODATA_TAG, check_label, check_one_band, open_label
 from ..option_checks import check_bounds, check_types
@@ -112,8 +113,8 @@ def measure_rivers(mask_path, out_path, options: RiverOptions = RiverOptions(),
     check_exists(mask_path)  # a mask that is not there is the mistake to say first, as predict says a scene's
     out_path = check_output(out_path, options.overwrite, kind=RIVERS_FILE)
     reader = MaskReader(mask_path, options.min_occurrence)
-    pixel = reader.pixel_size
-    margin = options.margin if options.margin is not None else int(np.ceil(options.max_width_m / pixel)) + 32
+    finest = reader.finest_ground_pixel()
+    margin = options.margin if options.margin is not None else int(np.ceil(options.max_width_m / finest)) + 32
     lines, points, open_m = [], [], 0.0
     windows = list(_windows(reader.width, reader.height, options.window))
     for k, (piece_lines, piece_points, piece_open_m) in enumerate(_measured(reader, windows, margin, options), start=1):
@@ -122,7 +123,7 @@ def measure_rivers(mask_path, out_path, options: RiverOptions = RiverOptions(),
         open_m += piece_open_m
         if on_progress:
             on_progress(k, len(windows))
-    reaches, widths, measured = _assemble(lines, points, pixel, options)
+    reaches, widths, measured = _assemble(lines, points, reader, options)
     _write(out_path, reaches, widths, reader.crs)
     summary = RiverSummary(reaches=len(reaches["geometry"]), transects=len(widths["geometry"]),
                            length_km=round(float(sum(reaches["length_m"])) / 1000, 3), windows=len(windows),
@@ -222,7 +223,26 @@ class MaskReader:
 
     @property
     def pixel_size(self) -> float:
+        """A pixel's side in the map's metres."""
         return abs(self.transform.a)
+
+    def ground_pixel(self, window: Window) -> float:
+        """A pixel's side on the ground in metres at the middle of ``window``: the map's over the
+        projection's linear scale there (Web Mercator's map metre is half a metre at 60 degrees
+        of latitude; UTM's within 0.1 % of one)."""
+        x, y = self.transform @ (window.col_off + window.width / 2, window.row_off + window.height / 2)
+        return self.pixel_size / float(linear_scales(self.crs, x, y)[0])
+
+    def finest_ground_pixel(self) -> float:
+        """The smallest of ``ground_pixel`` over the mask (at its corners, the middles of its
+        sides and its middle): the most pixels a width in metres spans anywhere on it."""
+        cols, rows = np.meshgrid([0, self.width / 2, self.width], [0, self.height / 2, self.height])
+        x, y = self.transform @ (cols.ravel(), rows.ravel())
+        return self.pixel_size / float(linear_scales(self.crs, x, y).max())
+
+    def ground_lengths(self, x, y) -> np.ndarray:
+        """How many metres on the ground one of the map's metres is at each point (``x``, ``y``)."""
+        return 1.0 / linear_scales(self.crs, x, y)
 
     def read(self, window: Window) -> tuple[np.ndarray, np.ndarray]:
         with rasterio.open(self.path) as src:
@@ -250,7 +270,7 @@ def _measure_window(reader: MaskReader, window: Window, margin: int, options: Ri
     outer = Window(window.col_off - margin, window.row_off - margin, window.width + 2 * margin,
                    window.height + 2 * margin).intersection(Window(0, 0, reader.width, reader.height))
     water, valid = reader.read(outer)
-    pixel = reader.pixel_size
+    pixel = reader.ground_pixel(window)  # metres on the ground: every width and distance below is in them
     min_px = max(int(options.min_area_m2 / pixel ** 2), 1)
     water, bodies = _without_small_bodies(water, min_px)
     if not water.any():
@@ -345,16 +365,19 @@ def _without_small_bodies(water: np.ndarray, min_px: int) -> tuple[np.ndarray, n
     return kept, labels
 
 
-def _assemble(lines: list, points: list, pixel: float, options: RiverOptions):
+def _assemble(lines: list, points: list, reader: MaskReader, options: RiverOptions):
     """Reaches (window pieces joined, split at junctions) with their measured transects'
     statistics, the transects the widths layer lists with their reach and distance along it, and
     every measured width of the reaches kept; reaches outside the widths asked for are left out
-    with their transects."""
+    with their transects. Lengths and distances along a reach are the map's times the ground's
+    metres per map metre at the reach's middle."""
     merged = line_merge(MultiLineString(lines)) if lines else MultiLineString()
     reach_lines = [g for g in getattr(merged, "geoms", [merged]) if not g.is_empty]
     by_reach: dict[int, list] = {i: [] for i in range(len(reach_lines))}
+    middles = shapely.get_coordinates(shapely.line_interpolate_point(reach_lines, 0.5, normalized=True))
+    on_ground = reader.ground_lengths(middles[:, 0], middles[:, 1]) if reach_lines else np.zeros(0)
     if reach_lines and points:
-        reach, along = _located(np.array([(p.x, p.y) for p, *_ in points]), reach_lines, pixel)
+        reach, along = _located(np.array([(p.x, p.y) for p, *_ in points]), reach_lines, reader.pixel_size)
         for (p, w, flag, shown), i, d in zip(points, reach, along):
             by_reach[int(i)].append((p, w, flag, d, shown))
     reaches = {"reach_id": [], "length_m": [], "width_median_m": [], "width_min_m": [], "width_max_m": [],
@@ -373,7 +396,7 @@ def _assemble(lines: list, points: list, pixel: float, options: RiverOptions):
         listed = sorted((m for m in measured if m[4]), key=lambda m: m[3])
         rid = len(reaches["geometry"]) + 1
         reaches["reach_id"].append(rid)
-        reaches["length_m"].append(round(line.length, 2))
+        reaches["length_m"].append(round(line.length * on_ground[i], 2))
         reaches["width_median_m"].append(round(median, 2))
         reaches["width_min_m"].append(round(float(w.min()), 2))
         reaches["width_max_m"].append(round(float(w.max()), 2))
@@ -381,7 +404,7 @@ def _assemble(lines: list, points: list, pixel: float, options: RiverOptions):
         reaches["geometry"].append(line)
         for p, width, flag, along, _ in listed:
             widths["reach_id"].append(rid)
-            widths["distance_m"].append(round(along, 2))
+            widths["distance_m"].append(round(along * on_ground[i], 2))
             widths["width_m"].append(round(width, 2))
             widths["flag"].append(flag)
             widths["geometry"].append(p)

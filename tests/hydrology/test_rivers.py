@@ -50,6 +50,31 @@ def test_a_straight_channel_is_one_line_with_its_width(tmp_path, width_px):
     assert np.allclose(np.diff(np.sort(widths.distance_m)), 30, atol=1.5)
 
 
+def test_widths_and_lengths_are_the_grounds_in_a_projection_that_stretches_it(tmp_path):
+    """Web Mercator's map metre is half a metre on the ground at 60 degrees north: a channel
+    24 map metres wide was said to be 24 m wide and 800 m long (it is 12 m and 400 m), and a
+    ditch 4 m wide passed --min-width 6 as 8 m."""
+    y60 = 8_399_737.89  # Web Mercator's y of 60 degrees north, where its linear scale is 1 / cos(60) = 2
+    merc = Affine(2, 0, 1_000_000, 0, -2, y60 + 400)
+    line = LineString([(0, 200.3), (400, 170.8)])
+    for name, width_px, expect_m in (("river", 12, 12.0), ("ditch", 4, None)):
+        mask = mask_of([line.buffer(width_px / 2, cap_style="flat")], path=tmp_path / f"{name}.tif")
+        with rasterio.open(mask, "r+") as dst:
+            dst.crs, dst.transform = "EPSG:3857", merc
+        summary = measure_rivers(mask, tmp_path / f"{name}.gpkg")
+        reaches, widths = layers(tmp_path / f"{name}.gpkg")
+        if expect_m is None:
+            assert summary.reaches == 0, reaches
+            continue
+        assert summary.reaches == 1
+        assert reaches.width_median_m.iloc[0] == pytest.approx(expect_m, abs=1.0)
+        assert np.median(widths.width_m) == pytest.approx(expect_m, abs=1.0)
+        assert reaches.length_m.iloc[0] == pytest.approx(reaches.geometry.iloc[0].length / 2, rel=0.01)
+        assert 380 < reaches.length_m.iloc[0] < 405 and summary.length_km == pytest.approx(0.4, abs=0.02)
+        # transects every 30 m on the ground (60 map metres at this latitude)
+        assert np.allclose(np.diff(np.sort(widths.distance_m)), 30, atol=1.5)
+
+
 def test_reaches_are_joined_across_windows_and_split_at_junctions(tmp_path):
     main = LineString([(0, 150), (200, 180), (400, 140)])
     branch = LineString([(200, 180), (230, 400)])
