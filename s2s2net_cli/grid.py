@@ -7,6 +7,8 @@ same CRS, exactly 5x the width and height. Coordinates are never rebuilt from bo
 from __future__ import annotations
 
 import functools
+import shlex
+from pathlib import Path
 
 import numpy as np
 from affine import Affine
@@ -91,6 +93,36 @@ def _projection(wkt: str):
     projection whose factors (areal scale) it has: made once a CRS, not once a row of a mask."""
     crs = CRS.from_wkt(wkt)
     return Transformer.from_crs(crs, crs.geodetic_crs, always_xy=True), Proj(crs)
+
+
+def utm_epsg(crs, transform: Affine, width: int, height: int) -> int | None:
+    """The EPSG code of the WGS 84 UTM zone of the middle of a ``width`` x ``height`` raster on
+    ``crs`` and ``transform`` (326NN north of the equator, 327NN south), or None where its CRS
+    cannot say where that is."""
+    x, y = transform @ (width / 2, height / 2)
+    try:
+        lon, lat = Transformer.from_crs(crs, "EPSG:4326", always_xy=True).transform(x, y)
+    except (ProjError, CRSError):
+        return None
+    if not (np.isfinite(lon) and np.isfinite(lat)):
+        return None
+    zone = min(int((lon + 180) % 360 // 6) + 1, 60)
+    return (32600 if lat >= 0 else 32700) + zone
+
+
+def to_utm_advice(path, crs, transform: Affine, width: int, height: int, what: str = "it",
+                  resolution: float | None = None) -> str:
+    """Advice to reproject the raster ``path`` to its UTM zone, with the ``rio warp`` command that
+    does it (rasterio's, which comes with s2s2net) to a file beside it (its name with ``_utm``),
+    nearest neighbour: a mask keeps its 0/1 and nodata, a scene its DNs."""
+    epsg = utm_epsg(crs, transform, width, height)
+    if epsg is None:
+        return f"reproject {what} to its UTM zone first"
+    src = Path(path)
+    dst = src.with_name(f"{src.stem}_utm.tif")
+    res = f" --res {resolution:g}" if resolution else ""
+    return (f"reproject {what} to its UTM zone first: rio warp {shlex.quote(str(src))} {shlex.quote(str(dst))} "
+            f"--dst-crs EPSG:{epsg}{res} --resampling nearest")
 
 
 def is_rotated(transform: Affine) -> bool:

@@ -401,8 +401,7 @@ RULES = _book(
                                     "index sees water (at a swath's edge the bands' footprints differ; a whole band "
                                     "empty is a band file that failed to read, or another band in its place)"),
     Rule("S2N-SCENE-GEOGRAPHIC", WARNING, "is in a geographic CRS ({crs}), so its mask is in degrees too: areas are "
-                                          "right, but rivers measures only in metres and refuses it; reproject the "
-                                          "scene to its UTM zone first (gdalwarp -t_srs EPSG:{utm} -tr 10 10 -r near)"),
+                                          "right, but rivers measures only in metres and refuses it; {how}"),
     Rule("S2N-SCENE-SMALL", WARNING, "is {width} x {height} px: under {least} px a side the network sees little around "
                                      "each pixel, and crops this small of real scenes found up to {high:.0%} more water "
                                      "than the whole scenes did (IoU down to {iou:.2f}); predict a larger scene of the "
@@ -690,10 +689,9 @@ RULES = _book(
     # rivers.py
     Rule("S2N-RIVERS-WIDTHS", USAGE, "{o.min_width:{low:g}} is not below {o.max_width:{high:g}}: no channel could be "
                                      "measured"),
-    Rule("S2N-RIVERS-NOT-PROJECTED", INPUT, "has no projected CRS, and river widths are measured in metres: "
-                                            "reproject it to UTM first"),
+    Rule("S2N-RIVERS-NOT-PROJECTED", INPUT, "has no projected CRS, and river widths are measured in metres: {how}"),
     Rule("S2N-RIVERS-NOT-METRES", INPUT, "its CRS unit is the {units}, not the metre, in which river widths and "
-                                         "lengths are measured: reproject it to UTM first"),
+                                         "lengths are measured: {how}"),
     Rule("S2N-RIVERS-NOT-SQUARE", INPUT, "its pixels are not square and north-up, as river widths need"),
     Rule("S2N-RIVERS-NOT-OCCURRENCE", USAGE, "is no occurrence raster of {c.occurrence} (its software tag says "
                                              "so), and {o.min_occurrence} cuts one"),

@@ -47,7 +47,7 @@ from shapely.ops import substring
 
 from ..bands import BAND_NAMES
 from ..formats import NODATA, RIVERS_FILE, WATER, check_exists, occurrence_cut, probability_cut
-from ..grid import linear_scales
+from ..grid import linear_scales, to_utm_advice
 from ..io import atomic_path, check_output
 from ..labels import NODATA_TAG, check_label, check_one_band, open_label
 from ..option_checks import check_bounds, check_types
@@ -179,15 +179,18 @@ def _worker_start(parent: int) -> None:
         os._exit(1)
 
 
-def check_measurable(path, crs, transform) -> None:
-    """InputError unless a raster on ``crs`` and ``transform`` (a mask, or the scene a mask will
-    be made of) has square north-up pixels in a projected CRS of metres: river widths and
-    lengths are measured in metres."""
+def check_measurable(path, crs, transform, width: int, height: int) -> None:
+    """InputError unless a ``width`` x ``height`` raster on ``crs`` and ``transform`` (a mask, or
+    the scene a mask will be made of) has square north-up pixels in a projected CRS of metres:
+    river widths and lengths are measured in metres. One that has not is told its UTM zone."""
     if crs is None or crs.is_geographic:
-        raise refuse("S2N-RIVERS-NOT-PROJECTED", path)
+        how = to_utm_advice(path, crs, transform, width, height) if crs is not None else \
+            "give it a projected CRS in metres (UTM)"
+        raise refuse("S2N-RIVERS-NOT-PROJECTED", path, how=how)
     units, metres = crs.linear_units_factor
     if metres != 1.0:
-        raise refuse("S2N-RIVERS-NOT-METRES", path, units=units)
+        raise refuse("S2N-RIVERS-NOT-METRES", path, units=units,
+                     how=to_utm_advice(path, crs, transform, width, height))
     if abs(abs(transform.a) - abs(transform.e)) > 1e-6 * abs(transform.a) or transform.b or transform.d:
         raise refuse("S2N-RIVERS-NOT-SQUARE", path)
 
@@ -208,7 +211,7 @@ class MaskReader:
                 dtype = src.dtypes[0]
         except rasterio.errors.RasterioIOError as exc:
             raise refuse("S2N-RASTER-UNREADABLE", self.path) from exc
-        check_measurable(self.path, self.crs, self.transform)
+        check_measurable(self.path, self.crs, self.transform, self.width, self.height)
         self.cut = occurrence_cut(tags, min_occurrence)
         if self.cut is None and min_occurrence is not None:
             raise refuse("S2N-RIVERS-NOT-OCCURRENCE", self.path)

@@ -14,7 +14,7 @@ from rasterio.crs import CRS
 
 from ..bands import BAND_NAMES, BandSpec, band_token
 from ..formats import valid_mask
-from ..grid import grid_shift, row_pixel_areas
+from ..grid import grid_shift, row_pixel_areas, to_utm_advice
 from ..polygons import layers_warnings, open_layer
 from ..rulebook import Finding, finding
 from .scene import Scene, check_has_valid_pixels
@@ -170,9 +170,8 @@ def geographic_warning(scene: Scene) -> Finding | None:
     crs = CRS.from_user_input(scene.crs)
     if not crs.is_geographic:
         return None
-    lon, lat = scene.transform @ (scene.width / 2, scene.height / 2)
-    zone = min(int((lon + 180) // 6) + 1, 60)
-    return finding("S2N-SCENE-GEOGRAPHIC", scene.path, crs=crs.to_string(), utm=(32600 if lat >= 0 else 32700) + zone)
+    return finding("S2N-SCENE-GEOGRAPHIC", scene.path, crs=crs.to_string(),
+                   how=to_utm_advice(scene.path, crs, scene.transform, scene.width, scene.height, "the scene", 10))
 
 
 # Under this many 10 m pixels a side, a scene shows the network little context: crops of 64 px

@@ -2,6 +2,7 @@
 and one so small that the network sees little around each pixel."""
 
 import json
+import subprocess
 
 import numpy as np
 import rasterio
@@ -28,6 +29,22 @@ def test_a_scene_in_degrees_is_warned_of_with_its_utm_zone(tmp_path, random_weig
     # the mask is in degrees: rivers refuses it, as the warning said
     rivers = run_cli("rivers", tmp_path / "w.tif", "-o", tmp_path / "r.gpkg")
     assert rivers.returncode == 1 and codes(rivers.stderr) == ["S2N-RIVERS-NOT-PROJECTED"]
+    # its command, run as said, gives a mask rivers measures (rio comes with s2s2net)
+    command = rivers.stderr.split("first: ")[1].split(" [S2N-")[0]
+    assert command.startswith("rio warp") and "EPSG:32720" in command
+    done = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert run_cli("rivers", tmp_path / "w_utm.tif", "-o", tmp_path / "r.gpkg").returncode == 0
+    # and so does the scene warning's: the scene in UTM at 10 m draws no warning and its rivers are measured
+    command = found["message"].split("first: ")[1]
+    assert subprocess.run(command, shell=True, cwd=tmp_path).returncode == 0
+    with rasterio.open(tmp_path / "beni_utm.tif") as src:
+        assert src.crs.to_epsg() == 32720 and src.res == (10, 10)
+    r = run_cli("predict", tmp_path / "beni_utm.tif", "-o", tmp_path / "w2.tif", "--rivers", tmp_path / "r2.gpkg",
+                "--weights", random_weights, "--json")
+    assert r.returncode == 0, r.stderr
+    said = {w["code"] for w in json.loads(r.stdout)["scenes"][0]["warnings"]}
+    assert not said & {"S2N-SCENE-GEOGRAPHIC", "S2N-PIXELS-NOT-10M"}, said
     # asked of predict, rivers refuses the scene before its mask or polygons are written
     out = tmp_path / "again"
     r = run_cli("predict", scene, "-o", out / "w.tif", "--vector", out / "w.gpkg", "--rivers", out / "r.gpkg",
