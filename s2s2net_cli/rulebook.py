@@ -558,7 +558,8 @@ RULES = _book(
                                        "(2 m) or {width_10m} x {height_10m} (10 m)"),
     Rule("S2N-CHIPS-CHIP-UNREADABLE", INPUT, "chip cannot be read ({error})"),
     Rule("S2N-CHIPS-NO-TRAIN-VAL", INPUT, "has no chips in the train or val split"),
-    Rule("S2N-CHIPS-CHIP-MISSING", INPUT, "listed in index.gpkg but missing"),
+    Rule("S2N-CHIPS-CHIP-MISSING", INPUT, "listed in index.gpkg but missing{others}: copy the chips folder whole, "
+                                          "or cut it again with {c.chip}"),
     Rule("S2N-CHIPS-NO-TRAIN", INPUT, "has no chips in the train split"),
     Rule("S2N-CHIPS-SIDES", INPUT, "holds chips of {side} px, and {other} chips of {other_side} px: a batch stacks "
                                    "chips of one size; cut them at one chip size ({c.chip})"),

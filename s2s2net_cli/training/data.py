@@ -161,10 +161,11 @@ def chip_splits(chips_dir, seed: int = 42, val_fraction: float = 0.1) -> tuple[l
     val = [ChipRecord(chips_dir / r.image, chips_dir / r.mask, source) for r in gdf.itertuples() if r.split == "val"]
     if not train and not val:
         raise refuse("S2N-CHIPS-NO-TRAIN-VAL", chips_dir / "index.gpkg")
-    for record in train[:1] + val[:1]:
-        for path in (record.image, record.mask):
-            if not path.exists():
-                raise refuse("S2N-CHIPS-CHIP-MISSING", path)
+    # every chip's files, before a run starts: one gone (a copy cut short) stopped it when drawn
+    missing = [path for record in train + val for path in (record.image, record.mask) if not path.exists()]
+    if missing:
+        others = f" (and {len(missing) - 1} more of its files)" if len(missing) > 1 else ""
+        raise refuse("S2N-CHIPS-CHIP-MISSING", missing[0], others=others)
     return (train, val) if val else held_out(train, seed, val_fraction)
 
 

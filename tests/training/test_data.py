@@ -64,3 +64,25 @@ def test_chips_folders_of_two_chip_sizes_are_refused_before_a_run_starts(tmp_pat
 
     train, val = source_splits([tmp_path / "a", tmp_path / "c"])  # one size: as before
     assert {r.source for r in train} == {"a", "c"}
+
+
+def test_a_chip_gone_from_its_folder_is_refused_before_a_run_starts(tmp_path):
+    """Only the first train and val chips were looked for: a chips folder copied short (its
+    last chips missing) trained until one of them was drawn. Every chip is looked for now."""
+    from s2s2net_cli.synthetic.scenes import make_pair, write_pair
+
+    from ..conftest import refused, run_cli
+
+    p = make_pair(64, seed=5, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "c", "--size", 16)
+    assert r.returncode == 0, r.stderr
+    images = sorted((tmp_path / "c").rglob("*.tif"))
+    assert len(images) >= 6
+    gone = images[-3:]
+    for path in gone:
+        path.unlink()
+    r = run_cli("train", tmp_path / "c", "-o", tmp_path / "run", "--max-steps", 1)
+    assert refused(r, "S2N-CHIPS-CHIP-MISSING", 1)
+    assert any(f"{path}: listed in index.gpkg but missing (and 2 more of its files)" in r.stderr for path in gone)
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
