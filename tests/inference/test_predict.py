@@ -158,7 +158,7 @@ def test_cog_vector_and_json(tmp_path, random_weights):
     assert water.any() and summary["water_km2"] == pytest.approx(water.sum() * 4 / 1e6, rel=2e-3)  # UTM's scale
     assert summary["water_km2"] == round(summary["water_km2"], 6)  # to the square metre, not 92.91949787653957
     polys = gpd.read_file(vec)
-    assert polys.crs == scene_crs and np.allclose(polys["area_m2"].sum(), water.sum() * 4)
+    assert polys.crs == scene_crs and polys["area_m2"].sum() / 1e6 == pytest.approx(summary["water_km2"], abs=1e-6)
     burned = rasterize(polys.geometry, out_shape=mask.shape, transform=transform)
     assert np.array_equal(burned == 1, water)
 
@@ -171,10 +171,28 @@ def test_strips_of_vectorizing_merge(tmp_path):
     mask[2:4, 30:33] = 1
     path = write_raster(tmp_path / "m.tif", mask, transform=Affine(2, 0, 0, 0, -2, 100), nodata=255)
     polys = water_polygons(path, strip_rows=7)
-    assert len(polys) == 2 and sorted(polys.area_m2) == [6 * 4, 400 * 4]
+    # UTM's areal scale 500 km west of its central meridian (x = 0) is 1.0054: the ground's area
+    assert len(polys) == 2 and sorted(polys.area_m2) == pytest.approx([6 * 4 / 1.0054, 400 * 4 / 1.0054], rel=1e-4)
     feet = write_raster(tmp_path / "ft.tif", mask, crs="EPSG:2263", transform=Affine(2, 0, 900000, 0, -2, 200000),
                         nodata=255)  # pixels of 2 x 2 US survey feet
-    assert sorted(water_polygons(feet).area_m2) == pytest.approx([6 * 4 * 0.3048006 ** 2, 400 * 4 * 0.3048006 ** 2])
+    assert sorted(water_polygons(feet).area_m2) == pytest.approx([6 * 4 * 0.3048006 ** 2, 400 * 4 * 0.3048006 ** 2],
+                                                                 rel=1e-3)
+
+
+def test_polygon_areas_are_the_grounds_in_a_projection_that_stretches_it(tmp_path):
+    """In Web Mercator at 60 degrees north a map's square metre is a quarter of one on the
+    ground: the polygons' area_m2 was the map's, 4 times predict's water_km2 for the same water."""
+    from s2s2net_cli.vectorize import water_polygons
+
+    mask = np.zeros((100, 100), "uint8")
+    mask[10:40, 10:40] = 1  # 900 pixels of 2 x 2 map metres
+    mask[60:61, 70:73] = 1
+    y60 = 8_399_737.89  # Web Mercator's y of 60 degrees north, where its areal scale is 1 / cos(60)^2 = 4
+    path = write_raster(tmp_path / "m.tif", mask, crs="EPSG:3857", transform=Affine(2, 0, 1_000_000, 0, -2, y60 + 100),
+                        nodata=255)
+    polys = water_polygons(path)
+    assert sorted(polys.area_m2) == pytest.approx([3 * 4 / 4, 900 * 4 / 4], rel=0.005)
+    assert water_polygons(write_raster(tmp_path / "e.tif", mask * 0, crs="EPSG:3857", nodata=255)).empty
 
 
 @pytest.mark.parametrize("suffix", [".gpkg", ".geojson", ".fgb"])
@@ -190,7 +208,8 @@ def test_water_polygons_are_one_layer_named_water_in_every_format(tmp_path, suff
     path = write_raster(tmp_path / "m.tif", mask, transform=Affine(2, 0, 500000, 0, -2, 4000000), nodata=255)
     out = write_water_polygons(path, tmp_path / f"w{suffix}")
     assert pyogrio.list_layers(out).tolist() == [["water", "Polygon"]]
-    assert gpd.read_file(out).area_m2.tolist() == [28 * 4] and not [p for p in tmp_path.iterdir() if p.name[0] == "."]
+    assert gpd.read_file(out).area_m2.tolist() == pytest.approx([28 * 4 / 0.9992], rel=1e-4)  # UTM's scale there
+    assert not [p for p in tmp_path.iterdir() if p.name[0] == "."]
 
 
 def test_several_scenes_go_to_a_folder_and_a_bad_one_does_not_stop_the_rest(tmp_path, scene_factory, random_weights):
