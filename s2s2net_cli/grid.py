@@ -132,6 +132,21 @@ def to_utm_advice(path, crs, transform: Affine, width: int, height: int, what: s
             f"--dst-crs EPSG:{epsg}{res} --resampling nearest")
 
 
+def is_south_up(transform: Affine) -> bool:
+    """True for a grid whose rows run from south to north (a positive pixel height), as a raster
+    written from ascending y coordinates (rioxarray's ``to_raster`` of a DataArray sorted so)."""
+    return transform.e > 0 and not is_rotated(transform)
+
+
+def north_up_line(path) -> str:
+    """The line of Python that writes the south-up raster ``path`` north-up beside it (its name
+    with ``_north_up``), its pixels and tags as they are."""
+    src = Path(str(path))
+    dst = src.with_name(f"{src.stem}_north_up.tif")
+    return (f"rioxarray.open_rasterio({str(src)!r}).sortby('y', ascending=False)"
+            f".rio.to_raster({str(dst)!r})")
+
+
 def is_rotated(transform: Affine) -> bool:
     """True for transforms with rotation or shear terms (north-up grids only are supported)."""
     return transform.b != 0 or transform.d != 0

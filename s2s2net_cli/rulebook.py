@@ -642,6 +642,8 @@ RULES = _book(
     Rule("S2N-MANIFEST-SPLIT", INPUT, "line {n}: split {split!r} is not train, val or test"),
     # occurrence.py
     Rule("S2N-RASTER-UNREADABLE", INPUT, "not a raster rasterio can read"),
+    Rule("S2N-RASTER-SOUTH-UP", INPUT, "its rows run from south to north (a positive pixel height, as a raster written "
+                                       "from ascending y coordinates has): write it north-up first, in Python: {fix}"),
     Rule("S2N-OCCURRENCE-ACQUISITION-TWICE", INPUT, "holds the same acquisition as {other} ({acquisition}): it would "
                                                     "be counted as two dates; name one of them"),
     Rule("S2N-OCCURRENCE-MASK-UNREADABLE", INPUT, "mask cannot be read"),
@@ -766,6 +768,7 @@ RULES = _book(
     Rule("S2N-SCENE-NO-CRS", INPUT, "has no CRS; a scene must be georeferenced"),
     Rule("S2N-SCENE-ROTATED", INPUT, "has a rotated or sheared transform; only north-up grids are supported"),
     Rule("S2N-SCENE-NO-TRANSFORM", INPUT, "has no usable geotransform (expected north-up pixels)"),
+
     Rule("S2N-SCENE-WINDOW-UNREADABLE", INPUT, "cannot be read at rows {r0}-{r1}, columns {c0}-{c1} ({error})"),
     Rule("S2N-LEAVE-OUT-READ-FAILED", INPUT, "{o.mask} cannot be read ({error})"),
     Rule("S2N-SCENE-DAMAGED", INPUT, "cannot be read, damaged or truncated ({error})"),

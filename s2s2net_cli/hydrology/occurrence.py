@@ -43,7 +43,7 @@ from ..formats import (
     check_exists,
     probability_cut,
 )
-from ..grid import grid_shift, row_pixel_areas
+from ..grid import grid_shift, is_south_up, north_up_line, row_pixel_areas
 from ..io import (
     atomic_path,
     check_creation_options,
@@ -76,9 +76,12 @@ class Grid:
         check_exists(path)
         try:
             with rasterio.open(path) as src:
-                return cls(src.crs, src.transform, src.width, src.height)
+                grid = cls(src.crs, src.transform, src.width, src.height)
         except rasterio.errors.RasterioIOError as exc:
             raise refuse("S2N-RASTER-UNREADABLE", path) from exc
+        if is_south_up(grid.transform):
+            raise refuse("S2N-RASTER-SOUTH-UP", path, fix=north_up_line(path))
+        return grid
 
     @property
     def bounds(self) -> tuple[float, float, float, float]:
@@ -212,6 +215,8 @@ def _check_mask(d: DateMask, grid: Grid) -> None:
             check_one_band(d.mask, src.count, scene_like)
             if src.crs is None:
                 raise refuse("S2N-MASK-NO-CRS", d.mask)
+            if is_south_up(src.transform):
+                raise refuse("S2N-RASTER-SOUTH-UP", d.mask, fix=north_up_line(d.mask))
             left, bottom, right, top = transform_bounds(src.crs, grid.crs, *src.bounds)
             shift = grid_shift(src.transform, grid.transform, factor=1) if src.crs == grid.crs else None
             if shift is not None:  # counted onto the grid, each cell read partly from its neighbours

@@ -1,4 +1,5 @@
 import ast
+import json
 
 import numpy as np
 import pytest
@@ -16,6 +17,49 @@ from s2s2net_cli.sources.options import SceneOptions
 from s2s2net_cli.sources.scene import SceneReader, read_scene
 
 from ..conftest import raises_rule, write_raster
+
+
+def test_a_south_up_scene_is_told_how_to_turn_it_north_up(tmp_path, scene_factory):
+    """A stack whose rows run south to north (rioxarray writes one from ascending y) was said
+    to have "no usable geotransform"; it is told what it is and the line that turns it."""
+    import subprocess
+    import sys
+
+    north_up = scene_factory(20, 24)
+    with rasterio.open(north_up) as src:
+        data, profile, t = src.read(), src.profile, src.transform
+    profile.update(transform=Affine(t.a, 0, t.c, 0, -t.e, t.f + t.e * src.height))
+    south_up = tmp_path / "south up.tif"
+    with rasterio.open(south_up, "w", **profile) as dst:
+        dst.write(data[:, ::-1])
+    with raises_rule("S2N-RASTER-SOUTH-UP", "south up.tif: its rows run from south to north") as refused:
+        open_scene(south_up)
+    fix = str(refused.value).split("in Python: ")[1]
+    done = subprocess.run([sys.executable, "-c", f"import rioxarray; {fix}"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    with rasterio.open(tmp_path / "south up_north_up.tif") as fixed, rasterio.open(north_up) as src:
+        assert fixed.transform == src.transform and np.array_equal(fixed.read(), src.read())
+    assert open_scene(tmp_path / "south up_north_up.tif").transform == open_scene(north_up).transform
+
+
+def test_a_south_up_mask_is_told_the_same_where_it_was_misread(tmp_path, scene_factory):
+    """A south-up label stopped evaluate with rasterio's "Bounds and transform are inconsistent"
+    (no code), and occurrence skipped a south-up mask as not overlapping its own place."""
+    from ..conftest import codes, run_cli
+
+    scene = scene_factory(20, 20)
+    with rasterio.open(scene) as src:
+        t, h = src.transform, src.height
+    mask = np.zeros((20, 20), "uint8")
+    mask[3:9, 2:15] = 1
+    south_up = write_raster(tmp_path / "label.tif", mask[::-1], transform=Affine(t.a, 0, t.c, 0, -t.e, t.f + t.e * h),
+                            nodata=255)
+    north_up = write_raster(tmp_path / "north.tif", mask, transform=t, nodata=255)
+    r = run_cli("evaluate", "--pair", scene, south_up, "--baseline", "ndwi")
+    assert r.returncode == 1 and codes(r.stderr) == ["S2N-RASTER-SOUTH-UP"] and "label.tif: its rows" in r.stderr
+    r = run_cli("occurrence", north_up, south_up, "--from-masks", "-o", tmp_path / "o.tif", "--json")
+    (skipped,) = json.loads(r.stdout)["skipped"]
+    assert r.returncode == 1 and skipped["code"] == "S2N-RASTER-SOUTH-UP"  # a date skipped: exit 1
 
 
 def test_bad_scenes_get_one_clear_error(tmp_path, scene_factory):
