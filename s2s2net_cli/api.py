@@ -79,6 +79,41 @@ def _takes_geo_tables(function: Callable) -> Callable:
     return call
 
 
+def _takes_band_datasets(function: Callable) -> Callable:
+    """``function`` taking a scene (``scene``, ``scenes``, a pair's scene) as an
+    ``xarray.Dataset`` of one variable per band too, as odc-stac's ``load`` gives it: each read as
+    the DataArray of its bands (band_array)."""
+    signature = inspect.signature(function)
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        bound = signature.bind_partial(*args, **kwargs)
+        given = bound.arguments
+        for name in ("scene", "scenes"):
+            if name in given and _is_dataset(given[name]):
+                given[name] = _band_array(given[name])
+        pairs = given.get("pairs")
+        if isinstance(pairs, (list, tuple)) and pairs:
+            if len(pairs) == 2 and _is_dataset(pairs[0]):  # one pair
+                given["pairs"] = (_band_array(pairs[0]), pairs[1])
+            else:
+                given["pairs"] = [(_band_array(p[0]), *p[1:]) if isinstance(p, (list, tuple)) and p and
+                                  _is_dataset(p[0]) else p for p in pairs]
+        return function(*bound.args, **bound.kwargs)
+
+    return call
+
+
+def _is_dataset(value) -> bool:
+    return type(value).__name__ == "Dataset" and type(value).__module__.startswith("xarray")
+
+
+def _band_array(dataset):
+    from .inference.dataarray import band_array  # heavy: torch, xarray
+
+    return band_array(dataset)
+
+
 def _is_geo_table(value) -> bool:
     return type(value).__name__ in ("GeoDataFrame", "GeoSeries")
 
@@ -190,6 +225,7 @@ def _warn_all(findings: list[Finding]) -> None:
         warn(found)  # at the caller's line, also from a callback deep in a batch
 
 
+@_takes_band_datasets
 @_takes_geo_tables
 def predict(scene, output=None, *, probability: bool = False, vector=None, rivers=None, cog: bool = False,
             creation_options: dict | None = None, overwrite: bool = False, **options):
@@ -302,6 +338,7 @@ def _predict_batch(scenes: list, output, outputs: dict, options: dict, skip_exis
                          world or World.from_environment(), on_result=written, on_failure=on_failure)
 
 
+@_takes_band_datasets
 @_takes_geo_tables
 def evaluate(pairs=(), *, manifests=(), weights=(), baselines=(), nodata: float | None = None,
              degrade: int | None = None, save_predictions=None, plot=None, overwrite: bool = False,
@@ -383,6 +420,7 @@ def rivers(mask, output, *, overwrite: bool = False, on_progress: Callable[[int,
     return measure_rivers(mask, output, RiverOptions(overwrite=overwrite, **options), on_progress=on_progress)
 
 
+@_takes_band_datasets
 @_takes_geo_tables
 def occurrence(scenes: list, output, *, from_masks: bool = False, like=None, dates=None, classes: bool = False,
                strict: bool = False, cog: bool = False, creation_options: dict | None = None, overwrite: bool = False,

@@ -182,6 +182,34 @@ def test_evaluate_scores_a_geodataframe_reference_as_its_file(tmp_path, random_w
     assert str(refused.value).startswith("pairs[1][1]: the GeoDataFrame has no CRS")
 
 
+def test_a_dataset_of_bands_as_odc_stac_loads_it_is_a_scene(tmp_path, random_weights):
+    """odc.stac.load gives an xarray.Dataset, one variable per band (red, green, ... each
+    (time, y, x)); predict refused it ("is an xarray.Dataset, not a scene"). It is read as the
+    DataArray of its bands: the same mask as the stack's, the same scores, one date a cube's."""
+    import rioxarray
+    import xarray as xr
+
+    scene, label, _ = _flood(tmp_path)
+    da = rioxarray.open_rasterio(scene)
+    kw = {"weights": random_weights, "tile_size": 32, "overlap": 8}
+    names = ("red", "blue", "green", "nir", "swir22", "swir16")  # Earth Search's names, in another order
+    order = [2, 0, 1, 3, 5, 4]
+    times = np.array(["2021-08-01", "2021-06-01"], dtype="datetime64[ns]")
+    ds = xr.Dataset({n: da.isel(band=i, drop=True) for n, i in zip(names, order)}).expand_dims(time=times[:1])
+    ds = ds.rio.write_crs(da.rio.crs)
+    alone = s2n.predict(da, **kw)
+    mask = s2n.predict(ds, **kw)
+    assert np.array_equal(mask.values, alone.values) and str(mask.time.values)[:10] == "2021-08-01"
+    assert "S2N-BANDS-UNDESCRIBED" not in mask.attrs["warning_codes"]  # its bands named: no order assumed
+    assert s2n.evaluate((ds, label), baselines="ndwi", **kw)[0].counts == \
+        s2n.evaluate((scene, label), baselines="ndwi", **kw)[0].counts
+    two = xr.concat([ds, ds.assign_coords(time=times[1:])], dim="time")
+    summary = s2n.occurrence(two, tmp_path / "occ.tif", **kw)
+    assert [d.date for d in summary.dates] == ["2021-06-01", "2021-08-01"]
+    with raises_rule("S2N-DATAARRAY-SEVERAL"):  # two dates given as one scene: which one is the user's to say
+        s2n.predict(two, **kw)
+
+
 def test_a_dataarray_without_output_refuses_what_only_a_file_takes(tmp_path):
     """Its mask is returned, not written: polygons or rivers asked beside it were dropped silently."""
     import rioxarray

@@ -1,8 +1,8 @@
 """Notebooks: a (band, y, x) ``xarray.DataArray`` in, the 2 m water mask as a DataArray out.
 
-The input is what odc-stac or stackstac give (a ``band`` dimension, a CRS and transform
-through rioxarray's ``.rio``; one date of their (time, band, y, x) cubes, its time kept or
-not). Bands are taken by name when the ``band`` coordinate names them (B02 ... B12 or blue,
+The input is what stackstac gives (a ``band`` dimension, a CRS and transform through
+rioxarray's ``.rio``; one date of its (time, band, y, x) cubes, its time kept or not), or
+odc-stac's Dataset of one variable per band made that DataArray (band_array). Bands are taken by name when the ``band`` coordinate names them (B02 ... B12 or blue,
 green, red, nir, swir16, swir22), else in the model's order, with a warning. What predict
 warns of (an offset left out, the order assumed) is warned of (an ``S2S2NetWarning`` of the
 rulebook, its ``.finding.code`` the rule) and kept in the result's ``attrs["warnings"]`` (their
@@ -34,6 +34,22 @@ from ..weights_header import default_weights
 from .predictor import PredictOptions, Predictor
 
 DATAARRAY = "DataArray"  # what a finding names in place of a file
+
+
+def band_array(ds):
+    """An ``xarray.Dataset`` of one variable per band (odc-stac's ``load``: red, green, ... or
+    B02, B03, ..., each (time, y, x) or (y, x)) as the DataArray of its variables along a
+    ``band`` dimension named by them, its CRS and its bands' one nodata value kept."""
+    bands = [name for name, v in ds.data_vars.items() if v.ndim >= 2]
+    if not bands:
+        raise refuse("S2N-DATAARRAY-DIMS", DATAARRAY, dims=tuple(ds.dims))
+    stacked = (getattr(ds[bands], "to_dataarray", None) or ds[bands].to_array)(dim="band")
+    nodata = {ds[name].rio.nodata for name in bands}
+    if len(nodata) == 1 and None not in nodata:
+        stacked = stacked.rio.write_nodata(nodata.pop())
+    if ds.rio.crs is not None and stacked.rio.crs is None:
+        stacked = stacked.rio.write_crs(ds.rio.crs)
+    return stacked
 
 
 def select_bands(da):
