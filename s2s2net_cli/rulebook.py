@@ -566,6 +566,8 @@ RULES = _book(
     Rule("S2N-TRAIN-SOURCE-WEIGHT", INPUT, "no chips folder named {name!r} among the training sources ({sources})"),
     # dataarray.py
     Rule("S2N-DATAARRAY-DIMS", INPUT, "needs dimensions (band, y, x), has {dims}"),
+    Rule("S2N-DATAARRAY-SPATIAL-DIMS", INPUT, "has dimensions {dims}, none of which rioxarray knows as x and y: name "
+                                              "them, {fix}"),
     Rule("S2N-DATAARRAY-SEVERAL", INPUT, "holds {count} values of {dim} besides (band, y, x): predict them one at "
                                          "a time (da.isel({dim}=0), ...); occurrence counts a cube's dates"),
     Rule("S2N-DATAARRAY-NO-BAND", INPUT, "no band {band} (looked for {looked_for} in {names})"),

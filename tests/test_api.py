@@ -208,6 +208,14 @@ def test_a_dataset_of_bands_as_odc_stac_loads_it_is_a_scene(tmp_path, random_wei
     assert [d.date for d in summary.dates] == ["2021-06-01", "2021-08-01"]
     with raises_rule("S2N-DATAARRAY-SEVERAL"):  # two dates given as one scene: which one is the user's to say
         s2n.predict(two, **kw)
+    # dimensions named lat and lon (a netCDF's): rioxarray's own error, not a line of the rulebook
+    for given, call in ((da, s2n.predict), (two.to_dataarray("band"), lambda c: s2n.occurrence(c, tmp_path / "o2.tif"))):
+        with raises_rule("S2N-DATAARRAY-SPATIAL-DIMS") as refused:
+            call(given.rename({"x": "lon", "y": "lat"}))
+        fix = str(refused.value).split("name them, ")[1]
+        assert fix == "da.rename({'lon': 'x', 'lat': 'y'})"
+    assert np.array_equal(s2n.predict(da.rename({"x": "lon", "y": "lat"}).rename({"lon": "x", "lat": "y"}), **kw).values,
+                          alone.values)
 
 
 def test_a_dataarray_without_output_refuses_what_only_a_file_takes(tmp_path):

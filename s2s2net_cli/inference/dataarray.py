@@ -57,6 +57,7 @@ def select_bands(da):
     them), and whether they were chosen by name."""
     if "band" not in da.dims or da.ndim < 3:
         raise refuse("S2N-DATAARRAY-DIMS", DATAARRAY, dims=da.dims)
+    check_spatial_dims(da)
     spatial = {"band", da.rio.y_dim, da.rio.x_dim}
     extra = [dim for dim in da.dims if dim not in spatial]
     several = next((dim for dim in extra if da.sizes[dim] > 1), None)
@@ -111,6 +112,20 @@ def predict_dataarray(da, weights=None, probability: bool = False, **options):
     result.attrs["warnings"] = [found.message("python") for found in said]
     result.attrs["warning_codes"] = [found.code for found in said]
     return result
+
+
+def check_spatial_dims(da) -> None:
+    """InputError unless rioxarray finds ``da``'s spatial dimensions (x and y, longitude and
+    latitude): one of lat and lon, say, is told the line that renames them."""
+    from rioxarray.exceptions import MissingSpatialDimensionError
+
+    try:
+        da.rio.x_dim, da.rio.y_dim
+    except MissingSpatialDimensionError:
+        others = [str(d) for d in da.dims if d not in ("band", "time")]
+        x, y = (others[-1], others[-2]) if len(others) >= 2 else ("x", "y")
+        raise refuse("S2N-DATAARRAY-SPATIAL-DIMS", DATAARRAY, dims=da.dims,
+                     fix=f"da.rename({{{x!r}: 'x', {y!r}: 'y'}})") from None
 
 
 def north_up_stack(da):
