@@ -7,8 +7,6 @@ same CRS, exactly 5x the width and height. Coordinates are never rebuilt from bo
 from __future__ import annotations
 
 import functools
-import shlex
-from pathlib import Path
 
 import numpy as np
 from affine import Affine
@@ -117,34 +115,10 @@ def utm_epsg(crs, transform: Affine, width: int, height: int) -> int | None:
     return (32600 if lat >= 0 else 32700) + zone
 
 
-def to_utm_advice(path, crs, transform: Affine, width: int, height: int, what: str = "it",
-                  resolution: float | None = None) -> str:
-    """Advice to reproject the raster ``path`` to its UTM zone, with the ``rio warp`` command that
-    does it (rasterio's, which comes with s2s2net) to a file beside it (its name with ``_utm``),
-    nearest neighbour: a mask keeps its 0/1 and nodata, a scene its DNs."""
-    epsg = utm_epsg(crs, transform, width, height)
-    if epsg is None:
-        return f"reproject {what} to its UTM zone first"
-    src = Path(path)
-    dst = src.with_name(f"{src.stem}_utm.tif")
-    res = f" --res {resolution:g}" if resolution else ""
-    return (f"reproject {what} to its UTM zone first: rio warp {shlex.quote(str(src))} {shlex.quote(str(dst))} "
-            f"--dst-crs EPSG:{epsg}{res} --resampling nearest")
-
-
 def is_south_up(transform: Affine) -> bool:
     """True for a grid whose rows run from south to north (a positive pixel height), as a raster
     written from ascending y coordinates (rioxarray's ``to_raster`` of a DataArray sorted so)."""
     return transform.e > 0 and not is_rotated(transform)
-
-
-def north_up_line(path) -> str:
-    """The line of Python that writes the south-up raster ``path`` north-up beside it (its name
-    with ``_north_up``), its pixels and tags as they are."""
-    src = Path(str(path))
-    dst = src.with_name(f"{src.stem}_north_up.tif")
-    return (f"rioxarray.open_rasterio({str(src)!r}).sortby('y', ascending=False)"
-            f".rio.to_raster({str(dst)!r})")
 
 
 def is_rotated(transform: Affine) -> bool:

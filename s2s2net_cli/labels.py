@@ -28,9 +28,10 @@ from rasterio.features import rasterize
 from rasterio.warp import Resampling, reproject, transform_bounds
 from rasterio.windows import Window, from_bounds
 
+from . import remedies
 from .errors import InputError, first_line
 from .formats import VALUES_TAG, gdal_empty, gdal_masked, occurrence_cut, probability_cut
-from .grid import is_rotated, is_south_up, north_up_line
+from .grid import is_rotated, is_south_up
 from .polygons import PolygonLayer, kinds_warnings, layers_warnings, open_layer, polygons_in
 from .rulebook import DECLARE_NODATA_OPTION, DECLARE_NODATA_TAG, Phrase, finding, refuse
 
@@ -109,7 +110,7 @@ def open_label(path, nodata: float | None = None, near: tuple | None = None) -> 
     if is_rotated(info.transform):
         raise refuse("S2N-MASK-ROTATED", path)
     if is_south_up(info.transform):
-        raise refuse("S2N-RASTER-SOUTH-UP", path, fix=north_up_line(path))
+        raise refuse("S2N-RASTER-SOUTH-UP", path, fix=remedies.north_up(path))
     return info
 
 

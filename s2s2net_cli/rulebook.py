@@ -185,6 +185,25 @@ DECLARE_NODATA_TAG = Phrase("tag the value that means nodata (rio edit-info --no
 
 
 @dataclass(frozen=True)
+class Advice:
+    """A part of a message that says how to mend a raster: said one way of a file (``file``: a
+    command that rewrites it) and another of what a notebook held in its place (``held``: the
+    line of Python that mends the DataArray), once the finding is said of that (``Finding.at``,
+    ``said_of``)."""
+
+    file: str
+    held: str
+    of_held: bool = False
+
+    def __str__(self) -> str:
+        return self.held if self.of_held else self.file
+
+
+def _of_held(values: Mapping[str, Any]) -> dict:
+    return {k: Advice(v.file, v.held, True) if isinstance(v, Advice) else v for k, v in values.items()}
+
+
+@dataclass(frozen=True)
 class Finding:
     """What one check found: its code, the file (or option) it names, and the values its message
     is made of. ``str()`` is the command line's one line."""
@@ -224,7 +243,7 @@ class Finding:
 
     def at(self, path) -> Finding:
         """The same finding said of another file (a notebook's DataArray, not its temporary file)."""
-        return Finding(self.code, path, self.values)
+        return Finding(self.code, path, _of_held(self.values))
 
 
 class S2S2NetWarning(UserWarning):
@@ -263,7 +282,7 @@ def said_of(name, path=None):
         found = getattr(exc, "finding", None)
         if found is None or (path is not None and str(found.path) != str(path)):
             raise
-        raise refuse(found.code, name, **found.values) from None
+        raise refuse(found.code, name, **_of_held(found.values)) from None
 
 
 def with_warnings(error: S2S2NetError, findings) -> S2S2NetError:

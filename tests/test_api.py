@@ -304,6 +304,11 @@ def test_rivers_measures_the_mask_predict_returns_for_a_dataarray(tmp_path):
     with raises_rule("S2N-RIVERS-NOT-PROJECTED") as refused:
         s2n.rivers(da.rio.reproject("EPSG:4326"), tmp_path / "y.gpkg")
     assert str(refused.value).startswith("DataArray: ")
+    # told the line that mends the array, not a rio warp of its temporary file, and it measures
+    line = str(refused.value).split("first: ")[1]
+    assert line.startswith("da.rio.reproject('EPSG:32") and "tmp" not in str(refused.value)
+    mended = eval(line, {"da": da.rio.reproject("EPSG:4326"), "rasterio": rasterio})
+    assert s2n.rivers(mended, tmp_path / "z.gpkg", spacing_m=20).width_median_m == pytest.approx(40, abs=3)
 
 def test_occurrence_takes_dates_as_a_dict_of_scenes(tmp_path):
     """dates= took only a CSV file: a dict (the Python form of the table) failed to open as a

@@ -31,6 +31,7 @@ from rasterio.vrt import WarpedVRT
 from rasterio.warp import transform_bounds
 from rasterio.windows import Window
 
+from .. import remedies
 from ..bands import BAND_NAMES
 from ..errors import InputError, S2S2NetError
 from ..formats import (
@@ -43,7 +44,7 @@ from ..formats import (
     check_exists,
     probability_cut,
 )
-from ..grid import grid_shift, is_south_up, north_up_line, row_pixel_areas
+from ..grid import grid_shift, is_south_up, row_pixel_areas
 from ..io import (
     atomic_path,
     check_creation_options,
@@ -80,7 +81,7 @@ class Grid:
         except rasterio.errors.RasterioIOError as exc:
             raise refuse("S2N-RASTER-UNREADABLE", path) from exc
         if is_south_up(grid.transform):
-            raise refuse("S2N-RASTER-SOUTH-UP", path, fix=north_up_line(path))
+            raise refuse("S2N-RASTER-SOUTH-UP", path, fix=remedies.north_up(path))
         return grid
 
     @property
@@ -216,7 +217,7 @@ def _check_mask(d: DateMask, grid: Grid) -> None:
             if src.crs is None:
                 raise refuse("S2N-MASK-NO-CRS", d.mask)
             if is_south_up(src.transform):
-                raise refuse("S2N-RASTER-SOUTH-UP", d.mask, fix=north_up_line(d.mask))
+                raise refuse("S2N-RASTER-SOUTH-UP", d.mask, fix=remedies.north_up(d.mask))
             left, bottom, right, top = transform_bounds(src.crs, grid.crs, *src.bounds)
             shift = grid_shift(src.transform, grid.transform, factor=1) if src.crs == grid.crs else None
             if shift is not None:  # counted onto the grid, each cell read partly from its neighbours

@@ -45,9 +45,10 @@ from shapely import line_merge
 from shapely.geometry import LineString, MultiLineString, Point, box
 from shapely.ops import substring
 
+from .. import remedies
 from ..bands import BAND_NAMES
 from ..formats import NODATA, RIVERS_FILE, WATER, check_exists, occurrence_cut, probability_cut
-from ..grid import linear_scales, to_utm_advice
+from ..grid import linear_scales
 from ..io import atomic_path, check_output
 from ..labels import NODATA_TAG, check_label, check_one_band, open_label
 from ..option_checks import check_bounds, check_types
@@ -184,13 +185,13 @@ def check_measurable(path, crs, transform, width: int, height: int) -> None:
     the scene a mask will be made of) has square north-up pixels in a projected CRS of metres:
     river widths and lengths are measured in metres. One that has not is told its UTM zone."""
     if crs is None or crs.is_geographic:
-        how = to_utm_advice(path, crs, transform, width, height) if crs is not None else \
+        how = remedies.to_utm(path, crs, transform, width, height) if crs is not None else \
             "give it a projected CRS in metres (UTM)"
         raise refuse("S2N-RIVERS-NOT-PROJECTED", path, how=how)
     units, metres = crs.linear_units_factor
     if metres != 1.0:
         raise refuse("S2N-RIVERS-NOT-METRES", path, units=units,
-                     how=to_utm_advice(path, crs, transform, width, height))
+                     how=remedies.to_utm(path, crs, transform, width, height))
     if abs(abs(transform.a) - abs(transform.e)) > 1e-6 * abs(transform.a) or transform.b or transform.d:
         raise refuse("S2N-RIVERS-NOT-SQUARE", path)
 

@@ -12,9 +12,10 @@ import numpy as np
 import rasterio
 from rasterio.crs import CRS
 
+from .. import remedies
 from ..bands import BAND_NAMES, BandSpec, band_token
 from ..formats import valid_mask
-from ..grid import grid_shift, row_pixel_areas, to_utm_advice
+from ..grid import grid_shift, row_pixel_areas
 from ..polygons import layers_warnings, open_layer
 from ..rulebook import Finding, finding
 from .scene import Scene, check_has_valid_pixels
@@ -171,7 +172,7 @@ def geographic_warning(scene: Scene) -> Finding | None:
     if not crs.is_geographic:
         return None
     return finding("S2N-SCENE-GEOGRAPHIC", scene.path, crs=crs.to_string(),
-                   how=to_utm_advice(scene.path, crs, scene.transform, scene.width, scene.height, "the scene", 10))
+                   how=remedies.to_utm(scene.path, crs, scene.transform, scene.width, scene.height, "the scene", 10))
 
 
 # Under this many 10 m pixels a side, a scene shows the network little context: crops of 64 px

@@ -21,10 +21,11 @@ from rasterio.vrt import WarpedVRT
 from rasterio.warp import Resampling
 from rasterio.windows import Window
 
+from .. import remedies
 from ..bands import BAND_NAMES, DEFAULT_SCALE, SWIR_BANDS, BandSpec, band_name, normalise, repeated_band
 from ..errors import first_line
 from ..formats import gdal_empty, gdal_masked, source_name, valid_mask
-from ..grid import is_rotated, is_south_up, north_up_line
+from ..grid import is_rotated, is_south_up
 from ..io import gdal_threads
 from ..polygons import open_layer
 from ..rulebook import refuse
@@ -208,7 +209,7 @@ def check_grid(path, crs, transform) -> None:
     if transform.is_identity or transform.a <= 0 or transform.e == 0:
         raise refuse("S2N-SCENE-NO-TRANSFORM", path)
     if is_south_up(transform):
-        raise refuse("S2N-RASTER-SOUTH-UP", path, fix=north_up_line(path))
+        raise refuse("S2N-RASTER-SOUTH-UP", path, fix=remedies.north_up(path))
 
 
 # Scene classification (L2A SCL) classes left out unless --keep-clouds: saturated or

@@ -51,6 +51,15 @@ def test_a_scene_in_degrees_is_warned_of_with_its_utm_zone(tmp_path, random_weig
                 "--weights", random_weights)
     assert refused(r, "S2N-RIVERS-NOT-PROJECTED", 1, scene) and r.stderr.count("\n") == 1
     assert not out.exists()
+    # a notebook's DataArray in degrees is told the line that mends it, not a rio warp of its temporary file
+    import rioxarray
+
+    import s2s2net_cli as s2n
+
+    mask = s2n.predict(rioxarray.open_rasterio(scene), weights=random_weights)
+    (said,) = [w for w, c in zip(mask.attrs["warnings"], mask.attrs["warning_codes"]) if c == "S2N-SCENE-GEOGRAPHIC"]
+    assert said.startswith("DataArray: ") and said.endswith(
+        "first: da.rio.reproject('EPSG:32720', resolution=10, resampling=rasterio.enums.Resampling.nearest)")
     # in a batch, before the first scene is mapped
     utm = _scene(tmp_path, "utm.tif", 64, Affine(10, 0, 500000, 0, -10, 4000000), "EPSG:32633")
     r = run_cli("predict", utm, scene, "-o", out, "--rivers", "r.gpkg", "--weights", random_weights)

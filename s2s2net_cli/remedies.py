@@ -1,0 +1,39 @@
+"""How to mend a raster a rule refuses or warns of, said as the line that does it: for a file,
+a command of what comes with s2s2net (rasterio's ``rio``) or a line of Python; for a DataArray a
+notebook held in its place, the line that mends the array (rulebook.Advice)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from affine import Affine
+
+from .grid import utm_epsg
+from .rulebook import Advice
+
+
+def to_utm(path, crs, transform: Affine, width: int, height: int, what: str = "it",
+           resolution: float | None = None) -> Advice | str:
+    """Advice to reproject the raster ``path`` to its UTM zone: for a file the ``rio warp``
+    command that writes it beside it (its name with ``_utm``), for a DataArray its
+    ``rio.reproject``; nearest neighbour, so a mask keeps its 0/1 and nodata, a scene its DNs."""
+    epsg = utm_epsg(crs, transform, width, height)
+    if epsg is None:
+        return f"reproject {what} to its UTM zone first"
+    src = Path(path)
+    dst = src.with_name(f"{src.stem}_utm.tif")
+    said = f"reproject {what} to its UTM zone first: "
+    return Advice(
+        said + f"rio warp {shlex.quote(str(src))} {shlex.quote(str(dst))} --dst-crs EPSG:{epsg}"
+        + (f" --res {resolution:g}" if resolution else "") + " --resampling nearest",
+        said + f"da.rio.reproject('EPSG:{epsg}'" + (f", resolution={resolution:g}" if resolution else "")
+        + ", resampling=rasterio.enums.Resampling.nearest)")
+
+
+def north_up(path) -> str:
+    """The line of Python that writes the south-up raster ``path`` north-up beside it (its name
+    with ``_north_up``), its pixels and tags as they are."""
+    src = Path(str(path))
+    dst = src.with_name(f"{src.stem}_north_up.tif")
+    return f"rioxarray.open_rasterio({str(src)!r}).sortby('y', ascending=False).rio.to_raster({str(dst)!r})"
