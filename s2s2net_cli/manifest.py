@@ -14,7 +14,7 @@ from .rulebook import Phrase, option, refuse
 @dataclass(frozen=True)
 class Pair:
     image: Path | str  # a stack, product or STAC item; a string when it is a URL or GDAL path
-    mask: Path
+    mask: Path | str  # a raster or vector file; a string when it is a URL or GDAL path
     id: str
     split: str | None = None
     row: str = field(default="", compare=False)  # "line N of MANIFEST", where a manifest lists it
@@ -23,7 +23,7 @@ class Pair:
 def pairs_from_options(pairs: list[tuple[str, str]] | None, manifests=()) -> list[Pair]:
     """Pairs given as ``--pair SCENE MASK`` and/or read from ``--manifest FILE`` (one or more
     manifests: a path or a sequence of paths); files must exist."""
-    out = [Pair(_image(i), Path(m), source_stem(i)) for i, m in (pairs or [])]
+    out = [Pair(_image(i), _image(m), source_stem(i)) for i, m in (pairs or [])]
     if isinstance(manifests, (str, Path)):
         manifests = [manifests]
     for manifest in manifests or ():
@@ -67,13 +67,14 @@ def read_manifest(path) -> list[Pair]:
         split = (row.get("split") or "").strip() or None
         if split not in (None, "train", "val", "test"):
             raise refuse("S2N-MANIFEST-SPLIT", path, n=n, split=split)
-        pairs.append(Pair(_image(image, base), base / mask, (row.get("id") or "").strip() or source_stem(image), split,
+        pairs.append(Pair(_image(image, base), _image(mask, base), (row.get("id") or "").strip() or source_stem(image), split,
                           row=f"line {n} of {path}"))
     return pairs
 
 
 def _image(text: str, base: Path | None = None) -> Path | str:
-    """A scene path relative to ``base``; URLs and GDAL paths stay strings, as GDAL takes them."""
+    """A scene's or mask's path relative to ``base``; URLs and GDAL paths stay strings, as GDAL
+    takes them."""
     if is_remote(text):
         return text
     return base / text if base is not None else Path(text)

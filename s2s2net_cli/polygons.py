@@ -4,6 +4,7 @@ polygons are needed it is refused, not drawn as the pixels it touches."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 from .errors import first_line
@@ -122,8 +123,10 @@ def open_layer(path) -> PolygonLayer | None:
     from rasterio.crs import CRS
 
     try:
-        layers = tuple(str(name) for name, _ in pyogrio.list_layers(path))
-        info = pyogrio.read_info(path, layer=0) if layers else None
+        with warnings.catch_warnings():  # GDAL's "HTTP response code on URL: 0", said again by the raster's refusal
+            warnings.simplefilter("ignore", RuntimeWarning)
+            layers = tuple(str(name) for name, _ in pyogrio.list_layers(path))
+            info = pyogrio.read_info(path, layer=0) if layers else None
     except Exception:  # pyogrio raises its own errors: not a vector file
         return None
     if info is None:

@@ -116,6 +116,31 @@ def test_compare_draws_and_scores_a_vector_reference_as_its_raster(tmp_path, tru
         assert rows[polygons][model]["f1"] == pytest.approx(row["f1"], abs=0.01)
 
 
+def test_a_reference_in_a_zip_or_at_a_url_is_read_as_gdal_reads_it(tmp_path, truth_pair):
+    """A reference given as a GDAL path (/vsizip/labels.zip/water.tif) or a URL was taken for a
+    local file, its // made one ("https:/host/...: file not found"), as a scene's is not: it is
+    read as GDAL reads it, scored as the same file, and an unreachable one says so."""
+    import zipfile
+
+    scene, truth, _ = truth_pair
+    raster = write_raster(tmp_path / "water.tif", truth.astype("uint8"), transform=T2, nodata=255)
+    with zipfile.ZipFile(tmp_path / "labels.zip", "w") as z:
+        z.write(raster, "labels/water.tif")
+    zipped = f"/vsizip/{tmp_path / 'labels.zip'}/labels/water.tif"
+    (tmp_path / "m.csv").write_text(f"image,mask\nscene.tif,{zipped}\n")
+    rows = []
+    for given in (["--pair", scene, raster], ["--pair", scene, zipped], ["--manifest", tmp_path / "m.csv"]):
+        r = run_cli("evaluate", *given, "--baseline", "ndwi", "--json")
+        assert r.returncode == 0, r.stderr
+        rows.append([{k: v for k, v in row.items() if k != "images"} for row in json.loads(r.stdout)["rows"]])
+    assert rows[1] == rows[0] == rows[2]
+    r = run_cli("evaluate", "--pair", scene, "https://example.invalid/water.tif", "--baseline", "ndwi")
+    assert refused(r, "S2N-MASK-UNREADABLE", 1, "https://example.invalid/water.tif: ")
+    # one line, without GDAL's "RuntimeWarning: HTTP response code on ...: 0" of the vector driver's try
+    r = run_cli("predict", "https://example.invalid/scene.tif", "-o", tmp_path / "w.tif", process=True)
+    assert refused(r, "S2N-SCENE-UNREADABLE", 1) and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
 def test_nodata_in_the_image_is_left_out(tmp_path, truth_pair):
     scene, truth, _ = truth_pair
     data = rasterio.open(scene).read()
