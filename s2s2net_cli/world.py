@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Callable
@@ -64,15 +65,20 @@ class World:
 
         if dist.is_initialized():
             return
+        _JOINED.update(environ={name: os.environ.get(name) for name in WORLD_VARIABLES}, excepthook=sys.excepthook)
         if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
             os.environ.update(RANK=str(self.rank), LOCAL_RANK=str(self.local_rank), WORLD_SIZE=str(self.size))
             os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
             os.environ.setdefault("MASTER_PORT", str(free_port()))
         os.environ.setdefault("LOCAL_RANK", str(self.local_rank))
-        if init is None:
-            dist.init_process_group(backend, init_method="env://", timeout=timeout)
-        else:
-            init(backend, timeout)
+        try:
+            if init is None:
+                dist.init_process_group(backend, init_method="env://", timeout=timeout)
+            else:
+                init(backend, timeout)
+        except BaseException:
+            _put_back()
+            raise
 
     @staticmethod
     def leave(wait: bool = True) -> None:
@@ -84,6 +90,26 @@ class World:
             if wait:
                 dist.barrier()
             dist.destroy_process_group()
+        _put_back()
+
+
+WORLD_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+# What ``join`` changed of the process, put back by ``leave``: the world's variables it set (a
+# notebook's next run, and the processes it starts, saw a world of one on a port long closed) and
+# sys.excepthook, which torch.distributed wraps to add "[rank0]: " to every traceback (once more
+# each run)
+_JOINED: dict = {}
+
+
+def _put_back() -> None:
+    if not _JOINED:
+        return
+    for name, value in _JOINED.pop("environ").items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    sys.excepthook = _JOINED.pop("excepthook")
 
 
 def _whole(name: str, default: int, least: int) -> int:

@@ -176,13 +176,20 @@ def test_loss_decreases_on_a_learnable_toy_set(chips, tmp_path):
 def test_a_notebook_trains_twice_in_one_process(chips, tmp_path):
     """The library's train, called again in the same Python (a notebook's second run), failed
     to broadcast its model: DeepSpeed kept a copy of the first run's destroyed process group."""
-    script = (f"import json, s2s2net_cli as s2n\n"
+    script = (f"import json, os, sys, s2s2net_cli as s2n\n"
+              f"world = ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT')\n"
+              f"before, hook = {{k: os.environ.get(k) for k in world}}, sys.excepthook\n"
               f"runs = [s2n.train([{str(chips)!r}], {str(tmp_path)!r} + f'/run{{i}}', max_steps=2, batch_size=2, "
               f"val_every=2, augment='none', precision='32') for i in (1, 2)]\n"
-              f"print(json.dumps([[r.steps, r.best_f1, len(r.records), repr(r)] for r in runs]))\n")
+              f"print(json.dumps([[r.steps, r.best_f1, len(r.records), repr(r)] for r in runs]))\n"
+              f"print(json.dumps([{{k: os.environ.get(k) for k in world}} == before, sys.excepthook is hook]))\n"
+              f"raise ValueError('the notebook goes on')\n")
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=DS_ENV, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    (steps1, f1_1, records, shown), (steps2, f1_2, _, _) = json.loads(r.stdout.strip().splitlines()[-1])
+    assert r.returncode == 1 and r.stderr.endswith("ValueError: the notebook goes on\n"), r.stderr[-2000:]
+    # the process as it was: no world of one left in its environment (nor in the processes it
+    # starts), and its tracebacks without torch.distributed's "[rank0]: " (once more each run)
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == [True, True] and "[rank0]" not in r.stderr
+    (steps1, f1_1, records, shown), (steps2, f1_2, _, _) = json.loads(r.stdout.strip().splitlines()[-2])
     assert steps1 == steps2 == 2 and f1_1 == f1_2  # the same seed, the same run
     # a notebook shows the run's summary, not every step's record (800 dicts after an 800-step run)
     assert records == 3 and shown.startswith("TrainResult(steps=2") and "'loss'" not in shown and "records" not in shown
