@@ -540,7 +540,9 @@ def chip(pairs=(), output=None, *, manifests=(), overwrite: bool = False, on_pro
 
     Args:
         pairs: (scene, mask) pairs, or one such pair: a mask is a raster (water 1, land 0) at
-            any resolution, or a vector file of water polygons (exact 2 m truth).
+            any resolution, or a vector file of water polygons (exact 2 m truth). Either may be
+            an ``xarray.DataArray`` with a CRS (a scene as ``predict`` takes it; a mask of one
+            band), a mask a GeoDataFrame of water polygons, cut as the same files would be.
         manifests: CSV manifests of pairs (image,mask[,id,split]).
         output: the chips folder (chips and index.gpkg, split train, val and test).
         overwrite: replace the chips a folder holds.
@@ -559,13 +561,26 @@ def chip(pairs=(), output=None, *, manifests=(), overwrite: bool = False, on_pro
     chip_fields, scene = _split(chip, options, ChipOptions, SceneOptions)
     chip_fields.pop("scene", None)
     chip_options = ChipOptions(scene=SceneOptions(**scene), overwrite=overwrite, **chip_fields)
-    try:
-        summary = chip_pairs(pairs_from_options(_pairs(pairs), manifests), output, chip_options, on_progress)
-    except S2S2NetError as exc:
-        _warn_all(getattr(exc, "warnings", ()))  # what may say why it stopped
-        raise
+    with contextlib.ExitStack() as files:
+        given, said = _pairs_as_files(_pairs(pairs, dataarray=True), files)  # cut as the same files would be
+        try:
+            summary = chip_pairs(pairs_from_options(given, manifests), output, chip_options, on_progress)
+        except S2S2NetError as exc:
+            _warn_all([_said_of_held(w, said) for w in getattr(exc, "warnings", ())])  # what may say why it stopped
+            raise
+    summary.warnings = [_said_of_held(w, said) for w in summary.warnings]
     _warn_all(summary.warnings)
     return summary
+
+
+def _said_of_held(found: Finding, said: dict[str, str]) -> Finding:
+    """``found`` said of what a notebook held (``said``: temporary file -> ``pairs[k][j]``)
+    where it names the temporary file that stood for it."""
+    if str(found.path) not in said:
+        return found
+    from .inference.dataarray import in_notebook_terms  # heavy: torch, xarray
+
+    return in_notebook_terms(found).at(said[str(found.path)])
 
 
 def train(chips_dirs, run_dir, *, world: World | None = None, on_record: Callable[[dict], None] | None = None,

@@ -400,6 +400,40 @@ def test_an_area_of_interest_or_test_regions_may_be_a_geodataframe(tmp_path, ran
     assert str(refused.value).startswith("aoi: AOI does not overlap the scene scene.tif")
     assert not (tmp_path / "x.tif").exists()
 
+def test_chip_cuts_dataarrays_and_polygons_as_their_files(tmp_path):
+    """s2n.chip([(da, label_da)]) was refused ("pairs[0][0] is an xarray.DataArray, not a
+    path"), where evaluate scores the same arrays: a scene or mask held as a DataArray, a mask
+    as a GeoDataFrame of water polygons, is cut into the chips its file would be, named by the
+    file it was read from (else pairs[k][j])."""
+    import rioxarray
+
+    from s2s2net_cli.vectorize import water_polygons
+
+    scene, label, _ = _flood(tmp_path)
+    da, mask = rioxarray.open_rasterio(scene), rioxarray.open_rasterio(label)
+    kw = {"size": 16, "val_fraction": 0}
+
+    def chips(folder):
+        return {p.relative_to(folder).as_posix(): rasterio.open(p).read() for p in sorted(folder.rglob("*.tif"))}
+
+    s2n.chip([(scene, label)], tmp_path / "files", **kw, test_ids="scene")
+    s2n.chip([(da.sortby("y"), mask)], tmp_path / "arrays", **kw, test_ids="scene")
+    files, arrays = chips(tmp_path / "files"), chips(tmp_path / "arrays")
+    assert files.keys() == arrays.keys() and all(np.array_equal(files[k], arrays[k]) for k in files)
+    assert (tmp_path / "arrays" / "test_manifest.csv").read_text() == (tmp_path / "files" / "test_manifest.csv").read_text()
+    polygons = water_polygons(write_raster(tmp_path / "m2.tif", rasterio.open(label).read(1) == 1,
+                                           transform=rasterio.open(label).transform, crs=rasterio.open(label).crs,
+                                           dtype="uint8"))
+    unread = da.copy()
+    unread.encoding = {}  # an array made in memory: no file to name it by
+    held = s2n.chip([(unread, polygons)], tmp_path / "held", **kw)
+    assert held.chips["train"] == 9 and sorted(p.name for p in (tmp_path / "held" / "images").iterdir())[0] == \
+        "pairs_0__0__r0_c0.tif"
+    with raises_rule("S2N-DATAARRAY-NO-CRS") as refused:
+        s2n.chip([(scene, mask.drop_vars("spatial_ref"))], tmp_path / "bad", **kw)
+    assert str(refused.value).startswith("pairs[0][1]: has no CRS") and not (tmp_path / "bad").exists()
+
+
 def test_chip_cuts_what_the_command_cuts(tmp_path):
     """The library's chip takes the command's defaults: chips side by side (stride = size)."""
     scene, label, _ = _flood(tmp_path)
