@@ -620,7 +620,8 @@ def calibrate(weights, output, *, pairs=(), manifests=(), gains=None, synthetic_
     Args:
         weights: the weights file to calibrate (a run's best.safetensors, say).
         output: the .safetensors file to write.
-        pairs: (scene, label) pairs, pooled as one source, or one such pair.
+        pairs: (scene, label) pairs, pooled as one source, or one such pair; either may be held
+            as an ``xarray.DataArray``, a label as a GeoDataFrame of water polygons.
         manifests: CSV manifests of pairs, each a source of its own.
         gains: the NDWI prior gains to try (0-100; 0: none; default 0, 4, 8, 16, 32).
         synthetic_scenes: synthetic validation scenes to score on besides (default 12).
@@ -636,8 +637,11 @@ def calibrate(weights, output, *, pairs=(), manifests=(), gains=None, synthetic_
     from .evaluation.calibrate import calibrate_weights  # heavy: torch
 
     given = {"gains": gains, "synthetic_scenes": synthetic_scenes, "synthetic_size": synthetic_size}
-    found = calibrate_weights(weights, output, _pairs(pairs), manifests, overwrite=overwrite,
-                              on_progress=on_progress, **{k: v for k, v in given.items() if v is not None})
+    with contextlib.ExitStack() as files:
+        held, said = _pairs_as_files(_pairs(pairs, dataarray=True), files)  # scored as the same files would be
+        found = calibrate_weights(weights, output, held, manifests, overwrite=overwrite,
+                                  on_progress=on_progress, **{k: v for k, v in given.items() if v is not None})
+    found.warnings = [_said_of_held(w, said) for w in found.warnings]
     _warn_all(found.warnings)
     return found
 

@@ -585,6 +585,19 @@ def test_calibrate_and_gate_write_what_the_weights_commands_write(tmp_path, rand
     assert r.returncode == 0, r.stderr
     assert found.to_dict() == json.loads(r.stdout)
     assert header_metadata(tmp_path / "api.safetensors") == header_metadata(tmp_path / "cli.safetensors")
+    # the pair held in a notebook (a DataArray scene, a GeoDataFrame label) is scored as its files
+    import rioxarray
+
+    from s2s2net_cli.vectorize import water_polygons
+
+    polygons = water_polygons(write_raster(tmp_path / "m2.tif", rasterio.open(label).read(1) == 1,
+                                           transform=rasterio.open(label).transform, crs=rasterio.open(label).crs,
+                                           dtype="uint8"))
+    scores = {}
+    for name, pair in (("files", (scene, tmp_path / "m2.tif")), ("held", (rioxarray.open_rasterio(scene), polygons))):
+        scores[name] = s2n.calibrate(random_weights, tmp_path / f"{name}.safetensors", pairs=pair, gains=(0,),
+                                     synthetic_scenes=1, synthetic_size=48).scores
+    assert scores["held"] == scores["files"]
     fit = s2n.gate(tmp_path / "api.safetensors", tmp_path / "gated.safetensors", scenes=scene, synthetic_scenes=1)
     assert fit.inputs == 2 and "gate" in header_metadata(tmp_path / "gated.safetensors")["training"]
     assert any(name.startswith("gate.") for name in load_file(tmp_path / "gated.safetensors"))
