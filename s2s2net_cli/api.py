@@ -653,8 +653,8 @@ def gate(weights, output, *, scenes=(), synthetic_scenes: int | None = None, ove
     Args:
         weights: the weights file (calibrated).
         output: the .safetensors file to write.
-        scenes: scenes to fit on besides the synthetic ones (any source ``predict`` takes; no
-            label needed), or one such path.
+        scenes: scenes to fit on besides the synthetic ones (any source ``predict`` takes, an
+            ``xarray.DataArray`` too; no label needed), or one such scene.
         synthetic_scenes: synthetic scenes to fit on (default 40).
         overwrite: replace an existing output.
 
@@ -664,4 +664,11 @@ def gate(weights, output, *, scenes=(), synthetic_scenes: int | None = None, ove
     """
     from .training.gate import gate_weights  # heavy: torch
 
-    return gate_weights(weights, output, tuple(_paths(scenes, "scenes")), synthetic_scenes, overwrite)
+    given = _paths(scenes, "scenes", SCENE, dataarray=True)
+    with contextlib.ExitStack() as files:
+        if any(type(s).__name__ == "DataArray" for s in given):
+            from .inference.dataarray import scene_file  # heavy: xarray
+
+            given = [files.enter_context(scene_file(s, f"scenes[{k}]")) if type(s).__name__ == "DataArray" else s
+                     for k, s in enumerate(given)]
+        return gate_weights(weights, output, tuple(given), synthetic_scenes, overwrite)

@@ -600,6 +600,9 @@ def test_calibrate_and_gate_write_what_the_weights_commands_write(tmp_path, rand
     assert scores["held"] == scores["files"]
     fit = s2n.gate(tmp_path / "api.safetensors", tmp_path / "gated.safetensors", scenes=scene, synthetic_scenes=1)
     assert fit.inputs == 2 and "gate" in header_metadata(tmp_path / "gated.safetensors")["training"]
+    held = s2n.gate(tmp_path / "api.safetensors", tmp_path / "gated2.safetensors", scenes=rioxarray.open_rasterio(scene),
+                    synthetic_scenes=1)  # a scene held as a DataArray: fitted as its file
+    assert held.to_dict() == fit.to_dict()
     assert any(name.startswith("gate.") for name in load_file(tmp_path / "gated.safetensors"))
     with raises_rule("S2N-OUTPUT-EXISTS") as refused:
         s2n.calibrate(random_weights, tmp_path / "api.safetensors", synthetic_scenes=1, synthetic_size=48)
