@@ -180,18 +180,17 @@ def _worker_start(parent: int) -> None:
         os._exit(1)
 
 
-def check_measurable(path, crs, transform, width: int, height: int) -> None:
+def check_measurable(path, crs, transform, width: int, height: int, scene: bool = False) -> None:
     """InputError unless a ``width`` x ``height`` raster on ``crs`` and ``transform`` (a mask, or
-    the scene a mask will be made of) has square north-up pixels in a projected CRS of metres:
-    river widths and lengths are measured in metres. One that has not is told its UTM zone."""
-    if crs is None or crs.is_geographic:
-        how = remedies.to_utm(path, crs, transform, width, height) if crs is not None else \
-            "give it a projected CRS in metres (UTM)"
-        raise refuse("S2N-RIVERS-NOT-PROJECTED", path, how=how)
-    units, metres = crs.linear_units_factor
-    if metres != 1.0:
-        raise refuse("S2N-RIVERS-NOT-METRES", path, units=units,
-                     how=remedies.to_utm(path, crs, transform, width, height))
+    with ``scene`` the scene a mask will be made of) has square north-up pixels in a projected
+    CRS of metres: river widths and lengths are measured in metres. One that has not is told
+    how to reproject it to its UTM zone (a scene at 10 m)."""
+    if crs is None or crs.is_geographic or crs.linear_units_factor[1] != 1.0:
+        how = remedies.to_utm(path, crs, transform, width, height, resolution=10 if scene else None) \
+            if crs is not None else "give it a projected CRS in metres (UTM)"
+        if crs is None or crs.is_geographic:
+            raise refuse("S2N-RIVERS-NOT-PROJECTED", path, how=how)
+        raise refuse("S2N-RIVERS-NOT-METRES", path, units=crs.linear_units_factor[0], how=how)
     if abs(abs(transform.a) - abs(transform.e)) > 1e-6 * abs(transform.a) or transform.b or transform.d:
         raise refuse("S2N-RIVERS-NOT-SQUARE", path)
 

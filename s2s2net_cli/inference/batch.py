@@ -153,7 +153,7 @@ def predict_batch(scenes: list, output, options: PredictOptions, beside_vector=N
                     read = open_scene(scene, options.scene, len(BAND_NAMES))
                 except S2S2NetError:  # an unreadable scene fails in its turn, as without --rivers
                     continue
-                check_measurable(scene, read.crs, read.transform, read.width, read.height)
+                check_measurable(scene, read.crs, read.transform, read.width, read.height, scene=True)
     weights = options.weights or default_weights()
 
     def make_predictor() -> Predictor:

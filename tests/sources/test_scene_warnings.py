@@ -50,6 +50,7 @@ def test_a_scene_in_degrees_is_warned_of_with_its_utm_zone(tmp_path, random_weig
     r = run_cli("predict", scene, "-o", out / "w.tif", "--vector", out / "w.gpkg", "--rivers", out / "r.gpkg",
                 "--weights", random_weights)
     assert refused(r, "S2N-RIVERS-NOT-PROJECTED", 1, scene) and r.stderr.count("\n") == 1
+    assert "beni_utm.tif --dst-crs EPSG:32720 --res 10 --resampling nearest" in r.stderr  # a scene: at 10 m
     assert not out.exists()
     # a notebook's DataArray in degrees is told the line that mends it, not a rio warp of its temporary file
     import rioxarray
