@@ -535,6 +535,7 @@ def load_model(weights=None, device: str = "cpu"):
 
 
 @_takes_geo_tables
+@_takes_band_datasets
 def chip(pairs=(), output=None, *, manifests=(), overwrite: bool = False, on_progress=None, **options):
     """Cut training chips from scenes and their masks, as ``s2s2net chip`` does.
 
@@ -574,13 +575,11 @@ def chip(pairs=(), output=None, *, manifests=(), overwrite: bool = False, on_pro
 
 
 def _said_of_held(found: Finding, said: dict[str, str]) -> Finding:
-    """``found`` said of what a notebook held (``said``: temporary file -> ``pairs[k][j]``)
-    where it names the temporary file that stood for it."""
-    if str(found.path) not in said:
+    if not said:
         return found
-    from .inference.dataarray import in_notebook_terms  # heavy: torch, xarray
+    from .inference.dataarray import said_of_held  # heavy: torch, xarray
 
-    return in_notebook_terms(found).at(said[str(found.path)])
+    return said_of_held(found, said)
 
 
 def train(chips_dirs, run_dir, *, world: World | None = None, on_record: Callable[[dict], None] | None = None,
@@ -611,6 +610,7 @@ def train(chips_dirs, run_dir, *, world: World | None = None, on_record: Callabl
     return result
 
 
+@_takes_band_datasets
 def calibrate(weights, output, *, pairs=(), manifests=(), gains=None, synthetic_scenes: int | None = None,
               synthetic_size: int | None = None, overwrite: bool = False,
               on_progress: Callable[[str], None] | None = None):
@@ -646,6 +646,7 @@ def calibrate(weights, output, *, pairs=(), manifests=(), gains=None, synthetic_
     return found
 
 
+@_takes_band_datasets
 def gate(weights, output, *, scenes=(), synthetic_scenes: int | None = None, overwrite: bool = False):
     """Fit a water gate to weights and write them with it, as ``s2s2net weights gate`` does
     (after calibrating: the gate is fitted at the weights' threshold).

@@ -203,6 +203,8 @@ def test_a_dataset_of_bands_as_odc_stac_loads_it_is_a_scene(tmp_path, random_wei
     assert "S2N-BANDS-UNDESCRIBED" not in mask.attrs["warning_codes"]  # its bands named: no order assumed
     assert s2n.evaluate((ds, label), baselines="ndwi", **kw)[0].counts == \
         s2n.evaluate((scene, label), baselines="ndwi", **kw)[0].counts
+    assert s2n.chip((ds, label), tmp_path / "c1", size=16, val_fraction=0).chips == \
+        s2n.chip((scene, label), tmp_path / "c2", size=16, val_fraction=0).chips
     two = xr.concat([ds, ds.assign_coords(time=times[1:])], dim="time")
     summary = s2n.occurrence(two, tmp_path / "occ.tif", **kw)
     assert [d.date for d in summary.dates] == ["2021-06-01", "2021-08-01"]
@@ -704,12 +706,12 @@ def test_what_is_no_path_is_named_by_its_keyword_not_printed_whole(tmp_path):
         "one at a time)": lambda: s2n.predict_scenes([scene, None], tmp_path / "out"),
         "mask is a numpy.ndarray, not a path (str or Path) or an xarray.DataArray": lambda: s2n.rivers(array[0], tmp_path / "r.gpkg"),
         "pairs[0] is a path, not a (scene, mask) pair": lambda: s2n.evaluate([scene, label, label], baselines="ndwi"),
-        "pairs[0][0] is a numpy.ndarray, not a path (str or Path)": lambda: s2n.chip([(array, label)], tmp_path / "c"),
+        "pairs[0][0] is a numpy.ndarray, not " + wanted_scene: lambda: s2n.chip([(array, label)], tmp_path / "c"),
         "pairs[0][1] is a numpy.ndarray, not a reference: a path (str or Path), an xarray.DataArray or a "
         "GeoDataFrame with a CRS":
             lambda: s2n.evaluate([(scene, array[0])], baselines="ndwi"),
-        "scenes is a numpy.ndarray, not a path (str or Path)": lambda: s2n.gate("default", tmp_path / "g.safetensors",
-                                                                                 scenes=array),
+        "scenes is a numpy.ndarray, not " + wanted_scene: lambda: s2n.gate("default", tmp_path / "g.safetensors",
+                                                                           scenes=array),
     }
     for message, call in cases.items():
         with raises_rule("S2N-SOURCE-TYPE") as refused:

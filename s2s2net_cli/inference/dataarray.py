@@ -285,6 +285,13 @@ def scores_said_of(results: list, said: dict[str, str]) -> list:
         for image in result.images:
             for key in ("image", "reference"):
                 image[key] = said.get(str(image[key]), image[key])
-            image["warnings"] = [in_notebook_terms(w).at(said[str(w.path)]) if str(w.path) in said else w
-                                 for w in image["warnings"]]
+            image["warnings"] = [said_of_held(w, said) for w in image["warnings"]]
     return results
+
+
+def said_of_held(found: Finding, said: dict[str, str]) -> Finding:
+    """``found`` said of what a notebook held (``said``: temporary file -> its name, such as
+    ``pairs[k][j]``) where it names the temporary file that stood for it."""
+    if str(found.path) not in said:
+        return found
+    return in_notebook_terms(found).at(said[str(found.path)])
