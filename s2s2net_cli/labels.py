@@ -316,6 +316,8 @@ def check_nodata_value(path, nodata, declare_nodata: Phrase = NODATA_OPTION) -> 
 def unexpected_values(path, values, nodata, declare_nodata: Phrase = NODATA_OPTION) -> InputError:
     """The error for a mask holding ``values`` besides water 1, land 0 and its ``nodata`` (a value or values)."""
     shown = ", ".join(f"{v:g}" for v in sorted(values)[:MAX_VALUES_NAMED])
+    if all(0 < v < 1 for v in values):  # shares of water: a mask resampled by averaging its finer one
+        return refuse("S2N-MASK-FRACTIONS", path, shown=shown)
     declared = f" and its nodata {said_nodata(nodata_values(nodata))}" if nodata_values(nodata) else ""
     return refuse("S2N-MASK-VALUES", path, shown=shown, declared=declared, declare_nodata=declare_nodata)
 

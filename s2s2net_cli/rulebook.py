@@ -438,6 +438,9 @@ RULES = _book(
                                               "{value}), make it 1 and give it another nodata value"),
     Rule("S2N-MASK-VALUES", INPUT, "holds values {shown} besides water 1, land 0{declared}: {declare_nodata}, or make "
                                    "water 1 and land 0"),
+    Rule("S2N-MASK-FRACTIONS", INPUT, "holds shares of water between land 0 and water 1 ({shown}), as a mask resampled "
+                                      "by averaging a finer one has: resample it by nearest neighbour or mode, or cut "
+                                      "it at 0.5, to make water 1 and land 0"),
     # training/chips.py
     Rule("S2N-TRAIN-FP16-ON-CPU", WARNING, "trains in fp16 on a CPU, where half precision has no fast path: "
                                            "DeepSpeed's fp16 ran at about a thirtieth of fp32's pace (4 steps "

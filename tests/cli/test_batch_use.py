@@ -292,6 +292,22 @@ def test_label_values_other_than_0_and_1_are_refused_unless_declared(tmp_path, v
     assert refused(r, "S2N-MASK-VALUES", 1, path) and not (tmp_path / "chips").exists()
 
 
+def test_a_label_of_water_shares_is_told_what_made_it(tmp_path):
+    """A 2 m mask averaged to 10 m holds shares of water (0.04, 0.08, ...): it was told to give
+    --nodata, as if 0.04 meant nodata. It is told what it is and how to make it 0/1."""
+    p = make_pair(40, seed=4, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    shares = p.mask.reshape(40, 5, 40, 5).mean(axis=(1, 3)).astype("float32")
+    assert ((shares > 0) & (shares < 1)).any()
+    path = write_raster(tmp_path / "label.tif", shares, transform=p.transform, crs=p.crs)
+    for args in (["evaluate", "--baseline", "ndwi", "--pair", tmp_path / "s.tif", path],
+                 ["chip", "--pair", tmp_path / "s.tif", path, "-o", tmp_path / "chips", "--size", 16]):
+        r = run_cli(*args)
+        assert refused(r, "S2N-MASK-FRACTIONS", 1, path) and "cut it at 0.5" in r.stderr and "--nodata" not in r.stderr
+    write_raster(path, (shares >= 0.5).astype("uint8"), transform=p.transform, crs=p.crs, nodata=255)  # as told
+    assert run_cli("evaluate", "--baseline", "ndwi", "--pair", tmp_path / "s.tif", path).returncode == 0
+
+
 def test_a_probability_or_occurrence_raster_given_as_a_reference_or_label_is_named_as_one(tmp_path):
     """predict --probability's raster given where a mask belongs (evaluate's reference, chip's
     label) was refused for "values 4, 5, 6, 7, 8 besides water 1, land 0": the way out, to
