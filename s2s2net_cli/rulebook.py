@@ -778,7 +778,8 @@ RULES = _book(
     # scene.py
     Rule("S2N-SCENE-UNREADABLE", INPUT, "not a readable raster ({error})"),
     Rule("S2N-SCENE-IS-FOLDER", INPUT, "is a folder, not a scene{holds}: a scene is a stack (GeoTIFF or VRT; "
-                                       "gdalbuildvrt -separate stacks band files), a product (.SAFE folder or .zip) "
+                                       "GDAL's gdalbuildvrt -separate -resolution highest stacks band files of 10 and 20 m), "
+                                       "a product (.SAFE folder or .zip) "
                                        "or a STAC item"),
     Rule("S2N-SCENE-IS-VECTOR", INPUT, "is a vector file, not a scene (a stack, a product or a STAC item); of a "
                                        "pair, the scene comes first and its mask second"),
