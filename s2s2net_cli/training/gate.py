@@ -250,15 +250,15 @@ def window_corners(height: int, width: int, windows: int = WINDOWS_PER_SCENE) ->
 
 
 def scene_inputs(path, spec=None, windows: int = WINDOWS_PER_SCENE) -> Iterable[np.ndarray]:
-    """Normalised windows of at most WINDOW pixels of a scene (any that predict reads), at most
-    ``windows`` of them spread over it, as predict reads them."""
+    """Normalised windows of at most WINDOW pixels of a scene (any that predict reads, or one
+    opened already: a Scene), at most ``windows`` of them spread over it, as predict reads them."""
     from ..bands import BandSpec
     from ..sources.open import open_scene
     from ..sources.options import SceneOptions
-    from ..sources.scene import SceneReader, read_normalised
+    from ..sources.scene import Scene, SceneReader, read_normalised
 
     spec = spec or BandSpec()
-    scene = open_scene(path, SceneOptions(), len(spec.names))
+    scene = path if isinstance(path, Scene) else open_scene(path, SceneOptions(), len(spec.names))
     with SceneReader(scene) as reader:
         for r, c in window_corners(scene.height, scene.width, windows):
             window = Window(c, r, min(WINDOW, scene.width - c), min(WINDOW, scene.height - r))
@@ -323,14 +323,14 @@ def gate_weights(src, dst, scenes: tuple = (), synthetic_scenes: int | None = No
         raise refuse("S2N-GATE-NO-INPUT", None)
     model, card = load_model(src, "cpu")
     model = inference_network(model)
+    from ..sources.open import open_scene
+    from ..sources.options import SceneOptions
+
+    opened = [open_scene(scene, SceneOptions(), len(card.bands.names)) for scene in scenes]  # once, before the fit
     inputs = chain(synthetic_inputs(synthetic_scenes, spec=card.bands),
-                   *(scene_inputs(scene, card.bands) for scene in scenes))
+                   *(scene_inputs(scene, card.bands) for scene in opened))
     total = None
     if on_progress:  # each synthetic scene is one window, a scene as many as window_corners places; then the fit
-        from ..sources.open import open_scene
-        from ..sources.options import SceneOptions
-
-        opened = [open_scene(scene, SceneOptions(), len(card.bands.names)) for scene in scenes]
         total = synthetic_scenes + sum(len(window_corners(o.height, o.width)) for o in opened) + 1
     gate, fine_gate, fit = fit_model_gate(model, card.threshold, inputs,
                                           (lambda done: on_progress(done, total)) if on_progress else None)
