@@ -53,7 +53,7 @@ def main() -> None:
         start = time.perf_counter()
         out = subprocess.run([sys.executable, "-m", "s2s2net_cli", "-q", "chip", "--pair", str(tmp / "scene.tif"),
                               str(tmp / "mask.tif"), "-o", str(tmp / "chips"), "--size", str(args.chip), "--json"],
-                             capture_output=True, text=True, check=True)
+                             capture_output=True, text=True, check=True, cwd=tmp)  # in tmp: -m runs the cwd's package
         seconds = time.perf_counter() - start
         summary = json.loads(out.stdout)
     result = {"scene_px": args.size ** 2, "chip": args.chip, "chips": sum(summary["chips"].values()),

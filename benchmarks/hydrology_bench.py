@@ -80,7 +80,10 @@ def run(args: list[str], tmp: Path) -> dict:
     out, err = tmp / "stdout.json", tmp / "stderr.txt"
     start = time.perf_counter()
     with open(out, "w") as fo, open(err, "w") as fe:
-        proc = subprocess.Popen([sys.executable, "-m", "s2s2net_cli", "-q", *args, "--json"], stdout=fo, stderr=fe)
+        # in tmp: ``-m`` puts the current directory first on sys.path, which from a checkout's root
+        # is that checkout's code, whatever PYTHONPATH says
+        proc = subprocess.Popen([sys.executable, "-m", "s2s2net_cli", "-q", *args, "--json"], stdout=fo, stderr=fe,
+                                cwd=tmp)
         peak = [0]
         stop = threading.Event()
         sampler = threading.Thread(target=_sample_tree, args=(proc.pid, peak, stop), daemon=True)

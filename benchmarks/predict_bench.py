@@ -71,11 +71,11 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        weights = args.weights or (DEFAULT_WEIGHTS if DEFAULT_WEIGHTS.exists() else None)
+        weights = args.weights.resolve() if args.weights else (DEFAULT_WEIGHTS if DEFAULT_WEIGHTS.exists() else None)
         if weights is None:
             torch.manual_seed(0)
             weights = save_weights(tmp / "random.safetensors", S2S2Net().state_dict(), WeightsCard())
-        scene = args.scene or tmp / "scene.tif"
+        scene = (args.scene or tmp / "scene.tif").resolve()  # the child runs in tmp (below)
         if not scene.exists():
             _write_scene(make_pair(min(args.size, 512), seed=7, nodata_margin=False, landscape=args.landscape), args.size,
                          scene)
@@ -90,7 +90,10 @@ def main() -> None:
                "--weights", str(weights), "--tile-size", str(args.tile_size), "--overlap", str(args.overlap),
                "--device", args.device, "--precision", args.precision, "--json", *(["--flips"] if args.flips else []),
                *(["--full-head"] if args.full_head else [])]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        # run in tmp: ``-m`` puts the current directory first on sys.path, so run from a checkout's
+        # root the child timed that checkout's code, whatever PYTHONPATH said (an A/B turn with
+        # PYTHONPATH=B run from A's root timed A twice)
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=tmp)
         summary = json.loads(out.stdout)["scenes"][0]
         pipeline_s = summary["seconds"]
         peak_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024

@@ -100,3 +100,20 @@ def test_winograd_benchmark_computes_the_convolution_it_times():
     assert got.shape == expected.shape
     assert (got - expected).abs().max() < 1e-4 * expected.abs().max()
     assert not torch.equal(bench.winograd_conv(x, bench.winograd_weights(w.flip(-1)), b), expected)
+
+
+def test_a_benchmark_times_the_package_it_imports_not_the_current_folders(tmp_path):
+    """The benchmarks run ``python -m s2s2net_cli``, which puts the current directory first on
+    sys.path: an A/B turn (B with PYTHONPATH of another checkout) run from A's root timed A's
+    code twice. Their children run in their own folder now; here one run beside a package named
+    s2s2net_cli that stops at once times the real one."""
+    import subprocess
+    import sys
+
+    fake = tmp_path / "s2s2net_cli"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    (fake / "__main__.py").write_text("import sys\nsys.exit('the package of the current folder ran')\n")
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "chip_bench.py"), "--size", "512", "--chip", "256",
+                        "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "the package of the current folder ran" not in r.stderr, r.stderr[-1500:]
