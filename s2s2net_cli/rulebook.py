@@ -778,9 +778,8 @@ RULES = _book(
     # scene.py
     Rule("S2N-SCENE-UNREADABLE", INPUT, "not a readable raster ({error})"),
     Rule("S2N-SCENE-IS-FOLDER", INPUT, "is a folder, not a scene{holds}: a scene is a stack (GeoTIFF or VRT; "
-                                       "GDAL's gdalbuildvrt -separate -resolution highest stacks band files of 10 and 20 m), "
-                                       "a product (.SAFE folder or .zip) "
-                                       "or a STAC item"),
+                                       "GDAL's gdalbuildvrt -separate -resolution highest stacks band files of 10 "
+                                       "and 20 m), a product (.SAFE folder or .zip) or a STAC item"),
     Rule("S2N-SCENE-IS-VECTOR", INPUT, "is a vector file, not a scene (a stack, a product or a STAC item); of a "
                                        "pair, the scene comes first and its mask second"),
     Rule("S2N-SCENE-DTYPE", INPUT, "has dtype {dtype}, which cannot hold reflectance (expected uint16, int16 or "
@@ -793,7 +792,6 @@ RULES = _book(
     Rule("S2N-SCENE-NO-CRS", INPUT, "has no CRS; a scene must be georeferenced"),
     Rule("S2N-SCENE-ROTATED", INPUT, "has a rotated or sheared transform; only north-up grids are supported"),
     Rule("S2N-SCENE-NO-TRANSFORM", INPUT, "has no usable geotransform (expected north-up pixels)"),
-
     Rule("S2N-SCENE-WINDOW-UNREADABLE", INPUT, "cannot be read at rows {r0}-{r1}, columns {c0}-{c1} ({error})"),
     Rule("S2N-LEAVE-OUT-READ-FAILED", INPUT, "{o.mask} cannot be read ({error})"),
     Rule("S2N-SCENE-DAMAGED", INPUT, "cannot be read, damaged or truncated ({error})"),

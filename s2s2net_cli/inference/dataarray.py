@@ -1,14 +1,15 @@
 """Notebooks: a (band, y, x) ``xarray.DataArray`` in, the 2 m water mask as a DataArray out.
 
 The input is what stackstac gives (a ``band`` dimension, a CRS and transform through
-rioxarray's ``.rio``; one date of its (time, band, y, x) cubes, its time kept or not), or
-odc-stac's Dataset of one variable per band made that DataArray (band_array). Bands are taken by name when the ``band`` coordinate names them (B02 ... B12 or blue,
-green, red, nir, swir16, swir22), else in the model's order, with a warning. What predict
-warns of (an offset left out, the order assumed) is warned of (an ``S2S2NetWarning`` of the
-rulebook, its ``.finding.code`` the rule) and kept in the result's ``attrs["warnings"]`` (their
-codes in ``attrs["warning_codes"]``). The array goes through the same streaming predictor as
-``s2s2net predict`` (written to a temporary GeoTIFF, so a lazy dask array is computed window by
-window) and comes back with ``.rio`` CRS and transform on the exact 5x sub-grid: transform x
+rioxarray's ``.rio``; one date of its (time, band, y, x) cubes, its time kept or not), or odc-
+stac's Dataset of one variable per band made that DataArray (band_array). Bands are taken by
+name when the ``band`` coordinate names them (B02 ... B12 or blue, green, red, nir, swir16,
+swir22), else in the model's order, with a warning. What predict warns of (an offset left out,
+the order assumed) is warned of (an ``S2S2NetWarning`` of the rulebook, its ``.finding.code``
+the rule) and kept in the result's ``attrs["warnings"]`` (their codes in
+``attrs["warning_codes"]``). The array goes through the same streaming predictor as ``s2s2net
+predict`` (written to a temporary GeoTIFF, so a lazy dask array is computed window by window)
+and comes back with ``.rio`` CRS and transform on the exact 5x sub-grid: transform x
 Affine.scale(1/5). An array whose y runs south to north (or x east to west) is read north-up
 and its mask handed back in the array's own order, lining up with it.
 
