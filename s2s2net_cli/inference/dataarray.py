@@ -1,9 +1,9 @@
 """Notebooks: a (band, y, x) ``xarray.DataArray`` in, the 2 m water mask as a DataArray out.
 
 The input is what stackstac gives (a ``band`` dimension, a CRS and transform through
-rioxarray's ``.rio``; one date of its (time, band, y, x) cubes, its time kept or not), or odc-
-stac's Dataset of one variable per band made that DataArray (band_array). Bands are taken by
-name when the ``band`` coordinate names them (B02 ... B12 or blue, green, red, nir, swir16,
+rioxarray's ``.rio``; one date of its (time, band, y, x) cubes, its time kept or not), or
+odc-stac's Dataset of one variable per band made that DataArray (band_array). Bands are taken
+by name when the ``band`` coordinate names them (B02 ... B12 or blue, green, red, nir, swir16,
 swir22), else in the model's order, with a warning. What predict warns of (an offset left out,
 the order assumed) is warned of (an ``S2S2NetWarning`` of the rulebook, its ``.finding.code``
 the rule) and kept in the result's ``attrs["warnings"]`` (their codes in
