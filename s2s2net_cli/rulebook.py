@@ -681,9 +681,9 @@ RULES = _book(
                                        "({scale:g})"),
     Rule("S2N-SCENE-SCALES-DIFFER", INPUT, "its bands' scale metadata differ or are 0 ({scales}): give {o.scale} and "
                                            "{o.offset} for the bands as stored"),
-    Rule("S2N-SCENE-SCALE-CONTRADICTED", INPUT, "its band metadata say reflectance = DN x {stored_scale:g} + "
-                                                "{stored_offset:g} ({o.scale:{scale:g}} {o.offset:{offset:g}}), which"
-                                                " {o.scale}/{o.offset} contradict: leave them out"),
+    Rule("S2N-SCENE-SCALE-CONTRADICTED", INPUT, "its band metadata say reflectance = (DN {offset:+g}) / {scale:g} "
+                                                "({o.scale:{scale:g}} {o.offset:{offset:g}}), which {o.scale}/"
+                                                "{o.offset} contradict: leave them out"),
     Rule("S2N-LEAVE-OUT-UNREADABLE", INPUT, "{o.mask} is neither a readable raster nor a vector file of polygons "
                                             "({error})"),
     Rule("S2N-LEAVE-OUT-NO-CRS", INPUT, "{o.mask} has no CRS"),

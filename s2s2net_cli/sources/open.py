@@ -66,20 +66,25 @@ def stack_radiometry(scene: Scene, options: SceneOptions) -> tuple[float, tuple[
     """A stack's scale and offsets, reflectance = (DN + offset) / scale: the file's own band
     metadata where it has some (GDAL's scale and offset: reflectance = DN x s + o), which
     --scale and --offset may repeat but not contradict; else --scale (default 10000, or 1 for
-    float reflectance) and --offset."""
+    float reflectance) and --offset. A stored offset with no stored scale (GDAL's scale 1, as
+    `gdal_edit.py -offset -1000` leaves it) is in DNs: the scale is then --scale's or the
+    default, as for a stack without metadata."""
     with rasterio.open(scene.dataset) as src:
         scales = [src.scales[i - 1] for i in scene.indexes]
         offsets = [src.offsets[i - 1] for i in scene.indexes]
-    if all(s == 1 for s in scales) and not any(offsets):
+    if all(s == 1 for s in scales):
         scale = options.scale or (1.0 if holds_float_reflectance(scene) else DEFAULT_SCALE)
-        return scale, (float(options.offset),) * len(scene.indexes)
-    if len(set(scales)) > 1 or not scales[0]:
+        if not any(offsets):
+            return scale, (float(options.offset),) * len(scene.indexes)
+        offset = tuple(float(o) for o in offsets)
+    elif len(set(scales)) > 1 or not scales[0]:
         raise refuse("S2N-SCENE-SCALES-DIFFER", scene.path, scales=', '.join(map(str, scales)))
-    scale, offset = 1 / scales[0], tuple(o / scales[0] for o in offsets)
+    else:
+        scale, offset = 1 / scales[0], tuple(o / scales[0] for o in offsets)
     agrees = (options.scale is None or math.isclose(options.scale, scale)) and (
         not options.offset or all(math.isclose(options.offset, o) for o in offset))
     if not agrees:
-        raise refuse("S2N-SCENE-SCALE-CONTRADICTED", scene.path, stored_scale=scales[0], stored_offset=offsets[0], scale=scale, offset=offset[0])
+        raise refuse("S2N-SCENE-SCALE-CONTRADICTED", scene.path, scale=scale, offset=offset[0])
     return scale, offset
 
 

@@ -645,7 +645,28 @@ def test_a_stacks_own_scale_and_offset_metadata_is_read(tmp_path, random_weights
     assert np.array_equal(read(tmp_path / "p.tif")[0], read(tmp_path / "t.tif")[0])
     assert read(tmp_path / "t.tif")[1]["offset"] == ",".join(["-1000"] * 6)
     r = run_cli("predict", tagged, "-o", tmp_path / "x.tif", "--weights", random_weights, "--scale", 1)
-    assert r.returncode == 1 and "tagged.tif: its band metadata say reflectance = DN x 0.0001 + -0.1" in r.stderr
+    assert r.returncode == 1 and "tagged.tif: its band metadata say reflectance = (DN -1000) / 10000" in r.stderr
+
+
+def test_a_stored_offset_without_a_stored_scale_is_in_dns(tmp_path, random_weights):
+    # `gdal_edit.py -offset -1000` on a baseline 04.00 stack stores the offset and leaves GDAL's
+    # scale at 1: it was read as reflectance = DN - 1000 (scale 1), warned of as implausible,
+    # and the --scale 10000 that warning points to was refused as contradicting the file
+    data = np.random.default_rng(7).integers(1200, 4000, size=(6, 40, 40)).astype("uint16")
+    plain = write_raster(tmp_path / "plain.tif", data, transform=T10, nodata=0)
+    tagged = write_raster(tmp_path / "tagged.tif", data, transform=T10, nodata=0)
+    with rasterio.open(tagged, "r+") as dst:
+        dst.offsets = (-1000.0,) * 6
+    r = run_cli("predict", plain, "-o", tmp_path / "p.tif", "--weights", random_weights, *FAST, "--offset", -1000)
+    assert r.returncode == 0, r.stderr
+    for name, more in (("t.tif", ()), ("s.tif", ("--scale", 10000, "--offset", -1000))):
+        r = run_cli("predict", tagged, "-o", tmp_path / name, "--weights", random_weights, *FAST, *more)
+        assert r.returncode == 0 and "S2N-SCALE-IMPLAUSIBLE" not in r.stderr, r.stderr
+        mask, tags = read(tmp_path / name)
+        assert np.array_equal(read(tmp_path / "p.tif")[0], mask)
+        assert tags["scale"] == "10000" and tags["offset"] == ",".join(["-1000"] * 6)
+    r = run_cli("predict", tagged, "-o", tmp_path / "x.tif", "--weights", random_weights, "--offset", -900)
+    assert r.returncode == 1 and "tagged.tif: its band metadata say reflectance = (DN -1000) / 10000" in r.stderr
 
 
 def test_chip_says_why_most_chips_were_not_cut(tmp_path):
