@@ -85,7 +85,8 @@ def chip(ctx, pairs, manifests, out_dir, size, stride, max_nodata, test_ids, tes
     elif not ctx.obj.get("quiet"):
         rows = [[split, str(summary.chips[split]), "-" if summary.water_fraction[split] is None else f"{summary.water_fraction[split]:.1%}"]
                 for split in ("train", "val", "test")]
-        rows += [[f"skipped ({why.replace('_', ' ')})", str(n), ""] for why, n in summary.skipped.items()]
+        rows += [[f"skipped ({why.replace('_', ' ')})", str(n), ""] for why, n in summary.skipped.items()
+                 if n or why == "nodata"]  # a reason that can not apply (no --degrade, no test split) unsaid
         if summary.labels_10m:
             rows.append(["masks kept at 10 m (coarse label)", str(summary.labels_10m), ""])
         summary_table(f"{counted(summary.scenes, 'scene')} -> {summary.index}", ["split", "chips", "water"], rows)

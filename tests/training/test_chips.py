@@ -317,6 +317,12 @@ def test_chips_with_nodata_are_skipped(tmp_path):
     assert len(index) == 3 and not ((index.row == 0) & (index.col == 0)).any()
     assert json.loads(r.stdout)["skipped"]["nodata"] == 1
     assert len(list((tmp_path / "chips" / "images").iterdir())) == 3
+    # the table names the reasons that could apply: no row of coarse cells without --degrade,
+    # nor of overlaps with a test split that was not asked for
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "table", "--size", 32)
+    table = r.stdout + r.stderr
+    assert r.returncode == 0 and "skipped (nodata)" in table, table
+    assert "coarse cell" not in table and "overlaps" not in table, table
     r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips2", "--size", 32,
                 "--max-nodata", 0.1, "--json")
     index = gpd.read_file(tmp_path / "chips2" / "index.gpkg")
