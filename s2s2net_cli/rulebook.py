@@ -63,6 +63,12 @@ class Rule:
         fields = (f for _, f, _, _ in string.Formatter().parse(self.template) if f)
         return tuple(dict.fromkeys(f[2:] for f in fields if f.startswith("o.")))
 
+    @property
+    def values(self) -> tuple[str, ...]:
+        """The values its message is made of, by name (not the options and commands it names)."""
+        fields = (f for _, f, _, _ in string.Formatter().parse(self.template) if f)
+        return tuple(dict.fromkeys(f for f in fields if not f.startswith(("o.", "c."))))
+
     def text(self, interface: str = "cli") -> str:
         """The template as ``interface`` reads it: its options named, its values as ``{name}``."""
         return _Shown(interface).format(self.template)
@@ -361,6 +367,12 @@ RULES = _book(
     Rule("S2N-WEIGHTS-DST-MISSING", USAGE, "give the weights file to write: DST, after SRC, or {o.output}"),
     Rule("S2N-OUTPUT-AS-ARGUMENT", USAGE, "{given} given as an argument, and no {o.output}: if it is the output, "
                                           "give {o.output:{given}}"),
+    # the command line's parser (Click), said in its own words
+    Rule("S2N-PARSE-MISSING", USAGE, "{missing_argument_or_option}"),
+    Rule("S2N-PARSE-NO-SUCH-OPTION", USAGE, "{option_not_taken}"),
+    Rule("S2N-PARSE-NO-SUCH-COMMAND", USAGE, "{command_not_known}"),
+    Rule("S2N-PARSE-BAD-VALUE", USAGE, "{value_not_of_the_options_type_or_range}"),
+    Rule("S2N-PARSE-USAGE", USAGE, "{extra_argument_or_option_without_its_value}"),
     # inference/options.py: how a model runs
     Rule("S2N-OVERLAP-TILE", USAGE, "{o.overlap:{overlap}} is larger than the tile ({o.tile_size:{tile_size}})"),
     Rule("S2N-OVERLAP-NEGATIVE", USAGE, "{o.overlap:{overlap}} is negative"),

@@ -18,8 +18,9 @@ from rasterio.errors import NotGeoreferencedWarning, RasterioError
 
 from .. import __version__
 from ..errors import S2S2NetError, first_line, said_as
-from ..rulebook import S2S2NetWarning, code_of, refuse, with_code
+from ..rulebook import RULES, S2S2NetWarning, code_of, finding, refuse, with_code
 from ..world import World
+from .options import usage_error
 
 # GDAL's block cache defaults to 5 % of RAM and keeps dirty output blocks in it: on a full
 # Sentinel-2 tile that is gigabytes that predict and chip, which stream row by row, never use
@@ -71,7 +72,10 @@ class S2S2NetGroup(click.Group):
             moved = [a for a in args[command:end] if a in GLOBAL_FLAGS]
             args = moved + args[:command] + [a for a in args[command:end] if a not in GLOBAL_FLAGS] + args[end:]
             ctx.meta["s2s2net.json"] = "--json" in args[command:end]
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.ClickException as exc:  # the group's own options (s2s2net --bogus)
+            raise _coded(exc) from None
 
     def invoke(self, ctx: click.Context):
         # the rulebook's errors name flags, not keywords; its findings are log lines here (each
@@ -109,13 +113,31 @@ class S2S2NetGroup(click.Group):
             click.echo(f"Error: {with_code(failed)}", err=True)
             ctx.exit(failed.exit_code)
         except click.ClickException as exc:  # a usage error: Click says it on stderr, exit 2
+            exc = _coded(exc)
             _json_failure(ctx, exc.format_message(), exc.exit_code, code_of(exc))
-            raise
+            raise exc from None
         except KeyboardInterrupt as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             click.echo("Aborted: interrupted; no output was left half-written.", err=True)
             ctx.exit(128 + getattr(exc, "signum", signal.SIGINT))
+
+
+def _coded(exc: click.ClickException) -> click.ClickException:
+    """One of Click's own parse errors with its rule's code, as the rulebook's usage errors
+    carry theirs (Click's words kept); a usage error with a code, or help shown for no
+    arguments, as it is."""
+    if code_of(exc) is not None or not isinstance(exc, click.UsageError) \
+            or isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        return exc
+    code = next((c for kind, c in PARSE_RULES if isinstance(exc, kind)), "S2N-PARSE-USAGE")
+    (said,) = RULES[code].values  # the rule's one value: Click's message
+    return usage_error(finding(code, **{said: exc.format_message()}), exc.ctx)
+
+
+# Click's own parse errors by kind, and their rules (any other usage error: S2N-PARSE-USAGE)
+PARSE_RULES = ((click.MissingParameter, "S2N-PARSE-MISSING"), (click.NoSuchOption, "S2N-PARSE-NO-SUCH-OPTION"),
+               (NoSuchCommand, "S2N-PARSE-NO-SUCH-COMMAND"), (click.BadParameter, "S2N-PARSE-BAD-VALUE"))
 
 
 def _json_failure(ctx: click.Context, message: str, exit_code: int, code: str | None = None) -> None:

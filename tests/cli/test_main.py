@@ -24,6 +24,26 @@ def test_help_and_version():
     assert result.exit_code == 0 and result.output == f"s2s2net, version {__version__}\n"
 
 
+def test_clicks_own_parse_errors_end_with_a_code_as_every_error_does(tmp_path):
+    """The README: every error ends with a code. Click's own parse errors had none, and --json
+    gave "code": null for them; each kind now has a rule, Click's words kept."""
+    cases = [(["predict"], "S2N-PARSE-MISSING", "Missing argument 'SCENE...'."),
+             (["predict", "s.tif", "-o", "w.tif", "--tile-size", "abc"], "S2N-PARSE-BAD-VALUE",
+              "Invalid value for '--tile-size': 'abc' is not a valid integer range."),
+             (["predict", "s.tif", "-o", "w.tif", "--bogus"], "S2N-PARSE-NO-SUCH-OPTION", "No such option '--bogus'."),
+             (["rivers", "m.tif", "-o", "r.gpkg", "extra"], "S2N-PARSE-USAGE", "Got unexpected extra argument (extra)"),
+             (["--bogus", "predict"], "S2N-PARSE-NO-SUCH-OPTION", "No such option '--bogus'.")]
+    for args, code, said in cases:
+        r = run_cli(*args, "--json")
+        last = r.stderr.splitlines()[-1]
+        assert r.returncode == 2 and last.startswith(f"Error: {said}") and last.endswith(f" [{code}]"), (args, r.stderr)
+        if args[0] != "--bogus":  # the group's own options are read before --json is
+            failure = json.loads(r.stdout)["failures"][0]
+            assert failure["code"] == code and failure["error"].startswith(said), (args, r.stdout)
+    r = run_cli()  # help for no arguments is help, not an error with a code
+    assert "Commands:" in r.stdout + r.stderr and "[S2N-" not in r.stdout + r.stderr
+
+
 def test_a_misspelt_command_gets_the_commands_it_may_mean():
     """The commands load lazily, so Click held none to suggest from: "No such command
     'predcit'." said nothing more. The group's own subgroups (weights) were suggested already."""
@@ -31,9 +51,9 @@ def test_a_misspelt_command_gets_the_commands_it_may_mean():
     for given, meant in (("predcit", "'predict'"), ("Predict", "'predict'"), ("occurence", "'occurrence'")):
         result = runner.invoke(cli, [given, "scene.tif"])
         assert result.exit_code == 2
-        assert result.output.splitlines()[-1] == f"Error: No such command '{given}'. Did you mean {meant}?"
+        assert result.output.splitlines()[-1] == f"Error: No such command '{given}'. Did you mean {meant}? [S2N-PARSE-NO-SUCH-COMMAND]"
     result = runner.invoke(cli, ["foo"])
-    assert result.exit_code == 2 and result.output.splitlines()[-1] == "Error: No such command 'foo'."
+    assert result.exit_code == 2 and result.output.splitlines()[-1] == "Error: No such command 'foo'. [S2N-PARSE-NO-SUCH-COMMAND]"
 
 
 def test_python_dash_m_is_the_same_cli_and_takes_the_launchers_local_rank(tmp_path):
@@ -187,7 +207,7 @@ def test_a_scene_and_mask_or_an_output_given_as_arguments_are_named_with_the_opt
     assert not (tmp_path / "water.tif").exists() and not (tmp_path / "run").exists()
     # where no reading fits, Click's own line: the last of two scenes exists, so it is a scene
     result = run_cli("predict", scene, mask, cwd=tmp_path)
-    assert result.returncode == 2 and "Missing option '-o'" in result.stderr and codes(result.stderr) == []
+    assert result.returncode == 2 and "Missing option '-o'" in result.stderr and codes(result.stderr) == ["S2N-PARSE-MISSING"]
     # a rule's usage error said as Click says a bad value carries its code in --json too
     (failure,) = json.loads(run_cli("predict", scene, "-o", "w.tif", "--bbox", "11,10,10,11", "--json",
                                     cwd=tmp_path).stdout)["failures"]
