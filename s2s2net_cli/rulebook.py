@@ -787,11 +787,17 @@ RULES = _book(
                                             "zip"),
     Rule("S2N-SAFE-NOT-NUMBER", INPUT, "{what} {text!r} is not a number"),
     Rule("S2N-SAFE-NOT-FINITE", INPUT, "{what} is not finite"),
+    # band_folder.py
+    Rule("S2N-BAND-FOLDER-MISSING", INPUT, "holds band files ({held}) and none named for {band}: a folder of band "
+                                           "files needs B02, B03, B04, B08, B11 and B12, each named for its band "
+                                           "(..._B02_10m.tif)"),
+    Rule("S2N-BAND-FOLDER-TWICE", INPUT, "holds two files for {band} at one pixel size ({files}): leave one of "
+                                         "them in the folder"),
     # scene.py
     Rule("S2N-SCENE-UNREADABLE", INPUT, "not a readable raster ({error})"),
-    Rule("S2N-SCENE-IS-FOLDER", INPUT, "is a folder, not a scene{holds}: a scene is a stack (GeoTIFF or VRT; "
-                                       "GDAL's gdalbuildvrt -separate -resolution highest stacks band files of 10 "
-                                       "and 20 m), a product (.SAFE folder or .zip) or a STAC item"),
+    Rule("S2N-SCENE-IS-FOLDER", INPUT, "is a folder, not a scene{holds}: a scene is a stack (GeoTIFF or VRT), a "
+                                       "folder of band files named for their bands (..._B02_10m.tif ... "
+                                       "..._B12_20m.tif), a product (.SAFE folder or .zip) or a STAC item"),
     Rule("S2N-SCENE-IS-VECTOR", INPUT, "is a vector file, not a scene (a stack, a product or a STAC item); of a "
                                        "pair, the scene comes first and its mask second"),
     Rule("S2N-SCENE-DTYPE", INPUT, "has dtype {dtype}, which cannot hold reflectance (expected uint16, int16 or "

@@ -47,14 +47,19 @@ def bad_scene(kind: str, tmp: Path) -> Path:
         write_raster(path, np.zeros_like(good), transform=T10, nodata=0)
     elif kind == "nan_everywhere":
         write_raster(path, np.full(good.shape, np.nan, "float32"), transform=T10)
-    elif kind == "folder":  # a folder of band files, say (it was "not a readable raster (... format)")
+    elif kind == "folder":  # a folder of scenes, say (it was "not a readable raster (... format)")
+        path = tmp / "scenes_folder"
+        path.mkdir()
+        write_raster(path / "scene.tif", good, transform=T10, nodata=0)
+    elif kind == "band_folder":  # a folder of band files, one of them
         path = tmp / "bands_folder"
         path.mkdir()
         write_raster(path / "B02.tif", good[0], transform=T10, nodata=0)
     return path
 
 
-SCENE_CASES = ["not_a_raster", "truncated", "three_bands", "no_crs", "rotated", "all_nodata", "nan_everywhere", "folder"]
+SCENE_CASES = ["not_a_raster", "truncated", "three_bands", "no_crs", "rotated", "all_nodata", "nan_everywhere", "folder",
+               "band_folder"]
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +84,9 @@ def test_bad_scenes_in_every_subcommand(tmp_path, random_weights, good_mask, kin
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
     assert scene.name in lines[0]
-    if kind == "folder":
-        assert "[S2N-SCENE-IS-FOLDER]" in lines[0], lines[0]
+    if kind in ("folder", "band_folder"):
+        code = "[S2N-SCENE-IS-FOLDER]" if kind == "folder" else "[S2N-BAND-FOLDER-MISSING]"
+        assert code in lines[0], lines[0]
     assert not out.exists() or not any(out.iterdir())
     assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -24,6 +25,7 @@ from ..polygons import open_layer, polygons_in
 from ..rulebook import finding, refuse
 from . import safe, stac
 from .aoi import restrict_to_aoi
+from .band_folder import folder_bands, held_bands
 from .checks import grid_warnings
 from .options import SceneOptions
 from .scene import Scene, check_has_valid_pixels, open_stack, read_sample
@@ -35,13 +37,20 @@ def open_scene(source, options: SceneOptions = SceneOptions(), n_bands: int = le
     STAC item ``.json`` or URL) as a checked Scene; InputError naming it for anything wrong."""
     text = str(source)
     check_exists(text)
+    folder_held = held_bands(Path(text)) if Path(text).is_dir() and not safe.is_product(text) else {}
     if safe.is_product(text):
         band_files = safe.product_bands(text)
     elif stac.is_item(text):
         band_files = stac.item_bands(text)
     else:
         band_files = None
-    if band_files is None:
+    if folder_held:  # a folder of band files: read as a stack is, its bands named by their files
+        if options.bands is not None:
+            raise refuse("S2N-BANDS-NOT-STACK", text, kind="band folder")
+        scene = band_files_scene(folder_bands(text, folder_held), keep_clouds=options.keep_clouds)
+        scale = options.scale or (1.0 if holds_float_reflectance(scene) else DEFAULT_SCALE)
+        scene = replace(scene, scale=scale, offset=(float(options.offset),) * len(scene.indexes))
+    elif band_files is None:
         scene = open_stack(text, options.bands, n_bands)
         scale, offset = stack_radiometry(scene, options)
         scene = replace(scene, scale=scale, offset=offset,

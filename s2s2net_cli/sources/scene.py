@@ -108,7 +108,7 @@ SCENE_SUFFIXES = (".tif", ".tiff", ".vrt", ".zip", ".safe", ".json")  # what may
 def _scenes_held(folder: Path) -> str:
     """What a folder given as a scene holds that may be scenes, as its refusal says it (a user
     who meant its scenes: ``predict scenes/`` for ``predict scenes/*.tif``); "" when nothing,
-    or when its files are bands (``..._B02_10m.tif``), which the refusal says to stack."""
+    or when its files are bands (``..._B02_10m.tif``) of more than one name."""
     try:
         held = sorted(p for p in folder.iterdir() if p.suffix.lower() in SCENE_SUFFIXES)
     except OSError:

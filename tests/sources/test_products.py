@@ -23,7 +23,15 @@ from s2s2net_cli.sources.scene import SceneReader
 from s2s2net_cli.weights_header import BUNDLED_WEIGHTS as DEFAULT_WEIGHTS
 
 from ..conftest import SMALL, raises_rule, said, write_raster
-from .product_factory import read_stack, virginia_window, write_band_files, write_item, write_product, write_stack
+from .product_factory import (
+    BANDS,
+    read_stack,
+    virginia_window,
+    write_band_files,
+    write_item,
+    write_product,
+    write_stack,
+)
 
 SIZE = 64
 
@@ -627,3 +635,76 @@ def test_synth_paints_into_a_product_as_into_its_stack(tmp_path, crop, as_zip):
     r = run_cli("synth", tmp_path / "l2a", "--background", product, "--level", "L2A")
     assert refused(r, "S2N-BACKGROUND-LEVEL-CONTRADICTED", 2, f"{product}: is L1C (its metadata), and --level L2A")
     assert not (tmp_path / "l2a").exists()
+
+
+def test_a_folder_of_band_files_is_read_as_the_item_of_the_same_files(tmp_path, crop, stack):
+    """A folder of one raster per band (an unpacked product, Copernicus Browser's downloads) was
+    refused as "a folder, not a scene", pointing to gdalbuildvrt, which pip does not install."""
+    scl = np.full((SIZE // 2, SIZE // 2), 4, np.uint8)
+    scl[0:6, 0:6] = 10  # cirrus
+    files = write_band_files(tmp_path / "item_bands", *crop, offset=1000, scl=scl)
+    item = write_item(tmp_path / "item.json", {b: f"item_bands/{p.name}" for b, p in files.items()},
+                      {"s2:processing_baseline": "05.09"}, names="planetary")
+    expected, _, _ = predict(item, tmp_path / "item.tif")
+    # the same files under the names users have, beside files of no band or of other bands
+    folder = tmp_path / "S2B_20230823_download"
+    folder.mkdir()
+    names = {"B02": "T18SVG_20230823T155559_B02_10m.tif", "B03": "2023-08-23_Sentinel-2_L2A_B03_(Raw).tiff",
+             "B04": "red.tif", "B08": "T18SVG_B08.TIF", "B11": "T18SVG_20230823T155559_B11_20m.tif",
+             "B12": "b12.tif", "SCL": "T18SVG_20230823T155559_SCL_20m.tif"}
+    for band, name in names.items():
+        (folder / name).write_bytes(files[band].read_bytes())
+    (folder / "T18SVG_20230823T155559_B8A_20m.tif").write_bytes(files["B11"].read_bytes())  # not B08
+    (folder / "T18SVG_20230823T155559_TCI_10m.tif").write_bytes(files["B02"].read_bytes())  # no band
+    (folder / "README.txt").write_text("downloaded by hand")
+    data, transform, crs = crop  # and B02 at 20 m as well, as an unpacked L2A's R20m holds it
+    write_raster(folder / "T18SVG_20230823T155559_B02_20m.tif", data[0, ::2, ::2].astype(np.uint16) + 1000,
+                 transform=transform * Affine.scale(2), crs=crs)
+    scene = open_scene(folder)
+    assert scene.kind == "band folder" and scene.scale == 10000 and scene.offset == (0.0,) * 6
+    assert scene.cloud_band is not None and scene.transform == crop[1]
+    r = invoke("predict", folder, "-o", tmp_path / "folder.tif", "--offset", -1000, "--tile-size", SIZE,
+               "--overlap", 16, "--json")
+    assert r.exit_code == 0, r.output
+    got, _, tags = read_mask(tmp_path / "folder.tif")
+    assert np.array_equal(got, expected) and (got[:60, :60] == 255).all()
+    assert tags["source_kind"] == "band folder" and tags["offset"] == ",".join(["-1000"] * 6)
+    # an unpacked L2A product's IMG_DATA: its R10m and R20m folders, each band at its finest
+    img = tmp_path / "IMG_DATA"
+    for band in (*BANDS, "SCL", "B02_20m"):
+        res = "R20m" if band in ("B11", "B12", "SCL", "B02_20m") else "R10m"
+        (img / res).mkdir(parents=True, exist_ok=True)
+        source = folder / "T18SVG_20230823T155559_B02_20m.tif" if band == "B02_20m" else files[band]
+        name = f"T18SVG_{band}.tif" if band == "B02_20m" else f"T18SVG_{band}_{res[1:]}.tif"
+        (img / res / name).write_bytes(source.read_bytes())
+    assert np.array_equal(predict(img, tmp_path / "img.tif", offset=-1000)[0], expected)
+    # float reflectance band files are read with scale 1, as a float stack is
+    refl = tmp_path / "reflectance"
+    refl.mkdir()
+    for band, path in files.items():
+        with rasterio.open(path) as src:
+            pixels, profile = src.read(1), src.profile
+        if band != "SCL":
+            pixels = np.where(pixels > 0, (pixels.astype(np.float32) - 1000) / 10000, 0).astype(np.float32)
+        profile.update(dtype=pixels.dtype)
+        with rasterio.open(refl / f"{band}.tif", "w", **profile) as dst:
+            dst.write(pixels, 1)
+    assert open_scene(refl).scale == 1.0 and open_scene(refl).dtype == "float32"
+    assert np.array_equal(predict(refl, tmp_path / "refl.tif")[0], expected)
+
+
+def test_a_band_folder_that_lacks_a_band_or_holds_one_twice_is_refused_in_one_line(tmp_path, crop):
+    files = write_band_files(tmp_path / "bands", *crop)
+    files["B12"].unlink()
+    r = invoke("predict", tmp_path / "bands", "-o", tmp_path / "o.tif")
+    assert r.exit_code == 1 and r.output.splitlines()[-1] == (
+        f"Error: {tmp_path / 'bands'}: holds band files (B02, B03, B04, B08, B11) and none named for B12: a folder of "
+        "band files needs B02, B03, B04, B08, B11 and B12, each named for its band (..._B02_10m.tif) "
+        "[S2N-BAND-FOLDER-MISSING]"), r.output
+    files = write_band_files(tmp_path / "twice", *crop)
+    (tmp_path / "twice" / "B02_copy.tif").write_bytes(files["B02"].read_bytes())
+    r = invoke("predict", tmp_path / "twice", "-o", tmp_path / "o.tif")
+    assert r.exit_code == 1 and "holds two files for B02 at one pixel size (B02.tif, B02_copy.tif)" in r.output
+    r = invoke("predict", tmp_path / "bands", "-o", tmp_path / "o.tif", "--bands", "1,2,3,4,5,6")
+    assert r.exit_code == 1 and "[S2N-BANDS-NOT-STACK]" in r.output
+    assert not (tmp_path / "o.tif").exists()

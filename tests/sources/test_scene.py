@@ -99,7 +99,7 @@ def test_bad_scenes_get_one_clear_error(tmp_path, scene_factory):
 
 def test_a_folder_of_scenes_given_as_a_scene_names_them_and_one_of_bands_does_not(tmp_path, scene_factory):
     """``predict scenes/ -o out/`` was refused as "is a folder, not a scene", whose way out
-    (gdalbuildvrt) is for a folder of band files; one of scenes says how to name them."""
+    (gdalbuildvrt) was for a folder of band files; one of scenes says how to name them."""
     scenes = tmp_path / "scenes"
     scenes.mkdir()
     for name in ("a.tif", "b.tif", "c.tif"):
@@ -112,7 +112,8 @@ def test_a_folder_of_scenes_given_as_a_scene_names_them_and_one_of_bands_does_no
     bands.mkdir()
     for band in ("B02", "B03", "B04"):
         (bands / f"T18SVG_20230823_{band}_10m.tif").write_bytes(b"")
-    with pytest.raises(InputError, match=r"T18SVG_20230823: is a folder, not a scene: a scene is a stack"):
+    with pytest.raises(InputError, match=r"T18SVG_20230823: holds band files \(B02, B03, B04\) and none named for "
+                                         r"B08: a folder of band files needs"):  # read as one since
         open_scene(bands)
 
 

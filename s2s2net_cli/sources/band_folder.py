@@ -1,0 +1,78 @@
+"""A folder of band files as one scene: a raster per band, named for it (an unpacked product's
+``T18SVG_20230823T155559_B02_10m.jp2``, Copernicus Browser's ``..._L2A_B02_(Raw).tiff``, a
+notebook's ``blue.tif``), read through a VRT on the grid of B02 as a product's band files are.
+
+A folder says nothing of its radiometry: it is read as a stack is, with --scale (default
+10000, or 1 for float reflectance) and --offset.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import rasterio
+from rasterio.errors import RasterioIOError
+
+from ..bands import BAND_NAMES, band_name
+from ..rulebook import refuse
+from .vrt import BandFiles
+
+BAND_FILE_SUFFIXES = (".tif", ".tiff", ".jp2", ".vrt")
+SCL = "SCL"
+RESOLUTION_FOLDER = re.compile(r"R\d+m")
+
+
+def band_of(path: Path) -> str | None:
+    """The one band (of the model's six, or SCL) a file's name says it holds; None where it
+    names none, or several."""
+    words = re.split(r"[_.\- ]", path.stem)
+    named = {w.upper() if w.upper() == SCL else band_name(w) for w in words} - {None}
+    named &= set(BAND_NAMES) | {SCL}
+    return named.pop() if len(named) == 1 else None
+
+
+def held_bands(folder: Path) -> dict[str, list[Path]]:
+    """The band files in ``folder``, by band: those directly in it, and in its R10m, R20m and R60m
+    folders (an unpacked L2A product's IMG_DATA)."""
+    found: dict[str, list[Path]] = {}
+    try:
+        places = [folder, *(p for p in folder.iterdir() if p.is_dir() and RESOLUTION_FOLDER.fullmatch(p.name))]
+        files = sorted(p for place in places for p in place.iterdir()
+                       if p.is_file() and p.suffix.lower() in BAND_FILE_SUFFIXES)
+    except OSError:
+        return {}
+    for path in files:
+        band = band_of(path)
+        if band is not None:
+            found.setdefault(band, []).append(path)
+    return found
+
+
+def folder_bands(source: str, found: dict[str, list[Path]]) -> BandFiles:
+    """The band files of the folder ``source`` (``found``: held_bands's), one per band, the
+    finest where a band has files at several pixel sizes (an unpacked L2A product's R10m, R20m
+    and R60m); InputError naming the folder for a band it lacks or holds twice at one size."""
+    missing = [band for band in BAND_NAMES if band not in found]  # said before any file is read
+    if missing:
+        raise refuse("S2N-BAND-FOLDER-MISSING", source, band=missing[0], held=", ".join(sorted(found)))
+    files = {}
+    for band in (*BAND_NAMES, SCL):
+        paths = found.get(band, [])
+        if not paths:
+            continue  # no scene classification: no cloud mask, as an L1C product
+        sizes = {path: _pixel_size(source, path, band) for path in paths}
+        finest = min(sizes.values())
+        at_finest = [p.name for p, size in sizes.items() if size == finest]
+        if len(at_finest) > 1:
+            raise refuse("S2N-BAND-FOLDER-TWICE", source, band=band, files=", ".join(at_finest))
+        files[band] = str(next(p for p, size in sizes.items() if size == finest))
+    return BandFiles(source, "band folder", files, (0.0,) * len(BAND_NAMES), 1.0)
+
+
+def _pixel_size(source: str, path: Path, band: str) -> float:
+    try:
+        with rasterio.open(path) as src:
+            return abs(src.transform.a)
+    except RasterioIOError as exc:
+        raise refuse("S2N-PRODUCT-BAND-UNREADABLE", source, name=band, file=str(path), error=str(exc)) from exc
