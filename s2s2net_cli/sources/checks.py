@@ -115,7 +115,7 @@ OFFSET_SUSPECT_REFLECTANCE = 0.09
 def offset_warning(scene: Scene, sample: np.ndarray, valid: np.ndarray) -> Finding | None:
     """A warning when a stack read without offset looks like DNs that still carry the +1000 of
     processing baseline 04.00 and later: even the darkest pixels of every band are bright."""
-    if scene.kind != "stack" or any(scene.offset) or valid.sum() < 100:
+    if not scene.radiometry_by_options or any(scene.offset) or valid.sum() < 100:
         return None
     darkest = np.percentile(scene.reflectance(sample)[:, valid], 1, axis=1)
     if float(darkest.min()) >= OFFSET_SUSPECT_REFLECTANCE:

@@ -669,6 +669,8 @@ def test_a_folder_of_band_files_is_read_as_the_item_of_the_same_files(tmp_path, 
     got, _, tags = read_mask(tmp_path / "folder.tif")
     assert np.array_equal(got, expected) and (got[:60, :60] == 255).all()
     assert tags["source_kind"] == "band folder" and tags["offset"] == ",".join(["-1000"] * 6)
+    r = invoke("predict", folder, "-o", tmp_path / "no_offset.tif", "--tile-size", SIZE, "--json")
+    assert r.exit_code == 0 and "[S2N-OFFSET-MISSING]" in r.output  # its +1000 noticed, as a stack's
     # an unpacked L2A product's IMG_DATA: its R10m and R20m folders, each band at its finest
     img = tmp_path / "IMG_DATA"
     for band in (*BANDS, "SCL", "B02_20m"):
