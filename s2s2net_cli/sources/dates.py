@@ -18,6 +18,7 @@ import rasterio
 from ..formats import header_said, read_csv, source_stem
 from ..rulebook import option, refuse
 from . import safe, stac
+from .band_folder import held_bands
 
 PRODUCT_TIME = re.compile(r"_MSIL(?:1C|2A)_(\d{8})T(\d{6})")
 # a product's name: satellite, sensing time, (processing baseline,) relative orbit, tile
@@ -52,7 +53,19 @@ def scene_date(source) -> str | None:
             if found:
                 return _iso(found)
     found = NAME_DATE.search(Path(text).name)
-    return _iso(found) if found else None
+    return _iso(found) if found else _band_files_date(Path(text))
+
+
+def _band_files_date(folder: Path) -> str | None:
+    """A folder of band files' date, as its B02 file's name says it (``T18SVG_20230823T155559_
+    B02_10m.jp2``); None for anything else."""
+    if not folder.is_dir():
+        return None
+    for path in held_bands(folder).get("B02", []):
+        found = NAME_DATE.search(path.name)
+        if found and _iso(found):
+            return _iso(found)
+    return None
 
 
 def raster_tags(path) -> dict:

@@ -22,6 +22,14 @@ def test_a_scene_says_its_date_from_its_metadata_or_its_name(tmp_path):
     assert scene_date(tagged) == "2020-07-04"
     assert scene_date(write_raster(tmp_path / "lake_2019-05-17.tif", np.ones((4, 4), "uint8"))) == "2019-05-17"
     assert scene_date(write_raster(tmp_path / "lake.tif", np.ones((4, 4), "uint8"))) is None
+    # a folder of band files: its own name's date, else its B02 file's
+    bands = tmp_path / "download"
+    bands.mkdir()
+    for band in ("B02", "B03"):
+        write_raster(bands / f"T18SVG_20230823T155559_{band}_10m.tif", np.ones((4, 4), "uint16"))
+    assert scene_date(bands) == "2023-08-23"
+    assert scene_date(bands.rename(tmp_path / "lake_2024-01-02")) == "2024-01-02"
+    assert scene_date(tmp_path / "scenes_without_bands") is None
 
 
 def test_an_item_collection_stands_for_its_items_in_date_order(tmp_path):
