@@ -826,6 +826,8 @@ RULES = _book(
     Rule("S2N-STAC-HREF-MISSING", INPUT, "asset href {href} does not exist"),
     # vrt.py
     Rule("S2N-PRODUCT-BAND-CRS", INPUT, "band {name} is in another CRS than B02"),
+    Rule("S2N-PRODUCT-BAND-DTYPE", INPUT, "band {name} holds {dtype} and B02 {b02_dtype}: the six bands are read as "
+                                          "one type, and would not keep their values (write them as one)"),
     Rule("S2N-PRODUCT-BAND-UNREADABLE", INPUT, "band {name} cannot be read from {file} ({error})"),
     Rule("S2N-PRODUCT-BAND-GRID", INPUT, "band {name} is not on the 10 m grid of B02 or a multiple of it ({metres:g} "
                                          "m pixels at offset {x_off:g}, {y_off:g})"),

@@ -41,6 +41,9 @@ def band_files_scene(band_files: BandFiles, keep_clouds: bool = False) -> Scene:
     for k, (name, grid) in enumerate(zip(names, grids), start=1):
         if grid["crs"] != ref["crs"]:
             raise refuse("S2N-PRODUCT-BAND-CRS", band_files.source, name=name)
+        if grid["dtype"] != ref["dtype"] and name != "SCL":  # SCL's classes fit any type
+            raise refuse("S2N-PRODUCT-BAND-DTYPE", band_files.source, name=name, dtype=grid["dtype"],
+                         b02_dtype=ref["dtype"])
         bands_xml.append(_vrt_band(k, name, band_files.files[name], grid, ref, band_files.source,
                                    GDAL_TYPES[ref["dtype"]]))
     xml = (f'<VRTDataset rasterXSize="{ref["width"]}" rasterYSize="{ref["height"]}">'

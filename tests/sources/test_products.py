@@ -707,6 +707,16 @@ def test_a_band_folder_that_lacks_a_band_or_holds_one_twice_is_refused_in_one_li
     (tmp_path / "twice" / "B02_copy.tif").write_bytes(files["B02"].read_bytes())
     r = invoke("predict", tmp_path / "twice", "-o", tmp_path / "o.tif")
     assert r.exit_code == 1 and "holds two files for B02 at one pixel size (B02.tif, B02_copy.tif)" in r.output
+    with rasterio.open(files["B11"]) as src:  # B11 as float reflectance beside DNs: cut to 0 as UInt16
+        pixels, profile = src.read(1).astype(np.float32) / 10000, src.profile
+    profile.update(dtype="float32")
+    with rasterio.open(tmp_path / "twice" / "B02_copy.tif", "w", **profile) as dst:
+        dst.write(pixels, 1)
+    (tmp_path / "twice" / "B02_copy.tif").rename(tmp_path / "twice" / "B12.tif")
+    r = invoke("predict", tmp_path / "twice", "-o", tmp_path / "o.tif")
+    assert r.exit_code == 1 and r.output.splitlines()[-1].endswith(
+        "twice: band B12 holds float32 and B02 uint16: the six bands are read as one type, and would not keep their "
+        "values (write them as one) [S2N-PRODUCT-BAND-DTYPE]"), r.output
     r = invoke("predict", tmp_path / "bands", "-o", tmp_path / "o.tif", "--bands", "1,2,3,4,5,6")
     assert r.exit_code == 1 and "[S2N-BANDS-NOT-STACK]" in r.output
     assert not (tmp_path / "o.tif").exists()
