@@ -34,8 +34,10 @@ def band_of(path: Path) -> str | None:
 
 def held_bands(folder: Path) -> dict[str, list[Path]]:
     """The band files in ``folder``, by band: those directly in it, and in its R10m, R20m and R60m
-    folders (an unpacked L2A product's IMG_DATA)."""
+    folders (an unpacked L2A product's IMG_DATA); for a granule's folder, its IMG_DATA's."""
     found: dict[str, list[Path]] = {}
+    if (folder / "IMG_DATA").is_dir():
+        folder = folder / "IMG_DATA"
     try:
         places = [folder, *(p for p in folder.iterdir() if p.is_dir() and RESOLUTION_FOLDER.fullmatch(p.name))]
         files = sorted(p for place in places for p in place.iterdir()

@@ -680,6 +680,10 @@ def test_a_folder_of_band_files_is_read_as_the_item_of_the_same_files(tmp_path, 
         name = f"T18SVG_{band}.tif" if band == "B02_20m" else f"T18SVG_{band}_{res[1:]}.tif"
         (img / res / name).write_bytes(source.read_bytes())
     assert np.array_equal(predict(img, tmp_path / "img.tif", offset=-1000)[0], expected)
+    granule = tmp_path / "L2A_T18SVG_A033753_20230823T155553"  # and the granule's folder above it
+    granule.mkdir()
+    img.rename(granule / "IMG_DATA")
+    assert np.array_equal(predict(granule, tmp_path / "granule.tif", offset=-1000)[0], expected)
     # float reflectance band files are read with scale 1, as a float stack is
     refl = tmp_path / "reflectance"
     refl.mkdir()
