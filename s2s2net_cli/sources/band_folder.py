@@ -15,6 +15,7 @@ import rasterio
 from rasterio.errors import RasterioIOError
 
 from ..bands import BAND_NAMES, band_name
+from ..errors import first_line
 from ..rulebook import refuse
 from .vrt import BandFiles
 
@@ -77,4 +78,4 @@ def _pixel_size(source: str, path: Path, band: str) -> float:
         with rasterio.open(path) as src:
             return abs(src.transform.a)
     except RasterioIOError as exc:
-        raise refuse("S2N-PRODUCT-BAND-UNREADABLE", source, name=band, file=str(path), error=str(exc)) from exc
+        raise refuse("S2N-PRODUCT-BAND-UNREADABLE", source, name=band, file=str(path), error=first_line(exc)) from exc

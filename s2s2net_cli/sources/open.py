@@ -37,13 +37,13 @@ def open_scene(source, options: SceneOptions = SceneOptions(), n_bands: int = le
     STAC item ``.json`` or URL) as a checked Scene; InputError naming it for anything wrong."""
     text = str(source)
     check_exists(text)
-    folder_held = held_bands(Path(text)) if Path(text).is_dir() and not safe.is_product(text) else {}
     if safe.is_product(text):
         band_files = safe.product_bands(text)
     elif stac.is_item(text):
         band_files = stac.item_bands(text)
     else:
         band_files = None
+    folder_held = held_bands(Path(text)) if band_files is None and Path(text).is_dir() else {}
     if folder_held:  # a folder of band files: read as a stack is, its bands named by their files
         if options.bands is not None:
             raise refuse("S2N-BANDS-NOT-STACK", text, kind="band folder")

@@ -63,12 +63,6 @@ class Scene:
     offset: tuple[float, ...] = (0.0,) * len(BAND_NAMES)
     cloud_band: int | None = None
     order_assumed: bool = False  # a stack whose bands say nothing, read in the model's order
-
-    @property
-    def radiometry_by_options(self) -> bool:
-        """Whether its scale and offset are --scale's and --offset's (a stack, a folder of band
-        files), not its own metadata's (a product, a STAC item)."""
-        return self.kind in ("stack", "band folder")
     leave_out: str | None = None
     leave_out_shapes: tuple = ()
     origin: tuple[int, int] = (0, 0)
@@ -81,6 +75,12 @@ class Scene:
             object.__setattr__(self, "dataset", str(self.path))
         if self.dataset_shape == (0, 0):
             object.__setattr__(self, "dataset_shape", (self.height, self.width))
+
+    @property
+    def radiometry_by_options(self) -> bool:
+        """Whether its scale and offset are --scale's and --offset's (a stack, a folder of band
+        files), not its own metadata's (a product, a STAC item)."""
+        return self.kind in ("stack", "band folder")
 
     @property
     def shape(self) -> tuple[int, int]:
