@@ -729,8 +729,6 @@ RULES = _book(
     Rule("S2N-RIVERS-WIDTHS", USAGE, "{o.min_width:{low:g}} is not below {o.max_width:{high:g}}: no channel could be "
                                      "measured"),
     Rule("S2N-RIVERS-NOT-PROJECTED", INPUT, "has no projected CRS, and river widths are measured in metres: {how}"),
-    Rule("S2N-RIVERS-NOT-METRES", INPUT, "its CRS unit is the {units}, not the metre, in which river widths and "
-                                         "lengths are measured: {how}"),
     Rule("S2N-RIVERS-NOT-SQUARE", INPUT, "its pixels are not square and north-up, as river widths need"),
     Rule("S2N-RIVERS-NOT-OCCURRENCE", USAGE, "is no occurrence raster of {c.occurrence} (its software tag says "
                                              "so), and {o.min_occurrence} cuts one"),

@@ -183,14 +183,13 @@ def _worker_start(parent: int) -> None:
 def check_measurable(path, crs, transform, width: int, height: int, scene: bool = False) -> None:
     """InputError unless a ``width`` x ``height`` raster on ``crs`` and ``transform`` (a mask, or
     with ``scene`` the scene a mask will be made of) has square north-up pixels in a projected
-    CRS of metres: river widths and lengths are measured in metres. One that has not is told
-    how to reproject it to its UTM zone (a scene at 10 m)."""
-    if crs is None or crs.is_geographic or crs.linear_units_factor[1] != 1.0:
+    CRS (of metres, feet or any linear unit: widths and lengths are measured on the ground, in
+    metres). One in degrees, or with no CRS, is told how to reproject it to its UTM zone (a
+    scene at 10 m)."""
+    if crs is None or crs.is_geographic:
         how = remedies.to_utm(path, crs, transform, width, height, resolution=10 if scene else None) \
             if crs is not None else "give it a projected CRS in metres (UTM)"
-        if crs is None or crs.is_geographic:
-            raise refuse("S2N-RIVERS-NOT-PROJECTED", path, how=how)
-        raise refuse("S2N-RIVERS-NOT-METRES", path, units=crs.linear_units_factor[0], how=how)
+        raise refuse("S2N-RIVERS-NOT-PROJECTED", path, how=how)
     if abs(abs(transform.a) - abs(transform.e)) > 1e-6 * abs(transform.a) or transform.b or transform.d:
         raise refuse("S2N-RIVERS-NOT-SQUARE", path)
 
@@ -226,26 +225,31 @@ class MaskReader:
 
     @property
     def pixel_size(self) -> float:
-        """A pixel's side in the map's metres."""
+        """A pixel's side in the map's units."""
         return abs(self.transform.a)
+
+    @property
+    def unit_metres(self) -> float:
+        """The map's unit in metres: 1, or a foot's 0.3048 (a US state plane's)."""
+        return float(self.crs.linear_units_factor[1])
 
     def ground_pixel(self, window: Window) -> float:
         """A pixel's side on the ground in metres at the middle of ``window``: the map's over the
         projection's linear scale there (Web Mercator's map metre is half a metre at 60 degrees
         of latitude; UTM's within 0.1 % of one)."""
         x, y = self.transform @ (window.col_off + window.width / 2, window.row_off + window.height / 2)
-        return self.pixel_size / float(linear_scales(self.crs, x, y)[0])
+        return float(self.ground_lengths(x, y)[0]) * self.pixel_size
 
     def finest_ground_pixel(self) -> float:
         """The smallest of ``ground_pixel`` over the mask (at its corners, the middles of its
         sides and its middle): the most pixels a width in metres spans anywhere on it."""
         cols, rows = np.meshgrid([0, self.width / 2, self.width], [0, self.height / 2, self.height])
         x, y = self.transform @ (cols.ravel(), rows.ravel())
-        return self.pixel_size / float(linear_scales(self.crs, x, y).max())
+        return float(self.ground_lengths(x, y).min()) * self.pixel_size
 
     def ground_lengths(self, x, y) -> np.ndarray:
-        """How many metres on the ground one of the map's metres is at each point (``x``, ``y``)."""
-        return 1.0 / linear_scales(self.crs, x, y)
+        """How many metres on the ground one of the map's units is at each point (``x``, ``y``)."""
+        return self.unit_metres / linear_scales(self.crs, x, y)
 
     def read(self, window: Window) -> tuple[np.ndarray, np.ndarray]:
         with rasterio.open(self.path) as src:

@@ -75,6 +75,30 @@ def test_widths_and_lengths_are_the_grounds_in_a_projection_that_stretches_it(tm
         assert np.allclose(np.diff(np.sort(widths.distance_m)), 30, atol=1.5)
 
 
+def test_a_mask_in_feet_is_measured_in_metres_on_the_ground(tmp_path):
+    """A mask in a US state plane of feet was refused (its unit not the metre), though its
+    widths are as measurable as a UTM mask's: the unit is a factor beside the projection's scale."""
+    foot = 0.3048006096  # the US survey foot, EPSG:2263's unit
+    feet = Affine(2 / foot, 0, 980_000, 0, -2 / foot, 200_000 + 400 * 2 / foot)  # 2 m pixels, Long Island
+    line = LineString([(0, 200.3), (400, 170.8)])
+    measured = {}
+    for name, crs, transform in (("utm", None, T2), ("feet", "EPSG:2263", feet)):
+        mask = mask_of([line.buffer(6, cap_style="flat")], path=tmp_path / f"{name}.tif")
+        if crs:
+            with rasterio.open(mask, "r+") as dst:
+                dst.crs, dst.transform = crs, transform
+        summary = measure_rivers(mask, tmp_path / f"{name}.gpkg", RiverOptions(min_width_m=8))
+        reaches, widths = layers(tmp_path / f"{name}.gpkg")
+        assert summary.reaches == 1 and reaches.width_median_m.iloc[0] == pytest.approx(24.0, abs=1.5), name
+        assert 760 < reaches.length_m.iloc[0] < 810, name  # 400 px of 2 m
+        assert np.allclose(np.diff(np.sort(widths.distance_m)), 30, atol=1.5), name  # every 30 m, not 30 ft
+        if crs:  # as the UTM mask's, to the projection's scale there (0.99996)
+            assert reaches.length_m.iloc[0] == pytest.approx(reaches.geometry.iloc[0].length * foot, rel=1e-3)
+            assert summary.length_km == pytest.approx(measured["utm"].length_km, rel=2e-3)
+            assert summary.width_median_m == pytest.approx(measured["utm"].width_median_m, rel=2e-3)
+        measured[name] = summary
+
+
 def test_reaches_are_joined_across_windows_and_split_at_junctions(tmp_path):
     main = LineString([(0, 150), (200, 180), (400, 140)])
     branch = LineString([(200, 180), (230, 400)])
@@ -239,7 +263,7 @@ def test_an_occurrence_raster_gives_the_rivers_of_its_permanent_water_or_of_min_
     assert "--min-occurrence" in r.stderr and not (tmp_path / "no.gpkg").exists()
 
 
-@pytest.mark.parametrize("case", ["values", "nodata_land", "geographic", "feet", "exists", "missing", "scene",
+@pytest.mark.parametrize("case", ["values", "nodata_land", "geographic", "exists", "missing", "scene",
                                   "missing_and_exists"])
 def test_bad_input_gets_one_line_and_nothing_written(tmp_path, case):
     mask = tmp_path / "m.tif"
@@ -248,8 +272,7 @@ def test_bad_input_gets_one_line_and_nothing_written(tmp_path, case):
     data[20:30] = 1
     if case == "values":
         data[0, 0] = 7
-    grid = {"geographic": {"crs": "EPSG:4326", "transform": Affine(1e-5, 0, 10, 0, -1e-5, 50)},
-            "feet": {"crs": "EPSG:2263", "transform": Affine(6.56, 0, 900000, 0, -6.56, 200000)}}.get(
+    grid = {"geographic": {"crs": "EPSG:4326", "transform": Affine(1e-5, 0, 10, 0, -1e-5, 50)}}.get(
         case, {"transform": T2})
     write_raster(mask, data, nodata=0 if case == "nodata_land" else 255, **grid)
     if case == "scene":  # the scene itself given, not its water
@@ -265,7 +288,6 @@ def test_bad_input_gets_one_line_and_nothing_written(tmp_path, case):
     assert len(lines) == 1
     expected = {"values": "holds values 7 besides water 1, land 0", "geographic": "has no projected CRS",
                 "nodata_land": "its nodata value is 0, which a mask means as land",  # its land was unseen
-                "feet": "CRS unit is the US survey foot, not the metre",  # a width in feet was reported as metres
                 "exists": "already exists (use --overwrite", "missing": "nothere.tif: not found",
                 "missing_and_exists": "nothere.tif: not found",
                 "scene": "has 6 bands of reflectance, a scene: rivers are measured on a water mask; map the scene's "
