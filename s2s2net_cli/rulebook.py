@@ -804,7 +804,7 @@ RULES = _book(
     Rule("S2N-BANDS-INDEX", INPUT, "has {count} band(s); band index {index} does not exist"),
     Rule("S2N-SCENE-BAND-COUNT", INPUT, "has {count} band(s); the model needs {n_bands} ({needs}){lacking}"),
     Rule("S2N-BANDS-AMBIGUOUS", INPUT, "has {count} bands and its band descriptions do not say which are {needs} "
-                                       "(they name {said}): give their 1-based indexes with {o.bands}"),
+                                       "(they name {said}): give their 1-based indexes with {o.bands}{product}"),
     Rule("S2N-SCENE-NO-CRS", INPUT, "has no CRS; a scene must be georeferenced"),
     Rule("S2N-SCENE-ROTATED", INPUT, "has a rotated or sheared transform; only north-up grids are supported"),
     Rule("S2N-SCENE-NO-TRANSFORM", INPUT, "has no usable geotransform (expected north-up pixels)"),

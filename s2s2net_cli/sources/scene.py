@@ -28,7 +28,7 @@ from ..formats import gdal_empty, gdal_masked, source_name, valid_mask
 from ..grid import is_rotated, is_south_up
 from ..io import gdal_threads
 from ..polygons import open_layer
-from ..rulebook import refuse
+from ..rulebook import Phrase, refuse
 
 _REFLECTANCE_DTYPES = {"uint16", "int16", "uint32", "int32", "float32", "float64"}
 
@@ -203,7 +203,19 @@ def stack_band_indexes(path, named: tuple[str | None, ...], wanted: tuple[str, .
     if count == n_bands and not any(named):
         return tuple(range(1, n_bands + 1))
     said = ", ".join(f"{i}={n}" for i, n in enumerate(named, start=1) if n) or "nothing"
-    raise refuse("S2N-BANDS-AMBIGUOUS", path, count=count, needs=needs, said=said)
+    whole = WHOLE_PRODUCT_ORDERS.get(count) if not any(named) else None
+    product = Phrase("") if whole is None else Phrase(
+        f"; a stack of all {count} bands of {whole[0]} in ESA's order ({whole[1]}) is "
+        + "{o.bands:" + ",".join(str(whole[1].split(", ").index(b) + 1) for b in BAND_NAMES) + "}")
+    raise refuse("S2N-BANDS-AMBIGUOUS", path, count=count, needs=needs, said=said, product=product)
+
+
+# the bands of a whole product in ESA's order, as a stack of all of them (Earth Engine's, a
+# SNAP export) holds them: an unnamed stack of this many bands is likely one
+WHOLE_PRODUCT_ORDERS = {
+    12: ("L2A", "B01, B02, B03, B04, B05, B06, B07, B08, B8A, B09, B11, B12"),
+    13: ("L1C", "B01, B02, B03, B04, B05, B06, B07, B08, B8A, B09, B10, B11, B12"),
+}
 
 
 def check_grid(path, crs, transform) -> None:

@@ -211,12 +211,18 @@ def test_a_stack_whose_bands_say_nothing_is_read_in_order_with_a_warning(tmp_pat
     (10, None, "they name nothing"),
     (6, ("B02", "B03", "B04", "B05", "B06", "B07"), "they name 1=B02, 2=B03, 3=B04, 4=B05, 5=B06, 6=B07"),
     (7, ("B02", "B03", "B04", "B08", "B08", "B11", "B12"), "4=B08, 5=B08"),
+    # all of a product's bands unnamed, as Earth Engine and SNAP export them: their likely indexes
+    (12, None, "they name nothing): give their 1-based indexes with bands; a stack of all 12 bands of L2A in ESA's "
+               "order (B01, B02, B03, B04, B05, B06, B07, B08, B8A, B09, B11, B12) is bands=(2, 3, 4, 8, 11, 12)"),
+    (13, None, "a stack of all 13 bands of L1C in ESA's order (B01, B02, B03, B04, B05, B06, B07, B08, B8A, B09, "
+               "B10, B11, B12) is bands=(2, 3, 4, 8, 12, 13)"),
 ])
 def test_a_stack_whose_bands_cannot_be_told_apart_is_refused(tmp_path, count, descriptions, said):
     path = write_raster(tmp_path / "s.tif", np.ones((count, 4, 4), "uint16"), descriptions=descriptions)
     with pytest.raises(InputError) as exc:
         open_scene(path)
     assert code_of(exc.value) == "S2N-BANDS-AMBIGUOUS" and str(exc.value.finding.path) == str(path) and said in str(exc.value)
+    assert ("ESA's order" in str(exc.value)) == (count in (12, 13)), str(exc.value)
     assert open_scene(path, SceneOptions(bands=(1, 2, 3, 4, 6, 7 if count > 6 else 5))).count == count
 
 
