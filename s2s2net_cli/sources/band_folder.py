@@ -26,11 +26,10 @@ RESOLUTION_FOLDER = re.compile(r"R\d+m")
 
 def band_of(path: Path) -> str | None:
     """The one band (of the model's six, or SCL) a file's name says it holds; None where it
-    names none, or several."""
+    names none, several (``red_edge_B05``: red and B05), or another (``B8A``, ``TCI``)."""
     words = re.split(r"[_.\- ]", path.stem)
     named = {w.upper() if w.upper() == SCL else band_name(w) for w in words} - {None}
-    named &= set(BAND_NAMES) | {SCL}
-    return named.pop() if len(named) == 1 else None
+    return named.pop() if len(named) == 1 and named <= {*BAND_NAMES, SCL} else None
 
 
 def held_bands(folder: Path) -> dict[str, list[Path]]:

@@ -656,6 +656,7 @@ def test_a_folder_of_band_files_is_read_as_the_item_of_the_same_files(tmp_path, 
         (folder / name).write_bytes(files[band].read_bytes())
     (folder / "T18SVG_20230823T155559_B8A_20m.tif").write_bytes(files["B11"].read_bytes())  # not B08
     (folder / "T18SVG_20230823T155559_TCI_10m.tif").write_bytes(files["B02"].read_bytes())  # no band
+    (folder / "red_edge_B05.tif").write_bytes(files["B04"].read_bytes())  # not red (B04), B05
     (folder / "README.txt").write_text("downloaded by hand")
     data, transform, crs = crop  # and B02 at 20 m as well, as an unpacked L2A's R20m holds it
     write_raster(folder / "T18SVG_20230823T155559_B02_20m.tif", data[0, ::2, ::2].astype(np.uint16) + 1000,
