@@ -720,6 +720,9 @@ RULES = _book(
                                                      "{level}: leave {o.level} out, or give a scene of that level"),
     Rule("S2N-BACKGROUND-SMALL", WARNING, "is {width} x {height} px, smaller than {o.size:{size}}: its pairs are "
                                           "{crop_width} x {crop_height} px"),
+    Rule("S2N-SYNTH-MEMORY", INPUT, "draws each scene whole at 2 m in memory, about {need:.0f} GB, and this machine "
+                                    "has {free:.0f} GB free: give {largest} or less (a larger area is several "
+                                    "scenes)"),
     Rule("S2N-SYNTH-BACKGROUND-SHAPED", USAGE, "{given} shapes generated landscapes; a pair painted into a "
                                                "{o.background} keeps that scene's own land (give one or the other)"),
     Rule("S2N-SYNTH-READING-NO-BACKGROUND", USAGE, "{given} say how a {o.background} scene is read, and none is "

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import psutil
+
 from ..io import check_folder_output, check_output, make_folder
 from ..manifest import write_manifest
 from ..option_checks import SEED_BOUNDS, check_bounds, check_types, options_said
@@ -19,6 +21,11 @@ from .scenes import make_pair, write_pair, write_river_truth
 LEVELS = ("L1C", "L2A", "mixed")  # top-of-atmosphere haze, surface reflectance, or either by seed
 LANDSCAPES = ("mixed", "rivers", "floods")
 MIN_SIZE, MAX_SIZE = 8, 20000  # 10 m pixels a side
+# The memory a pair takes to draw, per 10 m pixel: its landscape, spectra and blur at 2 m (25 pixels
+# each, about 47 bytes apiece). Peak resident memory of `s2s2net synth --count 1` less that of
+# --size 8: 1.09 KB a pixel at --size 1024 (every landscape alike), 1.15 KB at 2048.
+PAIR_BYTES_PER_PIXEL = 1200
+MEMORY_SHARE = 0.8  # of the memory free, what a pair may take: the estimate's margin, and the system's
 
 
 @dataclass
@@ -65,6 +72,7 @@ def make_synthetic_set(out_dir, options: SynthOptions, on_background: Callable[[
     each background was read before the first pair; ``on_pair(scene, mask, water_share)`` each pair."""
     out_dir = Path(out_dir)
     check_folder_output(out_dir)
+    check_memory(options.size)
     summary, readings = SynthSummary(), {}
     for bg in dict.fromkeys(options.backgrounds):
         level = None if options.level == "mixed" else options.level  # a background's that says none
@@ -97,6 +105,17 @@ def make_synthetic_set(out_dir, options: SynthOptions, on_background: Callable[[
         write_manifest(out_dir / "manifest.csv", [r for r in listed if r["id"] not in made] + summary.rows)
         summary.manifest = str(out_dir / "manifest.csv")
     return summary
+
+
+def check_memory(size: int) -> None:
+    """InputError when a pair of ``size`` x ``size`` 10 m pixels needs more memory to draw than
+    MEMORY_SHARE of what the machine has free (a whole tile, 10980 px, needs about 135 GB),
+    before anything is written: it was drawn until the system killed it."""
+    need, free = size * size * PAIR_BYTES_PER_PIXEL, psutil.virtual_memory().available
+    if need > MEMORY_SHARE * free:
+        largest = int((MEMORY_SHARE * free / PAIR_BYTES_PER_PIXEL) ** 0.5) // 8 * 8
+        raise refuse("S2N-SYNTH-MEMORY", option("size", size), need=need / 2**30, free=free / 2**30,
+                     largest=option("size", largest))
 
 
 def _listed_pairs(manifest: Path, options: SynthOptions) -> list[dict]:

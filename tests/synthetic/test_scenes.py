@@ -121,3 +121,24 @@ def test_pairs_added_to_a_folder_are_listed_beside_those_there(tmp_path):
     r = run_cli("synth", tmp_path / "other", "--size", 8)
     assert refused(r, "S2N-OUTPUT-EXISTS", 1, tmp_path / "other" / "manifest.csv")
     assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["manifest.csv"]
+
+
+def test_a_scene_too_large_for_the_memory_free_is_refused_before_it_is_drawn(tmp_path):
+    """``synth --size 10980`` (a whole tile, as a newcomer asks) drew 135 GB of 2 m landscape
+    until the system killed it; the size is now weighed against the memory free, and the
+    largest that fits is said."""
+    import psutil
+
+    from s2s2net_cli.synthetic.sets import MEMORY_SHARE, PAIR_BYTES_PER_PIXEL
+
+    from ..conftest import codes, run_cli
+
+    size = 20000  # 447 GB to draw
+    assert size * size * PAIR_BYTES_PER_PIXEL > MEMORY_SHARE * psutil.virtual_memory().available
+    r = run_cli("synth", tmp_path / "big", "--size", size, "--json")
+    assert r.returncode == 1 and codes(r.stderr) == ["S2N-SYNTH-MEMORY"], r.stderr
+    line = r.stderr.splitlines()[-1]
+    assert line.startswith("Error: --size 20000: draws each scene whole at 2 m in memory, about 447 GB"), line
+    largest = int(line.split("give --size ")[1].split()[0])
+    assert 8 <= largest < size and largest * largest * PAIR_BYTES_PER_PIXEL <= psutil.virtual_memory().available
+    assert not (tmp_path / "big").exists()
