@@ -17,8 +17,9 @@ log = logging.getLogger("s2s2net")
 @click.command()
 @click.argument("out_dir", type=click.Path(path_type=Path))
 @click.option("--count", type=click.IntRange(1), default=1, show_default=True, help="Number of pairs.")
-@click.option("--size", type=click.IntRange(8, 20000), default=256, show_default=True, help="Scene side in 10 m pixels (drawn whole at 2 m in memory, about 1.2 KB a pixel: "
-                   "18 GB at 4000; a size the memory free cannot hold is refused).")
+@click.option("--size", type=click.IntRange(8, 20000), default=256, show_default=True,
+              help="Scene side in 10 m pixels (drawn whole at 2 m in memory, about 1.2 KB a pixel: 18 GB at "
+                   "4000; a size the memory free cannot hold is refused).")
 @seed_option(0, "Seed of the first pair; pair i uses seed+i.")
 @click.option("--level", type=click.Choice(["L1C", "L2A", "mixed"]), default="mixed", show_default=True,
               help="Top-of-atmosphere haze (L1C) or surface reflectance (L2A); with --background, the "

@@ -61,8 +61,9 @@ def folder_bands(source: str, found: dict[str, list[Path]]) -> BandFiles:
     files = {}
     for band in (*BAND_NAMES, SCL):
         paths = found.get(band, [])
-        if not paths:
-            continue  # no scene classification: no cloud mask, as an L1C product
+        if len(paths) < 2:  # one file, read once by the VRT; none: no SCL, no cloud mask, as an L1C's
+            files.update({band: str(p) for p in paths})
+            continue
         sizes = {path: _pixel_size(source, path, band) for path in paths}
         finest = min(sizes.values())
         at_finest = [p.name for p, size in sizes.items() if size == finest]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 import psutil
+import rasterio
 
 from ..io import check_folder_output, check_output, make_folder
 from ..manifest import write_manifest
@@ -72,7 +73,6 @@ def make_synthetic_set(out_dir, options: SynthOptions, on_background: Callable[[
     each background was read before the first pair; ``on_pair(scene, mask, water_share)`` each pair."""
     out_dir = Path(out_dir)
     check_folder_output(out_dir)
-    check_memory(options.size)
     summary, readings = SynthSummary(), {}
     for bg in dict.fromkeys(options.backgrounds):
         level = None if options.level == "mixed" else options.level  # a background's that says none
@@ -80,6 +80,8 @@ def make_synthetic_set(out_dir, options: SynthOptions, on_background: Callable[[
         summary.warnings += said
         if on_background:
             on_background(said)
+    check_memory(options.size, max(map(_crop_pixels, readings.values(), [options.size] * len(readings)),
+                                   default=options.size * options.size))
     for s in range(options.seed, options.seed + options.count):  # every output, before the first is written
         for path in _pair_paths(out_dir, s):
             check_output(path, options.overwrite, options.backgrounds)
@@ -107,15 +109,22 @@ def make_synthetic_set(out_dir, options: SynthOptions, on_background: Callable[[
     return summary
 
 
-def check_memory(size: int) -> None:
-    """InputError when a pair of ``size`` x ``size`` 10 m pixels needs more memory to draw than
-    MEMORY_SHARE of what the machine has free (a whole tile, 10980 px, needs about 135 GB),
-    before anything is written: it was drawn until the system killed it."""
-    need, free = size * size * PAIR_BYTES_PER_PIXEL, psutil.virtual_memory().available
+def check_memory(size: int, pixels: int) -> None:
+    """InputError when a pair of ``pixels`` 10 m pixels (``size`` x ``size``, or a background's
+    crop) needs more memory to draw than MEMORY_SHARE of what the machine has free (a whole
+    tile, 10980 px, needs about 135 GB), before anything is written: it was drawn until the
+    system killed it."""
+    need, free = pixels * PAIR_BYTES_PER_PIXEL, psutil.virtual_memory().available
     if need > MEMORY_SHARE * free:
         largest = int((MEMORY_SHARE * free / PAIR_BYTES_PER_PIXEL) ** 0.5) // 8 * 8
         raise refuse("S2N-SYNTH-MEMORY", option("size", size), need=need / 2**30, free=free / 2**30,
                      largest=option("size", largest))
+
+
+def _crop_pixels(reading, size: int) -> int:
+    """The 10 m pixels of a background's crop: ``size`` a side, or the scene's where smaller."""
+    with rasterio.open(reading.dataset) as src:
+        return min(size, src.height) * min(size, src.width)
 
 
 def _listed_pairs(manifest: Path, options: SynthOptions) -> list[dict]:

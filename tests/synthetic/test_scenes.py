@@ -142,3 +142,8 @@ def test_a_scene_too_large_for_the_memory_free_is_refused_before_it_is_drawn(tmp
     largest = int(line.split("give --size ")[1].split()[0])
     assert 8 <= largest < size and largest * largest * PAIR_BYTES_PER_PIXEL <= psutil.virtual_memory().available
     assert not (tmp_path / "big").exists()
+    # water painted into a scene smaller than --size draws the scene's pixels, not --size's
+    write_pair(make_pair(32, seed=2), tmp_path / "bg.tif", tmp_path / "bg_mask.tif")
+    r = run_cli("synth", tmp_path / "painted", "--background", tmp_path / "bg.tif", "--size", size)
+    assert r.returncode == 0 and "S2N-SYNTH-MEMORY" not in r.stderr, r.stderr
+    assert (tmp_path / "painted" / "synth_0_scene.tif").exists()
