@@ -4,7 +4,7 @@
     >>> result = s2n.predict("scene.tif", "water.tif", offset=-1000)
 
 The commands as functions (``predict``, ``predict_scenes``, ``evaluate``, ``rivers``,
-``occurrence``, ``chip``, ``train``, ``calibrate``, ``gate``, ``load_model``), the option
+``occurrence``, ``chip``, ``train``, ``calibrate``, ``gate``, ``synth``, ``load_model``), the option
 bundles (``ModelOptions``, ``SceneOptions``) and what errors and warnings carry (``S2S2NetError``, ``S2S2NetWarning``,
 ``Finding``, ``RULES``). Each is imported when first used, so that ``import s2s2net_cli`` (and
 every command's start) stays light.
@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "predict": "api", "predict_scenes": "api", "evaluate": "api", "rivers": "api", "occurrence": "api",
-    "chip": "api", "train": "api", "calibrate": "api", "gate": "api", "load_model": "api",
+    "chip": "api", "train": "api", "calibrate": "api", "gate": "api", "synth": "api", "load_model": "api",
     "ModelOptions": "inference.options", "PredictOptions": "inference.options", "SceneOptions": "sources.options",
     "S2S2NetError": "errors", "InputError": "errors", "UsageError": "errors", "OutputExistsError": "errors",
     "S2S2NetWarning": "rulebook", "Finding": "rulebook", "RULES": "rulebook",

@@ -35,7 +35,7 @@ from .sources.options import SceneOptions
 from .world import World
 
 __all__ = ["predict", "predict_scenes", "evaluate", "rivers", "occurrence", "load_model", "chip", "train", "calibrate",
-           "gate"]
+           "gate", "synth"]
 
 
 def _split(function: Callable, options: dict, *bundles) -> list[dict]:
@@ -139,6 +139,7 @@ REFERENCE = "a reference: a path (str or Path), an xarray.DataArray or a GeoData
 DATES = ("a scene: a path (str or Path) or a URL (DataArrays: as one (time, band, y, x) cube, "
          "xr.concat(dates, dim='time'))")
 SCENE = "a scene: a path (str or Path), a URL or an xarray.DataArray with a CRS"
+BACKGROUND = "a scene: a path (str or Path) or a URL (an xarray.DataArray: da.rio.to_raster('background.tif') first)"
 PATH_OR_URL = "a scene: a path (str or Path) or a URL (an xarray.DataArray: predict(da, output), one at a time)"
 
 
@@ -673,3 +674,32 @@ def gate(weights, output, *, scenes=(), synthetic_scenes: int | None = None, ove
             given = [files.enter_context(scene_file(s, f"scenes[{k}]")) if type(s).__name__ == "DataArray" else s
                      for k, s in enumerate(given)]
         return gate_weights(weights, output, tuple(given), synthetic_scenes, overwrite)
+
+
+def synth(output, *, on_pair: Callable[[Path, Path, float], None] | None = None, **options):
+    """Make synthetic Sentinel-2 scenes with exact 2 m water masks, as ``s2s2net synth`` does.
+
+    Args:
+        output: the folder to write into: ``synth_<seed>_scene.tif`` and ``_mask.tif`` a pair
+            (and ``_rivers.gpkg``, the rivers drawn), and ``manifest.csv``.
+        on_pair: called with (scene, mask, water share) as each pair is written.
+        **options: SynthOptions fields: ``count``, ``size`` (10 m pixels a side), ``seed`` (pair
+            i uses seed + i), ``level`` ("L1C", "L2A" or "mixed"), ``landscape`` ("mixed",
+            "rivers" or "floods"), ``backgrounds`` (real scenes to paint the water into, in turn:
+            one path or several), ``bands`` and ``offset`` (how they are read), ``manifest``,
+            ``overwrite``.
+
+    Returns:
+        A ``SynthSummary``: the pairs written (``rows``: image, mask, id), the manifest and the
+        ``warnings`` of how each background was read (also warned).
+    """
+    from .synthetic.sets import SynthOptions, make_synthetic_set  # heavy: scipy, the generator
+
+    _check_path(output, "output")
+    _split(synth, options, SynthOptions)
+    if "backgrounds" in options:
+        options["backgrounds"] = tuple(_paths(options["backgrounds"], "backgrounds", BACKGROUND))
+    said: list[Finding] = []
+    summary = make_synthetic_set(output, SynthOptions(**options), on_background=said.extend, on_pair=on_pair)
+    _warn_all(said)
+    return summary

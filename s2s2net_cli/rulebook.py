@@ -35,7 +35,7 @@ INTERFACES = ("cli", "python")
 # Options whose Python keyword is not the flag's name with "_" for "-".
 PYTHON_KEYWORDS = {"mask": "leave_out", "source_weight": "source_weights", "pair": "pairs", "manifest": "manifests",
                    "spacing": "spacing_m", "min_width": "min_width_m", "max_width": "max_width_m",
-                   "min_area": "min_area_m2", "max_bridge": "max_bridge_m", "scene": "scenes",
+                   "min_area": "min_area_m2", "max_bridge": "max_bridge_m", "scene": "scenes", "background": "backgrounds",
                    "co": "creation_options"}
 # The commands a message points to, as each interface calls them: ``{c.calibrate}`` in a template.
 COMMANDS = {"calibrate": ("s2s2net weights calibrate", "s2n.calibrate()"), "gate": ("s2s2net weights gate", "s2n.gate()"),
@@ -725,7 +725,7 @@ RULES = _book(
                                     "scenes)"),
     Rule("S2N-SYNTH-BACKGROUND-SHAPED", USAGE, "{given} shapes generated landscapes; a pair painted into a "
                                                "{o.background} keeps that scene's own land (give one or the other)"),
-    Rule("S2N-SYNTH-READING-NO-BACKGROUND", USAGE, "{given} say how a {o.background} scene is read, and none is "
+    Rule("S2N-SYNTH-READING-NO-BACKGROUND", USAGE, "{given} say how a scene of {o.background} is read, and none is "
                                                    "given: generated scenes are written in the model's band order, "
                                                    "without an offset"),
     # rivers.py

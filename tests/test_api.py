@@ -39,7 +39,8 @@ def test_the_package_lists_its_face_and_importing_it_loads_no_torch():
     assert {"predict", "evaluate", "rivers", "occurrence", "load_model", "ModelOptions", "S2S2NetError"} <= set(
         s2n.__all__)
     assert all(getattr(s2n, name) is not None for name in s2n.__all__)
-    for name in ("predict", "evaluate", "rivers", "occurrence", "load_model", "chip", "train", "calibrate", "gate"):
+    for name in ("predict", "evaluate", "rivers", "occurrence", "load_model", "chip", "train", "calibrate", "gate",
+                 "synth"):
         doc = getattr(s2n, name).__doc__
         assert "Args:" in doc and "Returns:" in doc, name
     loaded = subprocess.run([sys.executable, "-c", "import sys, s2s2net_cli as s2n; s2n.ModelOptions; "
@@ -82,6 +83,9 @@ def test_predict_writes_what_the_command_writes(tmp_path, random_weights):
     (lambda p, **k: s2n.predict(p / "s.tif", p / "w.tif", **k), "mask", "predict() got an unexpected keyword argument "
      "'mask'; the command line's --mask is 'leave_out' here"),
     (lambda p, **k: s2n.rivers(p / "w.tif", p / "r.gpkg", **k), "min_width", "--min-width is 'min_width_m' here"),
+    (lambda p, **k: s2n.synth(p / "syn", **k), "background", "synth() got an unexpected keyword argument "
+     "'background'; the command line's --background is 'backgrounds' here"),
+    (lambda p, **k: s2n.synth(p / "syn", **k), "counts", "did you mean 'count'?"),
 ])
 def test_a_misspelt_keyword_is_named_with_the_nearest_one(tmp_path, call, misspelt, said):
     """Every function names itself and the keyword it does not take, before any file is read
@@ -457,6 +461,40 @@ def test_chip_cuts_what_the_command_cuts(tmp_path):
     assert not (tmp_path / "bad").exists() and not (tmp_path / "bad.tif").exists()
     with pytest.raises(TypeError, match="chip\\(\\) needs an output folder"):  # not "expected str ... NoneType"
         s2n.chip([(scene, label)], size=16)
+
+
+def test_synth_makes_what_the_command_makes(tmp_path):
+    """Every command was a call but synth: a notebook making training scenes ran the command line."""
+    made = []
+    summary = s2n.synth(tmp_path / "api", count=2, size=24, seed=7, landscape="rivers",
+                        on_pair=lambda scene, mask, water: made.append((scene.name, mask.name, water)))
+    assert run_cli("synth", tmp_path / "cli", "--count", 2, "--size", 24, "--seed", 7, "--landscape",
+                   "rivers").returncode == 0
+    for name in ("synth_7_scene.tif", "synth_8_mask.tif"):
+        with rasterio.open(tmp_path / "api" / name) as a, rasterio.open(tmp_path / "cli" / name) as c:
+            assert np.array_equal(a.read(), c.read()) and a.transform == c.transform
+    assert [r["id"] for r in summary.rows] == ["synth_7", "synth_8"] and summary.warnings == []
+    assert summary.manifest == str(tmp_path / "api" / "manifest.csv")
+    assert [m[:2] for m in made] == [("synth_7_scene.tif", "synth_7_mask.tif"), ("synth_8_scene.tif", "synth_8_mask.tif")]
+    assert all(0 < m[2] < 1 for m in made)
+    with raises_rule("S2N-OUTPUT-EXISTS", tmp_path / "api" / "synth_7_scene.tif"):
+        s2n.synth(tmp_path / "api", count=1, size=24, seed=7)
+    # a background is one path or several, read as predict reads it, warned of in Python's terms
+    background, _, _ = _flood(tmp_path)
+    with pytest.warns(s2n.S2S2NetWarning, match="give level='L1C'"):
+        painted = s2n.synth(tmp_path / "painted", backgrounds=background, size=32)
+    assert said(painted.warnings) == ["S2N-BACKGROUND-NO-LEVEL"]
+    with rasterio.open(tmp_path / "painted" / "synth_0_scene.tif") as s:
+        assert s.shape == (32, 32) and s.crs is not None
+    with raises_rule("S2N-SOURCE-TYPE") as refused:
+        s2n.synth(tmp_path / "x", backgrounds=[background, np.zeros((6, 8, 8))])
+    assert str(refused.value).startswith("backgrounds[1] is a numpy.ndarray, not a scene")
+    with raises_rule("S2N-SYNTH-READING-NO-BACKGROUND") as refused:
+        s2n.synth(tmp_path / "x", offset=-1000)
+    assert str(refused.value).startswith("offset=-1000 say how a scene of backgrounds is read")
+    with raises_rule("S2N-OPTION-TYPE"):
+        s2n.synth(tmp_path / "x", count="2")
+    assert not (tmp_path / "x").exists()
 
 
 def test_option_bundles_refuse_what_the_command_line_types_refuse(tmp_path):

@@ -135,7 +135,7 @@ def test_synth_background_writes_pairs_on_the_backgrounds_grid(tmp_path):
     # taken and dropped (a generated scene is written in the model's order, without an offset)
     r = run_cli("synth", tmp_path / "plain", "--size", 16, "--bands", "3,2,1,4,5,6", "--offset", -1000)
     assert refused(r, "S2N-SYNTH-READING-NO-BACKGROUND", 2, "Error: --bands 3,2,1,4,5,6, --offset -1000 say how a "
-                   "--background scene is read, and none is given")
+                   "scene of --background is read, and none is given")
     assert not (tmp_path / "plain").exists()
     r = run_cli("synth", tmp_path / "large", "--background", bg, "--size", 100, "--json")
     assert r.returncode == 0 and codes(r.stderr) == ["S2N-BANDS-UNDESCRIBED", "S2N-BACKGROUND-SMALL"], r.stderr
