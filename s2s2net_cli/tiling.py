@@ -38,6 +38,17 @@ def planned_tile(height: int, width: int, largest: int, multiple: int = 32) -> i
     return min(largest, math.ceil(side / multiple) * multiple)
 
 
+def scene_tile(height: int, width: int, given: int | None, largest: int, multiple: int = 32) -> int:
+    """The tile side a scene of ``height`` x ``width`` is run in: ``given`` (--tile-size), but no
+    larger than one tile that covers the whole scene (the smallest multiple of ``multiple`` that
+    does), since past the scene a tile reads only the scene's reflection: --tile-size 100000 on a
+    512 px scene padded its one window to 100128 px a side, 112 GiB. Planned (planned_tile, tiles
+    up to ``largest``) when none is given."""
+    if given is None:
+        return planned_tile(height, width, largest, multiple)
+    return min(given, math.ceil(max(height, width) / multiple) * multiple)
+
+
 @dataclass(frozen=True)
 class TileGrid:
     height: int

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from s2s2net_cli.tiling import TileGrid, blend_weights, planned_tile
+from s2s2net_cli.tiling import TileGrid, blend_weights, planned_tile, scene_tile
 
 grids = st.builds(TileGrid.for_scene, st.integers(1, 700), st.integers(1, 300), st.integers(8, 160),
                   st.integers(0, 64), st.integers(0, 64))
@@ -121,3 +121,11 @@ def test_a_planned_tile_is_the_smallest_that_needs_no_more_tiles(height, width, 
     assert tile % 32 == 0 and tile <= max(largest, 32)
     assert count(tile) == count(largest) or tile == largest  # as few tiles as the largest
     assert tile == 32 or count(tile - 32) > count(tile)  # and no smaller multiple covers it in as few
+
+
+@pytest.mark.parametrize("height, width, given, tile", [(512, 512, 100000, 512), (40, 40, 1000, 64), (300, 1100, 2048, 1120),
+                                                        (512, 512, 256, 256), (600, 600, 512, 512), (40, 40, None, 64)])
+def test_a_tile_given_is_no_larger_than_the_one_that_covers_the_scene(height, width, given, tile):
+    """A given tile is kept, but one larger than the scene read only the scene's reflection out to
+    its side (100000 px: 112 GiB); none given, the tile is planned."""
+    assert scene_tile(height, width, given, 512) == tile

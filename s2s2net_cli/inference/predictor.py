@@ -22,7 +22,7 @@ from ..sources.checks import scene_warnings, small_scene_warning
 from ..sources.open import open_scene
 from ..sources.options import SceneOptions
 from ..sources.scene import Scene, SceneReader
-from ..tiling import TileGrid, planned_tile
+from ..tiling import TileGrid, scene_tile
 from ..world import World
 from .options import DEFAULT_TILE_SIZE, PredictOptions
 from .runtime import ModelRuntime
@@ -125,9 +125,9 @@ class Predictor:
         forward = self.forward.for_scene(scene)
         writer = MaskWriter(forward.threshold, opts.probability, forward.tags(), opts.creation_options, opts.cog,
                             opts.overwrite)
-        tile = opts.tile_size or planned_tile(scene.height, scene.width, DEFAULT_TILE_SIZE)
+        tile = scene_tile(scene.height, scene.width, opts.tile_size, DEFAULT_TILE_SIZE)
         # context past a small scene's edges is only its own reflection: no more of it than a tile
-        context = opts.overlap if opts.tile_size else min(opts.overlap, tile)
+        context = opts.overlap if tile == opts.tile_size else min(opts.overlap, tile)
         grid = TileGrid.for_scene(scene.height, scene.width, tile, context, opts.blend)
         log.info(f"{scene.name}: {grid.n_rows} x {grid.n_cols} tiles of {tile} px, {context} px of context")
         return PreparedScene(scene, Path(output_path), warnings, grid, forward, writer, start)

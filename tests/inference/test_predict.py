@@ -474,5 +474,13 @@ def test_a_small_scene_is_planned_one_tile_of_its_size_and_the_json_says_so(tmp_
     r = run_cli("predict", big, "-o", tmp_path / "b.tif", "--weights", random_weights, "--json", "--tile-size", 32)
     (result,) = json.loads(r.stdout)["scenes"]
     assert (result["tiles"], result["tile_size"], result["context"]) == (6, 32, 32)  # as given (context: the tile's)
+    # a tile larger than the scene read the scene's reflection out to its side: --tile-size 100000
+    # asked 112 GiB of a 512 px scene; it is the one tile that covers the scene, as planned
+    r = run_cli("predict", scene, "-o", tmp_path / "t.tif", "--weights", random_weights, "--json", "--tile-size", 1000)
+    assert r.returncode == 0, r.stderr
+    (result,) = json.loads(r.stdout)["scenes"]
+    assert (result["tiles"], result["tile_size"], result["context"]) == (1, 64, 64)
+    with rasterio.open(tmp_path / "w.tif") as planned, rasterio.open(tmp_path / "t.tif") as large:
+        assert np.array_equal(planned.read(), large.read())
     with rasterio.open(tmp_path / "w.tif") as src:
         assert (src.width, src.height) == (200, 200)
