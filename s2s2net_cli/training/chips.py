@@ -90,6 +90,7 @@ class ChipSummary:
     index: str = ""
     test_manifest: str | None = None
     warnings: list = field(default_factory=list)  # how the scenes were read, what their labels say, chips lost to nodata
+    train_overlapping_val: int = 0  # training chips overlapping a validation chip of their scene (drawn one by one)
 
     def to_dict(self) -> dict:
         return {"chips": self.chips, "skipped": self.skipped, "water_fraction": self.water_fraction,
@@ -131,6 +132,9 @@ def _chip_pairs(pairs: list[Pair], out_dir: Path, options: ChipOptions, degraded
     if 2 * summary.skipped["nodata"] > windows:  # the defaults lose most of a cloudy label's chips: say so
         summary.warnings.append(finding("S2N-CHIP-NODATA-SKIPPED", out_dir, skipped=summary.skipped["nodata"],
                                         windows=windows, max_nodata=options.max_nodata))
+    if summary.train_overlapping_val:  # the weights would be chosen on pixels trained on: say so
+        summary.warnings.append(finding("S2N-CHIP-VAL-OVERLAPS-TRAIN", out_dir, overlapping=summary.train_overlapping_val,
+                                        train=summary.chips["train"], stride=options.stride))
     if options.test_regions:
         summary.warnings += layers_warnings(open_layer(options.test_regions))
         if not summary.chips["test"]:  # asked for a test split, and got none: another place, or another CRS
@@ -237,6 +241,10 @@ def _write_index(prepared: list["_Prepared"], rows: list[dict], out_dir: Path, o
     # validation chips drawn one by one overlap their own scene's training chips; never another's
     # (two dates or two labels of one place)
     rows = _drop_overlapping(rows, "val", ("train",), out_dir, summary, options.size, other_scenes_only=not in_blocks)
+    if not in_blocks:  # validation chips drawn one by one: those their own scene's training chips overlap
+        val = {id(r) for r in rows if r["split"] == "val"}
+        summary.train_overlapping_val = _overlapping_val([r for r in rows if r["split"] in ("train", "val")], val,
+                                                         options.size)
     for r in rows:
         summary.chips[r["split"]] += 1
     summary.labels_10m = sum(r["label_scale"] > 1 for r in rows)
@@ -353,11 +361,13 @@ def _assign_splits(rows: list[dict], options: ChipOptions) -> bool:
     VAL_BLOCK chips down to VAL_BLOCK strides are drawn, and the one that leaves the most train
     chips taken, of those whose blocks fill at least half the validation share. Where every
     block holds more than the validation share (a few small scenes), single chips are drawn
-    instead, and may overlap training chips. Whether blocks were drawn."""
+    instead, and may overlap training chips; so too where no blocks leave a training chip (a
+    small scene at a short stride: a 128 px scene in 64 px chips at stride 1 kept none of its
+    4225). Whether blocks were drawn."""
     free = [r for r in rows if r["split"] is None]
     n_val = int(round(len(free) * options.val_fraction))
     spans = _block_spans(options.size, options.stride)
-    best, best_kept = None, -1
+    best, best_kept = None, 0
     for k, span in enumerate(spans):
         val = _drawn_blocks(free, span, n_val, random.Random(options.seed))
         if len(val) * 2 >= n_val or (k == len(spans) - 1 and val and best is None):

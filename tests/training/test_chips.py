@@ -650,6 +650,27 @@ def test_two_labels_of_one_place_never_train_where_the_other_validates(tmp_path)
         assert json.loads(r.stdout)["skipped"]["overlaps_val"] > 0
 
 
+def test_a_small_scene_at_a_short_stride_keeps_training_chips_and_says_its_validation_overlaps(tmp_path):
+    """A scene hardly larger than a chip, cut at stride 1 for many chips: every validation block
+    overlapped every other chip, and it gave 0 training chips of 289 without a word (train then
+    refused the folder). Validation chips are drawn one by one instead, and the overlap said."""
+    p = make_pair(48, seed=4, nodata_margin=False)
+    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 32,
+                "--stride", 1, "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["chips"]["train"] > 200 and out["chips"]["val"] > 0 and out["skipped"]["overlaps_val"] == 0
+    assert [w["code"] for w in out["warnings"]] == ["S2N-CHIP-VAL-OVERLAPS-TRAIN"]
+    assert f"{tmp_path / 'chips'}: {out['chips']['train']} of {out['chips']['train']} training chips overlap" in r.stderr
+    assert "at --stride 1, so validation chips were drawn one by one" in r.stderr
+    # where blocks apart from the training chips fit, they are drawn, and nothing is said
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "blocks", "--size", 16,
+                "--stride", 2, "--json")
+    out = json.loads(r.stdout)
+    assert out["chips"]["train"] > 0 and out["skipped"]["overlaps_val"] > 0 and out["warnings"] == []
+
+
 def test_split_train_rows_of_a_manifest_still_lend_validation_chips(pairs):
     """A manifest saying split=train (to keep its scenes out of the test split) switched
     validation off without a word; its rows are drawn from as unsplit ones are, unless a row
