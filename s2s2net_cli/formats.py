@@ -46,6 +46,16 @@ WEIGHTS_FILE = OutputKind((".safetensors",), "weights are written as safetensors
 
 # A training run's folder: its DeepSpeed checkpoints (for --resume), and the weights it exports
 RUN_CHECKPOINTS, RUN_BEST, RUN_LAST = "checkpoints", "best.safetensors", "last.safetensors"
+# A mask's colours, in its palette (a GIS shows water blue as it opens it) and in plots
+MASK_COLOURS = {"water": "#1f5fbf", "land": "#d9c89e", "left out": "#808080"}
+
+
+def mask_palette() -> dict[int, tuple[int, int, int, int]]:
+    """The colour table of a 0/1 mask: land and water in MASK_COLOURS, nodata transparent."""
+    rgb = {name: tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5)) for name, colour in MASK_COLOURS.items()}
+    return {LAND: (*rgb["land"], 255), WATER: (*rgb["water"], 255), NODATA: (0, 0, 0, 0)}
+
+
 # A 2 m output's ``values`` tag: a 0/1 mask, or (True) a ``predict --probability`` raster.
 VALUES_TAG = {False: "0 land, 1 water, 255 nodata", True: "probability percent 0-100, 255 nodata"}
 

@@ -11,6 +11,7 @@ import rasterio
 import rasterio.windows
 from rasterio.enums import Resampling
 
+from ..formats import MASK_COLOURS
 from ..io import atomic_path
 from ..labels import binarise, nodata_values, open_label, warp_label
 from ..manifest import Pair
@@ -100,7 +101,6 @@ def degraded_colour(scene_path, factor: int, shape: tuple[int, int], scene_optio
 
 # how --plot draws a mask, and the legend under its panels says: nodata, clouds, pixels any
 # model's output leaves out
-MASK_COLOURS = {"water": "#1f5fbf", "land": "#d9c89e", "left out": "#808080"}
 LEGEND_INCHES = 0.4
 TITLE_INCHES = 0.4
 PANEL_INCHES = 3.0  # each image's side

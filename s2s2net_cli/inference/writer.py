@@ -16,7 +16,7 @@ from rasterio.windows import Window
 
 from .. import __version__
 from ..errors import first_line
-from ..formats import NODATA, VALUES_TAG, percent_cut, source_name, source_stem, water_percent
+from ..formats import NODATA, VALUES_TAG, mask_palette, percent_cut, source_name, source_stem, water_percent
 from ..grid import SCALE_FACTOR, fine_transform, row_pixel_areas
 from ..io import (
     atomic_path,
@@ -118,6 +118,8 @@ class MaskWriter:
                             raise
                         raise refuse("S2N-SCENE-READ-FAILED", scene.path, error=first_line(exc)) from exc
                     dst.set_band_description(1, "water probability (percent)" if self.probability else "water (1), land (0)")
+                    if not self.probability:  # a GIS opens it land and water, not a grey stretch of 0 to 1
+                        dst.write_colormap(1, mask_palette())
                     dst.update_tags(**self.tags(scene))
                 if self.cog:
                     copy_to_cog(gtiff, tmp, profile, self.creation_options, "AVERAGE" if self.probability else "MODE")

@@ -154,6 +154,13 @@ def test_cog_vector_and_json(tmp_path, random_weights):
         assert src.overviews(1) and src.profile["tiled"]
         mask, transform = src.read(1), src.transform
         assert src.tags()["threshold"] == "0.45"
+        # a GIS opened the mask as a grey stretch of 0 to 1; its palette says land, water, nodata
+        assert src.colorinterp[0].name == "palette"
+        palette = src.colormap(1)
+        assert palette[0] == (217, 200, 158, 255) and palette[1] == (31, 95, 191, 255) and palette[255][3] == 0
+    r = run_cli("predict", scene, "-o", tmp_path / "p.tif", "--weights", random_weights, "--probability", cwd=os.getcwd())
+    with rasterio.open(tmp_path / "p.tif") as src:  # percents keep their grey ramp
+        assert r.returncode == 0 and src.colorinterp[0].name == "gray"
     water = mask == 1
     assert water.any() and summary["water_km2"] == pytest.approx(water.sum() * 4 / 1e6, rel=2e-3)  # UTM's scale
     assert summary["water_km2"] == round(summary["water_km2"], 6)  # to the square metre, not 92.91949787653957
