@@ -51,6 +51,23 @@ def held_bands(folder: Path) -> dict[str, list[Path]]:
     return found
 
 
+def holds_band_files(found: dict[str, list[Path]]) -> bool:
+    """Whether the files ``found`` (held_bands's) are band files, of one band each, and not
+    scenes whose names carry a band's word (a folder of Red_River_2023.tif, Blue_Nile_2022.tif
+    and Mekong_2021.tif was refused as band files lacking B03). Opened only where a band is
+    missing: a folder that names all six is read as band files."""
+    if all(band in found for band in BAND_NAMES):
+        return True
+    for path in (p for paths in found.values() for p in paths):
+        try:
+            with rasterio.open(path) as src:
+                if src.count > 1:
+                    return False
+        except RasterioIOError:  # said as the band file it is named for, if the folder is read so
+            continue
+    return True
+
+
 def folder_bands(source: str, found: dict[str, list[Path]]) -> BandFiles:
     """The band files of the folder ``source`` (``found``: held_bands's), one per band, the
     finest where a band has files at several pixel sizes (an unpacked L2A product's R10m, R20m

@@ -25,7 +25,7 @@ from ..polygons import open_layer, polygons_in
 from ..rulebook import finding, refuse
 from . import safe, stac
 from .aoi import restrict_to_aoi
-from .band_folder import folder_bands, held_bands
+from .band_folder import folder_bands, held_bands, holds_band_files
 from .checks import grid_warnings
 from .options import SceneOptions
 from .scene import Scene, check_has_valid_pixels, open_stack, read_sample
@@ -44,7 +44,7 @@ def open_scene(source, options: SceneOptions = SceneOptions(), n_bands: int = le
     else:
         band_files = None
     folder_held = held_bands(Path(text)) if band_files is None and Path(text).is_dir() else {}
-    if folder_held:  # a folder of band files: read as a stack is, its bands named by their files
+    if folder_held and holds_band_files(folder_held):  # a folder of band files: read as a stack is, its bands named by their files
         if options.bands is not None:
             raise refuse("S2N-BANDS-NOT-STACK", text, kind="band folder")
         scene = band_files_scene(folder_bands(text, folder_held), keep_clouds=options.keep_clouds)

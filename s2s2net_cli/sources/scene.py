@@ -114,18 +114,27 @@ SCENE_SUFFIXES = (".tif", ".tiff", ".vrt", ".zip", ".safe", ".json")  # what may
 def _scenes_held(folder: Path) -> str:
     """What a folder given as a scene holds that may be scenes, as its refusal says it (a user
     who meant its scenes: ``predict scenes/`` for ``predict scenes/*.tif``); "" when nothing,
-    or when its files are bands (``..._B02_10m.tif``) of more than one name."""
+    or when its files are bands (``..._B02_10m.tif``) of more than one name, one band each
+    (scenes named Red_River_2023.tif and Blue_Nile_2022.tif are scenes)."""
     try:
         held = sorted(p for p in folder.iterdir() if p.suffix.lower() in SCENE_SUFFIXES)
     except OSError:
         return ""
     bands = {band_name(word) for p in held for word in re.split(r"[_.\- ]", p.stem)} - {None}
-    if not held or len(bands) > 1:
+    if not held or (len(bands) > 1 and not any(_band_count(p) > 1 for p in held)):
         return ""
     suffixes = {p.suffix for p in held}
     pattern = folder / ("*" + suffixes.pop() if len(suffixes) == 1 else "*")
     names = ", ".join(p.name for p in held[:2]) + (", ..." if len(held) > 2 else "")
     return f" (it holds {len(held)} files that may be scenes: {names}; name each, as {pattern})"
+
+
+def _band_count(path: Path) -> int:
+    try:
+        with rasterio.open(path) as src:
+            return src.count
+    except RasterioIOError:
+        return 0
 
 
 def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(BAND_NAMES)) -> Scene:

@@ -725,3 +725,24 @@ def test_a_band_folder_that_lacks_a_band_or_holds_one_twice_is_refused_in_one_li
     r = invoke("predict", tmp_path / "bands", "-o", tmp_path / "o.tif", "--bands", "1,2,3,4,5,6")
     assert r.exit_code == 1 and "[S2N-BANDS-NOT-STACK]" in r.output
     assert not (tmp_path / "o.tif").exists()
+
+
+def test_a_folder_of_scenes_named_for_rivers_is_not_read_as_band_files(tmp_path, crop):
+    """Scenes named Red_River_2023.tif and Blue_Nile_2022.tif carry a band's word (red, blue):
+    their folder was refused as band files lacking B03, where a folder of scenes is told to name
+    each; a band file holds one band."""
+    stack = tmp_path / "stack.tif"
+    data = np.random.default_rng(0).integers(500, 3000, (6, 40, 40)).astype("uint16")
+    write_raster(stack, data, nodata=0, descriptions=("B02", "B03", "B04", "B08", "B11", "B12"))
+    (tmp_path / "rivers").mkdir()
+    for name in ("Red_River_2023.tif", "Blue_Nile_2022.tif", "Mekong_2021.tif"):
+        (tmp_path / "rivers" / name).write_bytes(stack.read_bytes())
+    r = invoke("predict", tmp_path / "rivers", "-o", tmp_path / "out")
+    assert r.exit_code == 1 and r.output.splitlines()[-1].startswith(
+        f"Error: {tmp_path / 'rivers'}: is a folder, not a scene (it holds 3 files that may be scenes: "
+        "Blue_Nile_2022.tif, Mekong_2021.tif, ...; name each, as "), r.output
+    assert "[S2N-SCENE-IS-FOLDER]" in r.output and not (tmp_path / "out").exists()
+    files = write_band_files(tmp_path / "bands", *crop)  # band files of one band each, a band missing: as before
+    files["B03"].unlink()
+    r = invoke("predict", tmp_path / "bands", "-o", tmp_path / "o.tif")
+    assert r.exit_code == 1 and "[S2N-BAND-FOLDER-MISSING]" in r.output
