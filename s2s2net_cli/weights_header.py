@@ -87,8 +87,11 @@ def _not_safetensors(head: bytes) -> str:
 def weights_digest(path) -> str:
     """Which weights, whatever the file is called (best.safetensors of two runs): the first 16
     hex digits of the file's SHA-256."""
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()[:16]
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:  # in blocks, as hashlib.file_digest does from Python 3.11 on
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 def model_name(label: str, flips: bool) -> str:
