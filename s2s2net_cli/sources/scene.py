@@ -260,8 +260,11 @@ class SceneReader:
             if scene.leave_out and not scene.leave_out_shapes:
                 self.leave_out_src = rasterio.open(scene.leave_out)
                 height, width = scene.dataset_shape
+                # outside the file, and its own nodata, are NaN: a nodata of 0 (kept) made GDAL 3.11 on
+                # write the file's every 0 as 1, and the whole scene was left out
                 self.leave_out_vrt = WarpedVRT(self.leave_out_src, crs=scene.crs, transform=scene.dataset_transform,
-                                               width=width, height=height, resampling=Resampling.nearest, nodata=0)
+                                               width=width, height=height, resampling=Resampling.nearest,
+                                               dtype="float32", nodata=np.nan)
         except BaseException:
             self.close()
             raise
@@ -305,7 +308,8 @@ class SceneReader:
             left_out |= np.isin(clouds, CLOUD_CLASSES)
         if self.leave_out_vrt is not None:
             try:
-                left_out |= self.leave_out_vrt.read(1, window=inner) != 0
+                flags = self.leave_out_vrt.read(1, window=inner)
+                left_out |= (flags != 0) & ~np.isnan(flags)
             except RasterioIOError as exc:
                 raise refuse("S2N-LEAVE-OUT-READ-FAILED", scene.leave_out, error=first_line(exc)) from exc
         if scene.leave_out_shapes:
