@@ -487,9 +487,9 @@ RULES = _book(
     Rule("S2N-CHIP-VAL-OVERLAPS-TRAIN", WARNING, "{overlapping} of {train} training chips overlap validation chips "
                                                  "of their own scene: the scenes are too small for validation blocks "
                                                  "apart from training chips at {o.stride:{stride}}, so validation chips "
-                                                 "were drawn one by one, and the weights are chosen partly on pixels trained on (give a "
-                                                 "larger {o.stride}, more or larger scenes, or {o.val_fraction:0} and "
-                                                 "another folder to validate on)"),
+                                                 "were drawn one by one, and the weights are chosen partly on pixels "
+                                                 "trained on (give a larger {o.stride}, more or larger scenes, or "
+                                                 "{o.val_fraction:0} and another folder to validate on)"),
     Rule("S2N-CHIP-NODATA-SKIPPED", WARNING, "{skipped} of {windows} chip windows were skipped, more than half: "
                                              "they hold more nodata than {o.max_nodata:{max_nodata:g}} allows (training "
                                              "leaves nodata out of the loss: a higher {o.max_nodata} keeps them; a "
