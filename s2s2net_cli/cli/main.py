@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import errno
 import importlib
 import json
@@ -13,7 +14,6 @@ import warnings
 
 import click
 import rasterio
-from click.exceptions import NoSuchCommand
 from rasterio.errors import NotGeoreferencedWarning, RasterioError
 
 from .. import __version__
@@ -21,6 +21,23 @@ from ..errors import S2S2NetError, first_line, said_as
 from ..rulebook import RULES, S2S2NetWarning, code_of, finding, refuse, with_code
 from ..world import World
 from .options import usage_error
+
+
+class NoSuchCommand(click.UsageError):
+    """A command this group does not have, with those it may have meant, as Click words it (its
+    own class of this error is Click 8.4's; older ones fail with a plain usage error)."""
+
+    def __init__(self, name: str, possibilities: list[str], ctx: click.Context | None = None):
+        near = sorted(difflib.get_close_matches(name, possibilities))
+        said = ", ".join(map(repr, near))
+        meant = "" if not near else f" Did you mean {said}?" if len(near) == 1 else f" (Did you mean one of: {said}?)"
+        super().__init__(f"No such command {name!r}.{meant}", ctx)
+
+
+# Click's own kind of it, where it has one (a misspelt `weights` command, say)
+CLICK_NO_SUCH_COMMAND = getattr(click.exceptions, "NoSuchCommand", NoSuchCommand)
+# help shown for no arguments: an error from Click 8.2 on, and none before
+NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 # GDAL's block cache defaults to 5 % of RAM and keeps dirty output blocks in it: on a full
 # Sentinel-2 tile that is gigabytes that predict and chip, which stream row by row, never use
@@ -62,7 +79,7 @@ class S2S2NetGroup(click.Group):
         name = args[0] if args else ""
         if name not in COMMANDS and not name.startswith("-") and not ctx.resilient_parsing:
             # Click draws its suggestions from the commands it holds, and this group loads none
-            raise NoSuchCommand(name, possibilities=list(COMMANDS), ctx=ctx)
+            raise NoSuchCommand(name, list(COMMANDS), ctx)
         return super().resolve_command(ctx, args)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
@@ -128,7 +145,7 @@ def _coded(exc: click.ClickException) -> click.ClickException:
     carry theirs (Click's words kept); a usage error with a code, or help shown for no
     arguments, as it is."""
     if code_of(exc) is not None or not isinstance(exc, click.UsageError) \
-            or isinstance(exc, click.exceptions.NoArgsIsHelpError):
+            or isinstance(exc, NO_ARGS_IS_HELP):
         return exc
     code = next((c for kind, c in PARSE_RULES if isinstance(exc, kind)), "S2N-PARSE-USAGE")
     (said,) = RULES[code].values  # the rule's one value: Click's message
@@ -137,7 +154,8 @@ def _coded(exc: click.ClickException) -> click.ClickException:
 
 # Click's own parse errors by kind, and their rules (any other usage error: S2N-PARSE-USAGE)
 PARSE_RULES = ((click.MissingParameter, "S2N-PARSE-MISSING"), (click.NoSuchOption, "S2N-PARSE-NO-SUCH-OPTION"),
-               (NoSuchCommand, "S2N-PARSE-NO-SUCH-COMMAND"), (click.BadParameter, "S2N-PARSE-BAD-VALUE"))
+               ((NoSuchCommand, CLICK_NO_SUCH_COMMAND), "S2N-PARSE-NO-SUCH-COMMAND"),
+               (click.BadParameter, "S2N-PARSE-BAD-VALUE"))
 
 
 def _json_failure(ctx: click.Context, message: str, exit_code: int, code: str | None = None) -> None:
