@@ -25,9 +25,10 @@ def unreadable(path, exc: Exception):
     try:
         with rasterio.open(path):
             return refuse("S2N-VECTOR-IS-RASTER", path)
-    except rasterio.errors.RasterioError:
+    except (rasterio.errors.RasterioError, rasterio.errors.RasterioIOError):  # an OSError before rasterio 1.4
         pass
-    return refuse("S2N-VECTOR-UNREADABLE", path, error=first_line(exc).split("; It might help")[0])  # GDAL's hint
+    said = first_line(exc).split(" It might help")[0].rstrip(";")  # GDAL's hint of a driver prefix, after "." or ";"
+    return refuse("S2N-VECTOR-UNREADABLE", path, error=said)
 
 
 def polygons_only(path, geometries) -> tuple:

@@ -14,7 +14,7 @@ import warnings
 
 import click
 import rasterio
-from rasterio.errors import NotGeoreferencedWarning, RasterioError
+from rasterio.errors import NotGeoreferencedWarning, RasterioError, RasterioIOError
 
 from .. import __version__
 from ..errors import S2S2NetError, first_line, said_as
@@ -116,7 +116,7 @@ class S2S2NetGroup(click.Group):
                 log_findings(exc.warnings)
             click.echo(f"Error: {with_code(exc)}", err=True)
             ctx.exit(exc.exit_code)
-        except RasterioError as exc:  # GDAL's messages name the file
+        except (RasterioError, RasterioIOError) as exc:  # GDAL's messages name the file (IO: an OSError before 1.4)
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             _json_failure(ctx, first_line(exc), 1)
