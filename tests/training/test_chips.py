@@ -530,18 +530,23 @@ def test_validation_blocks_under_a_short_stride_leave_the_training_chips(tmp_pat
     lost half of its own (a Bolivia fold at --size 64 --stride 16: 846 train, 536 val). Blocks
     up to the area of 4 x 4 chips, the side that leaves the most training chips, keep the
     validation share near --val-fraction."""
-    p = make_pair(256, seed=5, nodata_margin=False)
-    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
-    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 32,
-                "--stride", 8, "--json")
-    assert r.returncode == 0, r.stderr
-    summary = json.loads(r.stdout)
+    summary, _ = _chip_a_synthetic_pair(tmp_path, 256, 5, "chips", "--size", 32, "--stride", 8)
     train, val, dropped = summary["chips"]["train"], summary["chips"]["val"], summary["skipped"]["overlaps_val"]
     assert train + val + dropped == 29 * 29  # every position cut
     assert 0.15 <= val / (train + val) <= 0.3 and train >= 400, summary  # were 0.42 and 235
     index = gpd.read_file(tmp_path / "chips" / "index.gpkg")
     held = index[index.split == "val"].geometry.union_all()
     assert all(g.intersection(held).area == 0 for g in index[index.split == "train"].geometry)
+
+
+def _chip_a_synthetic_pair(tmp_path, side: int, seed: int, out: str, *options) -> tuple[dict, str]:
+    """A synthetic pair of ``side`` px (seed ``seed``) chipped into tmp_path / out with
+    ``options``: the JSON summary and what was said on stderr."""
+    if not (tmp_path / "s.tif").exists():
+        write_pair(make_pair(side, seed=seed, nodata_margin=False), tmp_path / "s.tif", tmp_path / "m.tif")
+    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / out, *options, "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout), r.stderr
 
 
 def test_chip_reads_an_area_of_interest_as_predict_does(tmp_path):
@@ -654,20 +659,13 @@ def test_a_small_scene_at_a_short_stride_keeps_training_chips_and_says_its_valid
     """A scene hardly larger than a chip, cut at stride 1 for many chips: every validation block
     overlapped every other chip, and it gave 0 training chips of 289 without a word (train then
     refused the folder). Validation chips are drawn one by one instead, and the overlap said."""
-    p = make_pair(48, seed=4, nodata_margin=False)
-    write_pair(p, tmp_path / "s.tif", tmp_path / "m.tif")
-    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "chips", "--size", 32,
-                "--stride", 1, "--json")
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
+    out, stderr = _chip_a_synthetic_pair(tmp_path, 48, 4, "chips", "--size", 32, "--stride", 1)
     assert out["chips"]["train"] > 200 and out["chips"]["val"] > 0 and out["skipped"]["overlaps_val"] == 0
     assert [w["code"] for w in out["warnings"]] == ["S2N-CHIP-VAL-OVERLAPS-TRAIN"]
-    assert f"{tmp_path / 'chips'}: {out['chips']['train']} of {out['chips']['train']} training chips overlap" in r.stderr
-    assert "at --stride 1, so validation chips were drawn one by one" in r.stderr
+    assert f"{tmp_path / 'chips'}: {out['chips']['train']} of {out['chips']['train']} training chips overlap" in stderr
+    assert "at --stride 1, so validation chips were drawn one by one" in stderr
     # where blocks apart from the training chips fit, they are drawn, and nothing is said
-    r = run_cli("chip", "--pair", tmp_path / "s.tif", tmp_path / "m.tif", "-o", tmp_path / "blocks", "--size", 16,
-                "--stride", 2, "--json")
-    out = json.loads(r.stdout)
+    out, _ = _chip_a_synthetic_pair(tmp_path, 48, 4, "blocks", "--size", 16, "--stride", 2)
     assert out["chips"]["train"] > 0 and out["skipped"]["overlaps_val"] > 0 and out["warnings"] == []
 
 
