@@ -17,6 +17,7 @@ from rasterio.errors import RasterioIOError
 from ..bands import BAND_NAMES, band_name
 from ..errors import first_line
 from ..rulebook import refuse
+from .scene import band_count
 from .vrt import BandFiles
 
 BAND_FILE_SUFFIXES = (".tif", ".tiff", ".jp2", ".vrt")
@@ -58,14 +59,7 @@ def holds_band_files(found: dict[str, list[Path]]) -> bool:
     missing: a folder that names all six is read as band files."""
     if all(band in found for band in BAND_NAMES):
         return True
-    for path in (p for paths in found.values() for p in paths):
-        try:
-            with rasterio.open(path) as src:
-                if src.count > 1:
-                    return False
-        except RasterioIOError:  # said as the band file it is named for, if the folder is read so
-            continue
-    return True
+    return all(band_count(p) <= 1 for paths in found.values() for p in paths)  # one unread: said as its band's
 
 
 def folder_bands(source: str, found: dict[str, list[Path]]) -> BandFiles:

@@ -121,7 +121,7 @@ def _scenes_held(folder: Path) -> str:
     except OSError:
         return ""
     bands = {band_name(word) for p in held for word in re.split(r"[_.\- ]", p.stem)} - {None}
-    if not held or (len(bands) > 1 and not any(_band_count(p) > 1 for p in held)):
+    if not held or (len(bands) > 1 and not any(band_count(p) > 1 for p in held)):
         return ""
     suffixes = {p.suffix for p in held}
     pattern = folder / ("*" + suffixes.pop() if len(suffixes) == 1 else "*")
@@ -129,7 +129,8 @@ def _scenes_held(folder: Path) -> str:
     return f" (it holds {len(held)} files that may be scenes: {names}; name each, as {pattern})"
 
 
-def _band_count(path: Path) -> int:
+def band_count(path) -> int:
+    """How many bands the raster ``path`` holds; 0 where it cannot be read."""
     try:
         with rasterio.open(path) as src:
             return src.count
