@@ -25,6 +25,8 @@ integer sums are exact, so blocks, bands and the whole map agree up to float rou
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import math
 import os
@@ -498,14 +500,14 @@ class FusedMish:
                 tensors = tuple(torch.tensor(a, dtype=x.dtype) for a in arguments)
                 compiled = self.compiled.get(function.__name__)
                 if compiled is None:
-                    if not torch.cuda.is_available():  # compiling imports torch's C++ extension builder,
-                        # which says "No CUDA runtime is found" where nvcc is on the PATH: nothing to do on a CPU
-                        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-                    compiled = self.compiled[function.__name__] = torch.compile(function, dynamic=True,
-                                                                                options=compile_options())
-                    self.failure, answer = error(flat, compiled(flat, *tensors))
+                    if not torch.cuda.is_available():
+                        quiet_cpp_extension()
+                    compiled = self.compiled[function.__name__] = torch.compile(function, dynamic=True)
+                    with compile_options():
+                        self.failure, answer = error(flat, compiled(flat, *tensors))
                     return back(answer)
-                return back(compiled(flat, *tensors))
+                with compile_options():  # a recompile, should one happen, under the same options
+                    return back(compiled(flat, *tensors))
             except Exception as failure:  # noqa: BLE001 - any compiler failure means the plain path
                 self.failure = f"{type(failure).__name__}: {str(failure).splitlines()[0] if str(failure) else ''}"
         return plain(x)
@@ -544,15 +546,28 @@ def _flat(x: torch.Tensor) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch
 MISH_CHECK_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-4, torch.bfloat16: 0.5, torch.float16: 0.1}
 
 
-def compile_options() -> dict:
-    """TorchInductor's options for the Mish it compiles: 256-bit vectors where torch would use
-    512. Its AVX-512 code for this function with dynamic shapes in fp32 gives wrong numbers
-    (errors of 1-2) and corrupts the heap (torch 2.14.1, an AMD EPYC with AVX-512: "double free
-    or corruption"); the 256-bit code is right in fp32 and bf16, and in bf16 about 5 % slower on
-    Mish alone (under 1 % of a tile)."""
+def compile_options():
+    """TorchInductor's options for the Mish it compiles, as its config's context: 256-bit vectors
+    where torch would use 512. Its AVX-512 code for this function with dynamic shapes in fp32
+    gives wrong numbers (errors of 1-2) and corrupts the heap (torch 2.14.1, an AMD EPYC with
+    AVX-512: "double free or corruption"); the 256-bit code is right in fp32 and bf16, and in bf16
+    about 5 % slower on Mish alone (under 1 % of a tile). Set by the config's own patch, not
+    torch.compile's ``options``, which torch before 2.5 refuses for an option whose default is
+    None ("Unexpected type of attr cpp.simdlen")."""
+    from torch._inductor import config
+
     if torch.backends.cpu.get_cpu_capability().startswith("AVX512"):
-        return {"cpp.simdlen": 256}
-    return {}
+        return config.patch({"cpp.simdlen": 256})
+    return contextlib.nullcontext()
+
+
+def quiet_cpp_extension() -> None:
+    """Compiling imports torch's C++ extension builder, which says "No CUDA runtime is found"
+    where nvcc is on the PATH: nothing to do on a CPU. Said by its logger, which is quietened,
+    and before torch 2.5 printed once as it is imported, which is done here, its print let go."""
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    with contextlib.redirect_stderr(io.StringIO()):
+        import torch.utils.cpp_extension  # noqa: F401
 
 
 def has_cpp_compiler() -> bool:

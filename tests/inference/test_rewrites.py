@@ -167,6 +167,21 @@ def test_fused_mish_compiles_without_a_word_of_cuda_on_a_cpu(tmp_path):
     assert "No CUDA runtime" not in r.stderr and "cpp_extension" not in r.stderr, r.stderr
 
 
+def test_fused_mish_takes_256_bit_vectors_where_torch_would_take_512(monkeypatch):
+    """The compiled Mish's options are set by TorchInductor's config for the call, not by
+    torch.compile's options, which torch before 2.5 refused ("Unexpected type of attr
+    cpp.simdlen"): 256-bit vectors on AVX-512 kernels, torch's own choice elsewhere, and the
+    config as it was after."""
+    from torch._inductor import config
+
+    before = config.cpp.simdlen
+    for kernels, inside in (("AVX512", 256), ("AVX2", before), ("DEFAULT", before)):
+        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda k=kernels: k)
+        with subpixel_head.compile_options():
+            assert config.cpp.simdlen == inside
+        assert config.cpp.simdlen == before
+
+
 def test_fused_mish_that_compiles_wrong_is_not_used(monkeypatch):
     """The first compiled answer is checked against torch's Mish: a compiler that gets it wrong
     gives torch's answer and is not used again, and says why."""
