@@ -29,12 +29,19 @@ os.umask(UMASK)
 # user set it): predict reads and writes between the network's batches on a CPU, whose cores are
 # then free (a full tile's reads 7.9 -> 4.1 s and writes 8.3 -> 4.7 s on two cores)
 GDAL_THREADS = "ALL_CPUS"
+# the first GDAL whose threaded GeoTIFF reads are used: before it, a damaged or truncated block
+# decoded in a thread read as zeros without an error (GDAL 3.6.4, rasterio 1.3.9's wheels;
+# 3.8.4, rasterio 1.3.10's, raises as a read in one thread does), so a cut file looked whole
+GDAL_THREADS_FROM = (3, 8)
 
 
 def gdal_threads() -> rasterio.Env:
     """The GDAL setting under which datasets are opened or created to use GDAL_THREADS (the
-    GTiff driver takes it when a file is opened or created). The same pixels and bytes."""
-    return rasterio.Env(GDAL_NUM_THREADS=os.environ.get("GDAL_NUM_THREADS", GDAL_THREADS))
+    GTiff driver takes it when a file is opened or created), one thread before GDAL
+    GDAL_THREADS_FROM; a user's own GDAL_NUM_THREADS kept. The same pixels and bytes."""
+    major, minor = (int(part) for part in rasterio.__gdal_version__.split(".")[:2])
+    threads = GDAL_THREADS if (major, minor) >= GDAL_THREADS_FROM else "1"
+    return rasterio.Env(GDAL_NUM_THREADS=os.environ.get("GDAL_NUM_THREADS", threads))
 
 
 # creation options that rasterio's profile spells in lower case
