@@ -322,22 +322,22 @@ def atomic_path(path):
     except RasterioIOError as exc:  # an OSError too: GDAL's, reading an input or writing our file
         ours = is_write_error(exc, tmp)  # an error writing our file (disk full, ...), not reading an input
         text = write_error_text(exc, tmp)
-        _remove(tmp)
+        _remove_temporary(tmp)
         if ours:
             raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=text) from exc
         raise
     except OSError as exc:
         text = write_error_text(exc, tmp)
-        _remove(tmp)
+        _remove_temporary(tmp)
         raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=text) from exc
     except Exception as exc:
         full = disk_full(tmp, exc)  # a library's own error for a full disk (safetensors, SQLite, PNG, torch)
-        _remove(tmp)
+        _remove_temporary(tmp)
         if full:
             raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=os.strerror(errno.ENOSPC)) from exc
         raise
     except BaseException:
-        _remove(tmp)
+        _remove_temporary(tmp)
         raise
 
 
@@ -500,6 +500,15 @@ def _write_failures(path: Path, written: Path):
         if disk_full(written, exc):
             raise refuse("S2N-OUTPUT-WRITE-FAILED", path, error=os.strerror(errno.ENOSPC)) from exc
         raise
+
+
+def _remove_temporary(tmp: Path) -> None:
+    """``tmp`` removed, with the files its writer made beside it under its name (SQLite's
+    ``-journal``, ``-wal`` and ``-shm`` of a GeoPackage: GDAL 3.7's left its journal on a full
+    disk)."""
+    _remove(tmp)
+    for sidecar in tmp.parent.glob(glob.escape(tmp.name) + "?*"):
+        _remove(sidecar)
 
 
 def _remove(path: Path) -> None:

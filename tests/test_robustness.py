@@ -298,6 +298,16 @@ def test_disk_errors_while_writing_leave_no_file(tmp_path, monkeypatch):
             tmp.write_bytes(b"partial")
             raise OSError(28, "No space left on device")
     assert not target.exists() and list(tmp_path.iterdir()) == []
+    # a GeoPackage's SQLite journal beside its temporary file (GDAL 3.7's, on a full disk) goes
+    # with it; another file of a name alike is left
+    vectors = tmp_path / "water.gpkg"
+    (tmp_path / ".water.gpkg-notes").write_text("the user's")
+    with raises_rule("S2N-OUTPUT-WRITE-FAILED", "water.gpkg"):
+        with atomic_path(vectors) as tmp:
+            tmp.write_bytes(b"partial")
+            tmp.with_name(tmp.name + "-journal").write_bytes(b"journal")
+            raise OSError(28, "No space left on device")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".water.gpkg-notes"]
 
 
 @pytest.mark.slow
