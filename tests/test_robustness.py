@@ -4,6 +4,7 @@ nothing; grid, tiling and metric arithmetic hold for any size (hypothesis)."""
 
 import os
 import pickle
+import re
 import subprocess
 import sys
 import time
@@ -136,14 +137,16 @@ def test_bad_options_are_usage_errors_naming_the_option(tmp_path, random_weights
 @pytest.mark.parametrize("co, says", [
     ("COMPRESS=banana", "'banana' is an unexpected value for COMPRESS creation option of type string-select"),
     ("NOSUCH=1", "driver GTiff does not support creation option NOSUCH"),
-    ("BLOCKXSIZE=7", "The height and width of TIFF dataset blocks must be multiples of 16"),
+    ("BLOCKXSIZE=7", "The height and width of (TIFF )?dataset blocks must be multiples of 16"),  # GDAL < 3.7: no TIFF
     ("PREDICTOR=9", "PREDICTOR=9 is not supported")])
 def test_a_creation_option_gdal_does_not_take_is_refused_not_dropped(tmp_path, random_weights, co, says):
     """GDAL only warns (out of sight) of an unknown option or value and writes the file without
-    it: --co COMPRESS=banana gave an uncompressed mask, exit 0."""
+    it: --co COMPRESS=banana gave an uncompressed mask, exit 0. (``says``: GDAL's words, a pattern.)"""
     scene = write_raster(tmp_path / "s.tif", np.ones((6, 8, 8), "uint16") * 500, transform=T10)
     r = run_cli("predict", scene, "-o", tmp_path / "o.tif", "--weights", random_weights, "--co", co)
-    assert r.returncode == 2 and r.stderr.strip().splitlines() == [f"Error: --co: {says} [S2N-CREATION-OPTIONS]"], r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert re.fullmatch(rf"Error: --co: {says} \[S2N-CREATION-OPTIONS\]", lines[0]), r.stderr
     assert not (tmp_path / "o.tif").exists()
     r = run_cli("predict", scene, "-o", tmp_path / "o.tif", "--weights", random_weights, "--co", "COMPRESS=LZW",
                 "--co", "blockxsize=256")

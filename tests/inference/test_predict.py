@@ -444,7 +444,7 @@ def test_precision_auto_takes_bf16_on_cpus_that_do_it_natively(tmp_path, random_
                                             ({"avx512_bf16": False, "avx2": True}, "AVX2", None),
                                             # torch held to AVX2 kernels (ATEN_CPU_CAPABILITY=avx2) emulates bf16
                                             ({"avx512_bf16": True}, "AVX2", None)):
-        monkeypatch.setattr(torch.cpu, "get_capabilities", lambda c=capabilities: c)
+        monkeypatch.setattr(torch.cpu, "get_capabilities", lambda c=capabilities: c, raising=False)  # torch >= 2.5
         monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda k=kernels: k)
         assert runtime.autocast_dtype("auto", cpu) == expected
         assert runtime.autocast_dtype("32", cpu) is None and runtime.autocast_dtype("bf16", cpu) == torch.bfloat16

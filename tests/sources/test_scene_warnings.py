@@ -2,7 +2,10 @@
 and one so small that the network sees little around each pixel."""
 
 import json
+import os
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import rasterio
@@ -32,12 +35,13 @@ def test_a_scene_in_degrees_is_warned_of_with_its_utm_zone(tmp_path, random_weig
     # its command, run as said, gives a mask rivers measures (rio comes with s2s2net)
     command = rivers.stderr.split("first: ")[1].split(" [S2N-")[0]
     assert command.startswith("rio warp") and "EPSG:32720" in command
-    done = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True)
+    on_path = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, env=on_path)
     assert done.returncode == 0, done.stderr
     assert run_cli("rivers", tmp_path / "w_utm.tif", "-o", tmp_path / "r.gpkg").returncode == 0
     # and so does the scene warning's: the scene in UTM at 10 m draws no warning and its rivers are measured
     command = found["message"].split("first: ")[1]
-    assert subprocess.run(command, shell=True, cwd=tmp_path).returncode == 0
+    assert subprocess.run(command, shell=True, cwd=tmp_path, env=on_path).returncode == 0
     with rasterio.open(tmp_path / "beni_utm.tif") as src:
         assert src.crs.to_epsg() == 32720 and src.res == (10, 10)
     r = run_cli("predict", tmp_path / "beni_utm.tif", "-o", tmp_path / "w2.tif", "--rivers", tmp_path / "r2.gpkg",
