@@ -95,9 +95,9 @@ class PolygonLayer:
         import pyogrio
 
         for column in self.kind_columns:
-            try:
+            try:  # with the geometries: without them GDAL before 3.9 (pyogrio before 0.10) met no feature's bbox
                 frame = pyogrio.read_dataframe(self.path, layer=0, bbox=self._bbox(near), columns=[column],
-                                               read_geometry=False)
+                                               read_geometry=True)
             except Exception as exc:  # pyogrio raises its own errors
                 raise unreadable(self.path, exc) from exc
             counts = frame[column].dropna().astype(str).value_counts()
