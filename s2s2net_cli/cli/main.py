@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import errno
 import importlib
 import json
@@ -20,22 +19,8 @@ from .. import __version__
 from ..errors import S2S2NetError, first_line, said_as
 from ..rulebook import RULES, S2S2NetWarning, code_of, finding, refuse, with_code
 from ..world import World
-from .options import usage_error
+from .options import NoSuchCommand, SuggestingGroup, usage_error
 
-
-class NoSuchCommand(click.UsageError):
-    """A command this group does not have, with those it may have meant, as Click words it (its
-    own class of this error is Click 8.4's; older ones fail with a plain usage error)."""
-
-    def __init__(self, name: str, possibilities: list[str], ctx: click.Context | None = None):
-        near = sorted(difflib.get_close_matches(name, possibilities))
-        said = ", ".join(map(repr, near))
-        meant = "" if not near else f" Did you mean {said}?" if len(near) == 1 else f" (Did you mean one of: {said}?)"
-        super().__init__(f"No such command {name!r}.{meant}", ctx)
-
-
-# Click's own kind of it, where it has one (a misspelt `weights` command, say)
-CLICK_NO_SUCH_COMMAND = getattr(click.exceptions, "NoSuchCommand", NoSuchCommand)
 # help shown for no arguments: an error from Click 8.2 on, and none before
 NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
@@ -61,7 +46,7 @@ COMMANDS = {
 }
 
 
-class S2S2NetGroup(click.Group):
+class S2S2NetGroup(SuggestingGroup):
     """Turns the core's errors into one line on stderr (exit 1), tracebacks only with --debug;
     takes -q, -v, --debug and --version anywhere on the line, before or after the command's
     name; a misspelt command's name gets the commands it may have meant."""
@@ -74,13 +59,6 @@ class S2S2NetGroup(click.Group):
             return None
         module, attribute = COMMANDS[name]
         return getattr(importlib.import_module(f"{__package__}.{module}"), attribute)
-
-    def resolve_command(self, ctx: click.Context, args: list[str]):
-        name = args[0] if args else ""
-        if name not in COMMANDS and not name.startswith("-") and not ctx.resilient_parsing:
-            # Click draws its suggestions from the commands it holds, and this group loads none
-            raise NoSuchCommand(name, list(COMMANDS), ctx)
-        return super().resolve_command(ctx, args)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         command = next((i for i, a in enumerate(args) if a in COMMANDS), None)
@@ -154,7 +132,7 @@ def _coded(exc: click.ClickException) -> click.ClickException:
 
 # Click's own parse errors by kind, and their rules (any other usage error: S2N-PARSE-USAGE)
 PARSE_RULES = ((click.MissingParameter, "S2N-PARSE-MISSING"), (click.NoSuchOption, "S2N-PARSE-NO-SUCH-OPTION"),
-               ((NoSuchCommand, CLICK_NO_SUCH_COMMAND), "S2N-PARSE-NO-SUCH-COMMAND"),
+               (NoSuchCommand, "S2N-PARSE-NO-SUCH-COMMAND"),
                (click.BadParameter, "S2N-PARSE-BAD-VALUE"))
 
 

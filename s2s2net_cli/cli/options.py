@@ -3,6 +3,7 @@ command one finished SceneOptions, as rasterio's rio/options.py hands finished v
 
 from __future__ import annotations
 
+import difflib
 import functools
 import os
 from dataclasses import fields
@@ -64,6 +65,29 @@ def usage_error(found, ctx=None) -> click.UsageError:
 def coded(found) -> str:
     """A finding's problem as Click says it, with its code."""
     return f"{found.problem()} [{found.code}]"
+
+
+class NoSuchCommand(click.UsageError):
+    """A command a group does not have, with those it may have meant, as Click words it (its own
+    class of this error is Click 8.4's; older ones fail with a plain usage error)."""
+
+    def __init__(self, name: str, possibilities: list[str], ctx: click.Context | None = None):
+        near = sorted(difflib.get_close_matches(name, possibilities))
+        said = ", ".join(map(repr, near))
+        meant = "" if not near else f" Did you mean {said}?" if len(near) == 1 else f" (Did you mean one of: {said}?)"
+        super().__init__(f"No such command {name!r}.{meant}", ctx)
+
+
+class SuggestingGroup(click.Group):
+    """A group whose misspelt command's name gets the commands it may have meant, drawn from
+    those it lists (a group that loads its commands lazily holds none for Click to draw from),
+    on every Click the package takes."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name = args[0] if args else ""
+        if name not in self.list_commands(ctx) and not name.startswith("-") and not ctx.resilient_parsing:
+            raise NoSuchCommand(name, self.list_commands(ctx), ctx)
+        return super().resolve_command(ctx, args)
 
 
 class HintedCommand(click.Command):

@@ -10,6 +10,7 @@ import click
 from ..errors import S2S2NetError
 from ..evaluation.calibrate import GAINS, MIN_SYNTHETIC_SIZE, SYNTHETIC_SCENES, SYNTHETIC_SIZE, read_gains
 from .options import (
+    SuggestingGroup,
     bad_parameter,
     json_option,
     manifest_option,
@@ -29,7 +30,7 @@ def _parse_gains(ctx, param, value) -> tuple[float, ...]:
         raise bad_parameter(exc.finding, ctx, param) from None
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def weights():
     """Read, annotate and calibrate weights files (.safetensors with the model's card)."""
 

@@ -54,6 +54,11 @@ def test_a_misspelt_command_gets_the_commands_it_may_mean():
         assert result.output.splitlines()[-1] == f"Error: No such command '{given}'. Did you mean {meant}? [S2N-PARSE-NO-SUCH-COMMAND]"
     result = runner.invoke(cli, ["foo"])
     assert result.exit_code == 2 and result.output.splitlines()[-1] == "Error: No such command 'foo'. [S2N-PARSE-NO-SUCH-COMMAND]"
+    # a subgroup's, said alike on every Click the package takes (before 8.4 Click said no more
+    # than "No such command 'shwo'." and the line's code was S2N-PARSE-USAGE)
+    result = runner.invoke(cli, ["weights", "shwo", "w.safetensors"])
+    assert result.exit_code == 2
+    assert result.output.splitlines()[-1] == "Error: No such command 'shwo'. Did you mean 'show'? [S2N-PARSE-NO-SUCH-COMMAND]"
 
 
 def test_python_dash_m_is_the_same_cli_and_takes_the_launchers_local_rank(tmp_path):
