@@ -35,6 +35,7 @@ from bisect import bisect_left
 from fractions import Fraction
 from typing import Callable
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -503,10 +504,10 @@ class FusedMish:
                     if not torch.cuda.is_available():
                         quiet_cpp_extension()
                     compiled = self.compiled[function.__name__] = torch.compile(function, dynamic=True)
-                    with compile_options():
+                    with compile_options(), subnormals_kept():
                         self.failure, answer = error(flat, compiled(flat, *tensors))
                     return back(answer)
-                with compile_options():  # a recompile, should one happen, under the same options
+                with compile_options(), subnormals_kept():  # a recompile (another dtype) alike
                     return back(compiled(flat, *tensors))
             except Exception as failure:  # noqa: BLE001 - any compiler failure means the plain path
                 self.failure = f"{type(failure).__name__}: {str(failure).splitlines()[0] if str(failure) else ''}"
@@ -559,6 +560,25 @@ def compile_options():
     if torch.backends.cpu.get_cpu_capability().startswith("AVX512"):
         return config.patch({"cpp.simdlen": 256})
     return contextlib.nullcontext()
+
+
+def flushes_subnormals() -> bool:
+    """Whether this thread's floating point flushes subnormal numbers to zero (x86's FTZ/DAZ)."""
+    return float(np.float32(1e-40) * np.float32(2.0)) == 0.0
+
+
+@contextlib.contextmanager
+def subnormals_kept():
+    """The process's handling of subnormal numbers as it was before the block. Loading code that
+    TorchInductor compiled with -ffast-math (torch 2.4; gcc before 13 links its
+    crtfastmath.o in) set flush-to-zero for the whole process: a library's caller's numbers
+    changed under them."""
+    before = flushes_subnormals()
+    try:
+        yield
+    finally:
+        if flushes_subnormals() != before:
+            torch.set_flush_denormal(before)
 
 
 def quiet_cpp_extension() -> None:

@@ -182,6 +182,26 @@ def test_fused_mish_takes_256_bit_vectors_where_torch_would_take_512(monkeypatch
         assert config.cpp.simdlen == before
 
 
+def test_compiling_mish_leaves_the_processs_subnormal_numbers_as_they_were():
+    """torch 2.4's TorchInductor compiled with -ffast-math, which gcc 12 links with
+    crtfastmath.o: loading the fused Mish set flush-to-zero for the whole process, and a
+    caller's numbers (numpy's, torch's) lost their subnormals. Kept as they were; a block that
+    flips the setting has it put back."""
+    if not subpixel_head.has_cpp_compiler():
+        pytest.skip("no C++ compiler for TorchInductor")
+    script = ("import numpy as np, torch\nfrom s2s2net_cli.inference.subpixel_head import FusedMish\n"
+              "on = FusedMish(enabled=True)\non(torch.randn(1, 4, 8, 8))\n"
+              "print(on.active, float(np.float32(1e-40) * np.float32(2)) > 0,"
+              " float(torch.tensor([1e-40]) * 2) > 0)\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.split() == ["True", "True", "True"], (r.stdout, r.stderr)
+    assert not subpixel_head.flushes_subnormals()
+    with subpixel_head.subnormals_kept():
+        torch.set_flush_denormal(True)
+        assert subpixel_head.flushes_subnormals()
+    assert not subpixel_head.flushes_subnormals()
+
+
 def test_fused_mish_that_compiles_wrong_is_not_used(monkeypatch):
     """The first compiled answer is checked against torch's Mish: a compiler that gets it wrong
     gives torch's answer and is not used again, and says why."""
