@@ -569,10 +569,10 @@ def flushes_subnormals() -> bool:
 
 @contextlib.contextmanager
 def subnormals_kept():
-    """The process's handling of subnormal numbers as it was before the block. Loading code that
-    TorchInductor compiled with -ffast-math (torch 2.4; gcc before 13 links its
-    crtfastmath.o in) set flush-to-zero for the whole process: a library's caller's numbers
-    changed under them."""
+    """The process's handling of subnormal numbers as it was before the block. torch 2.4's
+    TorchInductor compiled with -ffast-math, for which gcc before 13 links crtfastmath.o in:
+    loading its code set flush-to-zero for the whole process, and changed a library caller's
+    numbers under them."""
     before = flushes_subnormals()
     try:
         yield
@@ -583,8 +583,8 @@ def subnormals_kept():
 
 def quiet_cpp_extension() -> None:
     """Compiling imports torch's C++ extension builder, which says "No CUDA runtime is found"
-    where nvcc is on the PATH: nothing to do on a CPU. Said by its logger, which is quietened,
-    and before torch 2.5 printed once as it is imported, which is done here, its print let go."""
+    where nvcc is on the PATH: nothing to do on a CPU. Its logger is quietened; torch 2.4
+    printed it as the module was imported, so it is imported here with stderr set aside."""
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     with contextlib.redirect_stderr(io.StringIO()):
         import torch.utils.cpp_extension  # noqa: F401
