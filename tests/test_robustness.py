@@ -434,4 +434,5 @@ def test_a_poisoned_deepspeed_checkpoint_is_not_unpickled(tmp_path):
     torch.save({"module": Payload()}, states)
     r = run_cli("train", chips, "-o", run, "--max-steps", 2, "--batch-size", 2, "--resume", process=True)
     assert refused(r, "S2N-CHECKPOINT-NOT-WEIGHTS", 1), r.stderr[-2000:]
+    assert "(it holds posix.system)" in r.stderr  # what it met, not torch's "This file can still be loaded"
     assert not marker.exists()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import re
 import shutil
 from pathlib import Path
 
@@ -27,18 +28,22 @@ KEEP_CHECKPOINTS = 2
 @contextlib.contextmanager
 def weights_only_loading(ckpt_dir):
     """Load DeepSpeed checkpoints with torch's weights-only unpickler: tensors, plain
-    containers and the few DeepSpeed records a checkpoint holds, never arbitrary code."""
+    containers and the few DeepSpeed records a checkpoint holds, never arbitrary code. (A set
+    is allowed by torch from 2.5 on; DeepSpeed's model states hold one.) A refusal names what
+    the unpickler met."""
     from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler  # heavy: DeepSpeed
     from deepspeed.runtime.zero.config import ZeroStageEnum
     from deepspeed.utils.tensor_fragment import fragment_address
 
-    torch.serialization.add_safe_globals([LossScaler, DynamicLossScaler, ZeroStageEnum, fragment_address])
+    torch.serialization.add_safe_globals([set, LossScaler, DynamicLossScaler, ZeroStageEnum, fragment_address])
     previous = os.environ.get("TORCH_FORCE_WEIGHTS_ONLY_LOAD")
     os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
     try:
         yield
     except pickle.UnpicklingError as exc:
-        raise refuse("S2N-CHECKPOINT-NOT-WEIGHTS", ckpt_dir, error=first_line(exc)[:200]) from exc
+        met = re.search(r"GLOBAL ([\w.]+)", str(exc))  # torch's words for it vary: the global it names
+        said = f"it holds {met.group(1)}" if met else first_line(exc)[:200]
+        raise refuse("S2N-CHECKPOINT-NOT-WEIGHTS", ckpt_dir, error=said) from exc
     finally:
         if previous is None:
             os.environ.pop("TORCH_FORCE_WEIGHTS_ONLY_LOAD", None)
