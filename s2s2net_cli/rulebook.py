@@ -671,6 +671,9 @@ RULES = _book(
     Rule("S2N-TRAIN-TOO-FEW-CHIPS", INPUT, "{n_train} training chips{weighed} are fewer than one global batch of "
          "{batch_size}"),
     Rule("S2N-TRAIN-CHECKPOINT-UNLOADABLE", INPUT, "checkpoint could not be loaded"),
+    Rule("S2N-TRAIN-FP16-UNSUPPORTED", USAGE, "fp16 asked for, which DeepSpeed {version} does not train on this CPU "
+                                              "(its CPU accelerator has no fp16); {o.precision:auto} trains fp32 on a "
+                                              "CPU"),
     # manifest.py
     Rule("S2N-MANIFEST-FILE-MISSING", INPUT, "file not found{where}"),
     Rule("S2N-PAIR-TWICE", INPUT, "is given twice with the mask {mask} ({first}, then {second}): the pair would "

@@ -118,7 +118,9 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
                                 config_source)
     if options.resume:
         check_resume_deepspeed(run_dir, ds_config, given_config)
-    early = fp16_on_cpu(ds_config, cuda)  # warnings said as the run starts, not after it
+    fp16_source = None if "precision" in options.explicit or not options.deepspeed_config else \
+        config_source if config_source is not None else option("deepspeed_config")
+    early = fp16_on_cpu(ds_config, cuda, deepspeed, fp16_source)  # warnings said as the run starts, not after it
     for found in early if on_record and world.leads else ():
         on_record({"kind": "warning", "finding": found})
     if cuda:
@@ -158,11 +160,16 @@ def forget_groups(deepspeed) -> None:
     deepspeed.utils.groups._WORLD_GROUP = None
 
 
-def fp16_on_cpu(ds_config: dict, cuda: bool) -> list:
-    """A warning when a run trains in fp16 (``--precision 16``, or a --deepspeed-config's) on a
-    CPU: no fast path there (measured in the rule's message)."""
+def fp16_on_cpu(ds_config: dict, cuda: bool, deepspeed, source=None) -> list:
+    """A warning, said as the run starts, when a run trains in fp16 (``--precision 16``, or a
+    --deepspeed-config's: ``source``) on a CPU: no fast path there (measured in the rule's
+    message). Refused where DeepSpeed's CPU accelerator has no fp16 (before DeepSpeed 0.17 none
+    has; from it, a CPU without oneDNN's fp16, as one held to AVX2), which DeepSpeed said with
+    a traceback as the engine was made."""
     if cuda or not ds_config.get("fp16", {}).get("enabled"):
         return []
+    if not deepspeed.accelerator.get_accelerator().is_fp16_supported():
+        raise refuse("S2N-TRAIN-FP16-UNSUPPORTED", source, version=deepspeed.__version__)
     return [finding("S2N-TRAIN-FP16-ON-CPU")]
 
 

@@ -358,10 +358,37 @@ def test_weights_with_an_ndwi_prior_train_without_it(chips, tmp_path, random_wei
     assert any(line.startswith("1 step in ") for line in r.stderr.splitlines()), r.stderr  # not "1 steps"
 
 
+FP16_REFUSED = ("import sys\nfrom deepspeed.accelerator.cpu_accelerator import CPU_Accelerator\n"
+                "CPU_Accelerator.is_fp16_supported = lambda self: None  # as DeepSpeed 0.17+ on an AVX2 CPU\n"
+                "from s2s2net_cli.cli.main import cli\nsys.exit(cli(sys.argv[1:]))\n")
+
+
+def test_fp16_where_deepspeed_has_none_on_the_cpu_is_refused_in_one_line(chips, tmp_path):
+    """DeepSpeed's CPU accelerator trains no fp16 before 0.17, nor from it on a CPU without
+    oneDNN's fp16 (one held to AVX2): --precision 16 stopped in a traceback ("Type fp16 is not
+    supported") after the warning. Refused before the run starts, naming the config where the
+    fp16 came from one."""
+    config = tmp_path / "ds.json"
+    config.write_text(json.dumps({"fp16": {"enabled": True}}))
+    for given, named in ((["--precision", "16"], None), (["--deepspeed-config", config], "--deepspeed-config:")):
+        r = subprocess.run([sys.executable, "-c", FP16_REFUSED, "train", str(chips), "-o", str(tmp_path / "run"),
+                            *map(str, given), "--max-steps", "1", "--batch-size", "2"],
+                           capture_output=True, text=True, env=DS_ENV, timeout=600)
+        assert refused(r, "S2N-TRAIN-FP16-UNSUPPORTED", 2, named), r.stderr[-2000:]
+        assert "Traceback" not in r.stderr and "--precision auto trains fp32" in r.stderr
+        assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
 def test_fp16_on_a_cpu_is_warned_of_as_the_run_starts(chips, tmp_path):
     """--precision 16 on a CPU trained at about a thirtieth of fp32's pace, without a word: a
     run of hours became days. It is warned of before the first step, once; from Python, as the
-    run starts (on_record) and when it ends."""
+    run starts (on_record) and when it ends. (Where DeepSpeed has no fp16 on this CPU it is
+    refused: the test above.)"""
+    has_fp16 = subprocess.run([sys.executable, "-c", "from deepspeed.accelerator import get_accelerator; "
+                               "print(bool(get_accelerator().is_fp16_supported()))"],
+                              capture_output=True, text=True, env=DS_ENV, timeout=600)
+    if has_fp16.stdout.strip().splitlines()[-1:] != ["True"]:
+        pytest.skip("DeepSpeed trains no fp16 on this CPU")
     r = run_cli_process("train", chips, "-o", tmp_path / "run", "--precision", 16, "--max-steps", 1,
                         "--val-every", 1, "--batch-size", 2)
     assert r.returncode == 0, r.stderr
