@@ -13,6 +13,8 @@ import io
 import logging
 import os
 import signal
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
@@ -26,7 +28,7 @@ from torch.utils.data import DataLoader, default_collate
 
 from ..bands import BAND_NAMES, BandSpec
 from ..checkpoint import WeightsCard, has_gate, load_weights, without_gate
-from ..errors import first_line
+from ..errors import S2S2NetError, first_line
 from ..formats import NODATA, RUN_BEST, RUN_LAST
 from ..metrics import scores_from_counts
 from ..model import ModelConfig, S2S2Net, widen_inputs
@@ -128,13 +130,10 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
     elif on_record and world.leads and not deepspeed_op_built():
         on_record({"kind": "status", "message": "DeepSpeed builds its shared-memory C++ op for this CPU (first run "
                                                 "on a machine only: about a minute, sometimes more)"})
-    said = io.StringIO()  # DeepSpeed prints "... built successfully" on stdout, which is a --json summary's
-    with contextlib.redirect_stdout(said):
+    with output_to_log():  # its op's build talks: "... built successfully", ninja's lines
         world.join(timedelta(minutes=10), "nccl" if cuda else "gloo",
                    init=lambda backend, timeout: deepspeed.init_distributed(dist_backend=backend, verbose=False,
                                                                             timeout=timeout))
-    if said.getvalue().strip():
-        logging.getLogger(__name__).debug(said.getvalue().strip())
     try:
         if started:  # the checkpoint holds the weights: the network's shape and bands are the run's
             spec, model_config = BandSpec.from_dict(started["bands"]), ModelConfig.from_dict(started["model"])
@@ -197,11 +196,50 @@ def import_deepspeed():
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
         # building DeepSpeed's CPU op, torch warns "No CUDA runtime is found": nothing to do on a CPU
         logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-    import deepspeed  # heavy: only training loads it
+    with output_to_log():  # DeepSpeed 0.16 logs "Setting ds_accelerator to cpu" at INFO as it is imported
+        import deepspeed  # heavy: only training loads it
 
     for name in ("DeepSpeed", "deepspeed"):
         logging.getLogger(name).setLevel(logging.WARNING)
     return deepspeed
+
+
+@contextlib.contextmanager
+def output_to_log():
+    """What the block prints, by Python or below it (file descriptors 1 and 2: a C++ op's
+    compiler, ninja's "no work to do", torch 2.4's "Using ... as PyTorch extensions root"), to
+    this module's log at debug, not into a --json document on stdout or the user's terminal;
+    said on stderr after all where the block fails unforeseen (not a refusal, not an interrupt)."""
+    said = io.StringIO()
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    saved = [os.dup(1), os.dup(2)]
+    unforeseen, text = False, ""
+    try:
+        with tempfile.TemporaryFile() as held:
+            try:
+                os.dup2(held.fileno(), 1)
+                os.dup2(held.fileno(), 2)
+                with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+                    yield
+            except S2S2NetError:
+                raise
+            except Exception:
+                unforeseen = True
+                raise
+            finally:
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+                held.seek(0)
+                text = (said.getvalue() + held.read().decode(errors="replace")).strip()
+    finally:
+        for fd in saved:
+            os.close(fd)
+        if text and unforeseen:
+            print(text, file=sys.stderr)
+        elif text:
+            logging.getLogger(__name__).debug(text)
 
 
 class Trainer:

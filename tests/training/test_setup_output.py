@@ -1,0 +1,43 @@
+"""What DeepSpeed's import and set-up print: to the log, not into a --json document."""
+
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+
+from s2s2net_cli.errors import S2S2NetError
+from s2s2net_cli.rulebook import refuse
+from s2s2net_cli.training.loop import output_to_log
+
+
+def test_what_deepspeeds_set_up_prints_goes_to_the_log_unless_it_fails(capfd, caplog):
+    """With DeepSpeed 0.16 and torch 2.4, `train --json` printed "[INFO] Setting ds_accelerator
+    to cpu" and ninja's "no work to do" on stdout before its document (which then did not parse),
+    and torch's extension builder its five lines on stderr. Said by Python, by C below it or by a
+    child process, they go to the log at debug; a failure unforeseen says them after all (what
+    a failed build printed is its why); a refusal or an interrupt does not."""
+    with caplog.at_level(logging.DEBUG, logger="s2s2net_cli.training.loop"):
+        with output_to_log():
+            print("[INFO] Setting ds_accelerator to cpu (override)")
+            print("Using /tmp/ext as PyTorch extensions root...", file=sys.stderr)
+            os.write(1, b"ninja: no work to do.\n")
+            subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('c++ -O3 shm.cpp\\n')"], check=True)
+    assert capfd.readouterr() == ("", "")
+    for said in ("Setting ds_accelerator", "PyTorch extensions root", "ninja: no work to do", "c++ -O3 shm.cpp"):
+        assert said in caplog.text
+    with pytest.raises(RuntimeError, match="build failed"):
+        with output_to_log():
+            os.write(2, b"shm.cpp:44: error: no member named 'x'\n")
+            raise RuntimeError("build failed")
+    assert "shm.cpp:44: error" in capfd.readouterr().err
+    for stop in (refuse("S2N-TRAIN-CHECKPOINT-UNLOADABLE", "run"), KeyboardInterrupt()):
+        with pytest.raises((S2S2NetError, KeyboardInterrupt)):
+            with output_to_log():
+                os.write(1, b"Building extension module deepspeed_shm_comm...\n")
+                raise stop
+        assert capfd.readouterr() == ("", "")
+    print("after")  # the terminal's streams are back
+    os.write(2, b"fd 2 back\n")
+    assert capfd.readouterr() == ("after\n", "fd 2 back\n")
