@@ -201,6 +201,9 @@ def import_deepspeed():
 
     for name in ("DeepSpeed", "deepspeed"):
         logging.getLogger(name).setLevel(logging.WARNING)
+        for handler in logging.getLogger(name).handlers:  # made in the import, on the stream the block held
+            if isinstance(handler, logging.StreamHandler) and isinstance(handler.stream, io.StringIO):
+                handler.setStream(sys.stderr)  # its warnings on stderr, where ours are, not in --json's stdout
     return deepspeed
 
 

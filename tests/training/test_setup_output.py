@@ -41,3 +41,16 @@ def test_what_deepspeeds_set_up_prints_goes_to_the_log_unless_it_fails(capfd, ca
     print("after")  # the terminal's streams are back
     os.write(2, b"fd 2 back\n")
     assert capfd.readouterr() == ("after\n", "fd 2 back\n")
+
+
+def test_deepspeeds_own_warnings_after_its_import_are_said_on_stderr():
+    """DeepSpeed's logger writes to the stream stdout was as it was imported: quietened during
+    the import, its warnings afterwards would have gone nowhere; before, they went to stdout,
+    into a --json document. They are said on stderr, beside the tool's own."""
+    script = ("import logging\nfrom s2s2net_cli.training.loop import import_deepspeed\nimport_deepspeed()\n"
+              "logging.getLogger('DeepSpeed').warning('a warning of its own')\n"
+              "logging.getLogger('DeepSpeed').info('an info line')\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "DS_ACCELERATOR": "cpu"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "" and "a warning of its own" in r.stderr and "an info line" not in r.stderr, (r.stdout, r.stderr)
