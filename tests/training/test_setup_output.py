@@ -12,21 +12,36 @@ from s2s2net_cli.rulebook import refuse
 from s2s2net_cli.training.loop import output_to_log
 
 
-def test_what_deepspeeds_set_up_prints_goes_to_the_log_unless_it_fails(capfd, caplog):
+class _Held(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.text = ""
+
+    def emit(self, record):
+        self.text += record.getMessage() + "\n"
+
+
+def test_what_deepspeeds_set_up_prints_goes_to_the_log_unless_it_fails(capfd, monkeypatch):
     """With DeepSpeed 0.16 and torch 2.4, `train --json` printed "[INFO] Setting ds_accelerator
     to cpu" and ninja's "no work to do" on stdout before its document (which then did not parse),
     and torch's extension builder its five lines on stderr. Said by Python, by C below it or by a
     child process, they go to the log at debug; a failure unforeseen says them after all (what
     a failed build printed is its why); a refusal or an interrupt does not."""
-    with caplog.at_level(logging.DEBUG, logger="s2s2net_cli.training.loop"):
+    log, held = logging.getLogger("s2s2net_cli.training.loop"), _Held()
+    monkeypatch.setattr(log, "propagate", False)  # an earlier in-process command's handlers say nothing here
+    monkeypatch.setattr(log, "level", logging.DEBUG)
+    log.addHandler(held)
+    try:
         with output_to_log():
             print("[INFO] Setting ds_accelerator to cpu (override)")
             print("Using /tmp/ext as PyTorch extensions root...", file=sys.stderr)
             os.write(1, b"ninja: no work to do.\n")
             subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('c++ -O3 shm.cpp\\n')"], check=True)
+    finally:
+        log.removeHandler(held)
     assert capfd.readouterr() == ("", "")
     for said in ("Setting ds_accelerator", "PyTorch extensions root", "ninja: no work to do", "c++ -O3 shm.cpp"):
-        assert said in caplog.text
+        assert said in held.text
     with pytest.raises(RuntimeError, match="build failed"):
         with output_to_log():
             os.write(2, b"shm.cpp:44: error: no member named 'x'\n")
