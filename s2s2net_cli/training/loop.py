@@ -120,8 +120,9 @@ def train(chips_dirs, run_dir, options: TrainOptions, on_record: Callable[[dict]
                                 config_source)
     if options.resume:
         check_resume_deepspeed(run_dir, ds_config, given_config)
-    fp16_source = None if "precision" in options.explicit or not options.deepspeed_config else \
-        config_source if config_source is not None else option("deepspeed_config")
+    fp16_source = None  # what a refusal of fp16 names: the config that asked for it, not --precision
+    if options.deepspeed_config and "precision" not in options.explicit:
+        fp16_source = config_source if config_source is not None else option("deepspeed_config")
     early = fp16_on_cpu(ds_config, cuda, deepspeed, fp16_source)  # warnings said as the run starts, not after it
     for found in early if on_record and world.leads else ():
         on_record({"kind": "warning", "finding": found})
