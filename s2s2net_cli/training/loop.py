@@ -197,13 +197,13 @@ def import_deepspeed():
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
         # building DeepSpeed's CPU op, torch warns "No CUDA runtime is found": nothing to do on a CPU
         logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-    with output_to_log():  # DeepSpeed 0.16 logs "Setting ds_accelerator to cpu" at INFO as it is imported
+    with output_to_log() as held:  # DeepSpeed 0.16 logs "Setting ds_accelerator to cpu" at INFO as it is imported
         import deepspeed  # heavy: only training loads it
 
     for name in ("DeepSpeed", "deepspeed"):
         logging.getLogger(name).setLevel(logging.WARNING)
         for handler in logging.getLogger(name).handlers:  # made in the import, on the stream the block held
-            if isinstance(handler, logging.StreamHandler) and isinstance(handler.stream, io.StringIO):
+            if isinstance(handler, logging.StreamHandler) and handler.stream is held:
                 handler.setStream(sys.stderr)  # its warnings on stderr, where ours are, not in --json's stdout
     return deepspeed
 
@@ -213,7 +213,8 @@ def output_to_log():
     """What the block prints, by Python or below it (file descriptors 1 and 2: a C++ op's
     compiler, ninja's "no work to do", torch 2.4's "Using ... as PyTorch extensions root"), to
     this module's log at debug, not into a --json document on stdout or the user's terminal;
-    said on stderr after all where the block fails unforeseen (not a refusal, not an interrupt)."""
+    said on stderr after all where the block fails unforeseen (not a refusal, not an interrupt).
+    Yields the stream Python's stdout and stderr are in the block."""
     said = io.StringIO()
     for stream in (sys.stdout, sys.stderr):
         if stream is not None:
@@ -226,7 +227,7 @@ def output_to_log():
                 os.dup2(held.fileno(), 1)
                 os.dup2(held.fileno(), 2)
                 with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
-                    yield
+                    yield said
             except S2S2NetError:
                 raise
             except Exception:
