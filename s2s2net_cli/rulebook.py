@@ -794,15 +794,15 @@ RULES = _book(
     Rule("S2N-SAFE-ZIP", INPUT, "is not a readable zip file ({error}): a download cut short reads so; fetch it "
                                 "again"),
     Rule("S2N-SAFE-NO-METADATA-ZIP", INPUT, "is not a Sentinel-2 product: no MTD_MSIL1C.xml or MTD_MSIL2A.xml in the "
-                                            "zip"),
+                                            "zip, nor band files named for their bands (..._B02_10m.tif)"),
     Rule("S2N-SAFE-NOT-NUMBER", INPUT, "{what} {text!r} is not a number"),
     Rule("S2N-SAFE-NOT-FINITE", INPUT, "{what} is not finite"),
     # band_folder.py
-    Rule("S2N-BAND-FOLDER-MISSING", INPUT, "holds band files ({held}) and none named for {band}: a folder of band "
-                                           "files needs B02, B03, B04, B08, B11 and B12, each named for its band "
+    Rule("S2N-BAND-FOLDER-MISSING", INPUT, "holds band files ({held}) and none named for {band}: a folder (or zip) "
+                                           "of band files needs B02, B03, B04, B08, B11 and B12, each named for its band "
                                            "(..._B02_10m.tif)"),
     Rule("S2N-BAND-FOLDER-TWICE", INPUT, "holds two files for {band} at one pixel size ({files}): leave one of "
-                                         "them in the folder"),
+                                         "them in it"),
     # scene.py
     Rule("S2N-SCENE-UNREADABLE", INPUT, "not a readable raster ({error})"),
     Rule("S2N-SCENE-IS-FOLDER", INPUT, "is a folder, not a scene{holds}: a scene is a stack (GeoTIFF or VRT), a "

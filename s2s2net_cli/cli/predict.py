@@ -53,7 +53,7 @@ def predict(ctx, scenes, output, model, scene, probability, cog, vector, rivers,
 
     SCENE is a 6-band GeoTIFF/VRT stack (B02, B03, B04, B08, B11, B12), a Sentinel-2 L1C or
     L2A product (.SAFE folder, its MTD_MSIL*.xml, or the .zip), a STAC item (.json or URL),
-    or a folder of band files named for their bands (..._B02_10m.tif). The output has the
+    or a folder or .zip of band files named for their bands (..._B02_10m.tif). The output has the
     scene's CRS, its transform times Affine.scale(1/5) and exactly 5x its width and height
     (with --bbox/--aoi: of the window covering the area): 0 land, 1 water, 255 nodata (also
     L2A clouds, --mask and outside the AOI).

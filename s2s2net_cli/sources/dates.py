@@ -18,7 +18,7 @@ import rasterio
 from ..formats import header_said, read_csv, source_stem
 from ..rulebook import option, refuse
 from . import safe, stac
-from .band_folder import held_bands
+from .band_folder import enclosing_product, held_bands
 
 PRODUCT_TIME = re.compile(r"_MSIL(?:1C|2A)_(\d{8})T(\d{6})")
 # a product's name: satellite, sensing time, (processing baseline,) relative orbit, tile
@@ -53,16 +53,14 @@ def scene_date(source) -> str | None:
             if found:
                 return _iso(found)
     found = NAME_DATE.search(Path(text).name)
-    return _iso(found) if found else _band_files_date(Path(text))
+    return _iso(found) if found else _band_files_date(text)
 
 
-def _band_files_date(folder: Path) -> str | None:
-    """A folder of band files' date, as its B02 file's name says it (``T18SVG_20230823T155559_
+def _band_files_date(source) -> str | None:
+    """A folder (or zip) of band files' date, as its B02 file's name says it (``T18SVG_20230823T155559_
     B02_10m.jp2``); None for anything else."""
-    if not folder.is_dir():
-        return None
-    for path in held_bands(folder).get("B02", []):
-        found = NAME_DATE.search(path.name)
+    for path in held_bands(source).get("B02", []):
+        found = NAME_DATE.search(Path(path).name)
         if found and _iso(found):
             return _iso(found)
     return None
@@ -154,5 +152,8 @@ def _names_within(text: str) -> list[str]:
         return stac.item_product_names(text)
     if safe.is_product(text):
         return safe.product_names(text)
+    product = enclosing_product(text)  # a band folder in an unpacked product
+    if product is not None:
+        return safe.product_names(str(product))
     tags = raster_tags(text)
     return [tags[key] for key in (SOURCE_TAG, PRODUCT_TAG) if tags.get(key)]

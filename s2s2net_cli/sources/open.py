@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -25,7 +24,7 @@ from ..polygons import open_layer, polygons_in
 from ..rulebook import finding, refuse
 from . import safe, stac
 from .aoi import restrict_to_aoi
-from .band_folder import folder_bands, held_bands, holds_band_files
+from .band_folder import enclosing_product, folder_bands, held_bands, holds_band_files
 from .checks import grid_warnings
 from .options import SceneOptions
 from .scene import Scene, check_has_valid_pixels, open_stack, read_sample
@@ -33,31 +32,37 @@ from .vrt import band_files_scene
 
 
 def open_scene(source, options: SceneOptions = SceneOptions(), n_bands: int = len(BAND_NAMES)) -> Scene:
-    """Open ``source`` (stack, ``.SAFE`` folder, its ``MTD_MSIL*.xml``, a product ``.zip``, or a
-    STAC item ``.json`` or URL) as a checked Scene; InputError naming it for anything wrong."""
+    """Open ``source`` (stack, ``.SAFE`` folder, its ``MTD_MSIL*.xml``, a product ``.zip``, a
+    folder or ``.zip`` of band files, or a STAC item ``.json`` or URL) as a checked Scene;
+    InputError naming it for anything wrong."""
     text = str(source)
     check_exists(text)
-    if safe.is_product(text):
+    band_files = None
+    held = held_bands(text) if text.lower().endswith(".zip") or not safe.is_product(text) else {}
+    if held and holds_band_files(held):  # a folder (or zip) of band files, its bands named by their files
+        if options.bands is not None:  # said before any file is read
+            raise refuse("S2N-BANDS-NOT-STACK", text, kind="band folder")
+        band_files = folder_bands(text, held)
+        product = enclosing_product(text)
+        if product is not None:  # an unpacked product's granule or IMG_DATA: its radiometry
+            level, scale, offset = safe.product_radiometry(str(product))
+            band_files = replace(band_files, kind=f"band folder of an {level} product", scale=scale, offset=offset)
+    elif safe.is_product(text):
         band_files = safe.product_bands(text)
     elif stac.is_item(text):
         band_files = stac.item_bands(text)
-    else:
-        band_files = None
-    folder_held = held_bands(Path(text)) if band_files is None and Path(text).is_dir() else {}
-    if folder_held and holds_band_files(folder_held):  # a folder of band files: read as a stack is, its bands named by their files
-        if options.bands is not None:
-            raise refuse("S2N-BANDS-NOT-STACK", text, kind="band folder")
-        scene = band_files_scene(folder_bands(text, folder_held), keep_clouds=options.keep_clouds)
-        scale = options.scale or (1.0 if holds_float_reflectance(scene) else DEFAULT_SCALE)
-        scene = replace(scene, scale=scale, offset=(float(options.offset),) * len(scene.indexes))
-    elif band_files is None:
+    if band_files is not None and options.bands is not None:
+        raise refuse("S2N-BANDS-NOT-STACK", text, kind=band_files.kind)
+    if band_files is None:
         scene = open_stack(text, options.bands, n_bands)
         scale, offset = stack_radiometry(scene, options)
         scene = replace(scene, scale=scale, offset=offset,
                         cloud_band=None if options.keep_clouds else scene.cloud_band)
+    elif band_files.kind == "band folder":  # read as a stack is: --scale and --offset
+        scene = band_files_scene(band_files, keep_clouds=options.keep_clouds)
+        scale = options.scale or (1.0 if holds_float_reflectance(scene) else DEFAULT_SCALE)
+        scene = replace(scene, scale=scale, offset=(float(options.offset),) * len(scene.indexes))
     else:
-        if options.bands is not None:
-            raise refuse("S2N-BANDS-NOT-STACK", text, kind=band_files.kind)
         if options.offset:
             raise refuse("S2N-OFFSET-NOT-STACK", text, kind=band_files.kind, offsets=', '.join(f'{v:g}' for v in band_files.offset))
         if options.scale is not None:  # it was read as the product says, --scale unsaid

@@ -41,18 +41,8 @@ def is_product(text: str) -> bool:
 
 def product_bands(source: str) -> BandFiles:
     """The six bands (and SCL for L2A) of the product ``source`` with its offsets and scale."""
-    if is_remote(source):
-        raise refuse("S2N-SAFE-REMOTE", source)
-    if source.lower().endswith(".zip"):
-        root, metadata_name, xml_bytes, exists = _from_zip(source)
-    else:
-        root, metadata_name, xml_bytes, exists = _from_folder(source)
+    root, metadata_name, elements, exists = _metadata(source)
     level = "L2A" if metadata_name == "MTD_MSIL2A.xml" else "L1C"
-    try:
-        tree = ET.fromstring(xml_bytes)
-    except ET.ParseError as exc:
-        raise refuse("S2N-SAFE-XML", source, metadata_name=metadata_name, error=exc) from exc
-    elements = [(el.tag.rsplit("}", 1)[-1], el) for el in tree.iter()]
     granules = sum(1 for tag, _ in elements if tag == "Granule" or tag == "Granules")
     if granules > 1:
         raise refuse("S2N-SAFE-GRANULES", source, granules=granules)
@@ -71,7 +61,35 @@ def product_bands(source: str) -> BandFiles:
         if not exists(member):
             raise refuse("S2N-SAFE-BAND-MISSING", source, member=member)
         files[band] = f"{root}/{member}"
+    scale, offset = _radiometry(source, level, elements)
+    return BandFiles(source, f"{level} product", files, offset, scale)
 
+
+def product_radiometry(source: str) -> tuple[str, float, tuple[float, ...]]:
+    """The level (L1C or L2A), scale and six offsets the product ``source``'s metadata state."""
+    _, metadata_name, elements, _ = _metadata(source)
+    level = "L2A" if metadata_name == "MTD_MSIL2A.xml" else "L1C"
+    return (level, *_radiometry(source, level, elements))
+
+
+def _metadata(source: str):
+    """The product's root (as GDAL reads it), its metadata file's name, the metadata's elements
+    as (tag, element) and a test of whether a member exists."""
+    if is_remote(source):
+        raise refuse("S2N-SAFE-REMOTE", source)
+    if source.lower().endswith(".zip"):
+        root, metadata_name, xml_bytes, exists = _from_zip(source)
+    else:
+        root, metadata_name, xml_bytes, exists = _from_folder(source)
+    try:
+        tree = ET.fromstring(xml_bytes)
+    except ET.ParseError as exc:
+        raise refuse("S2N-SAFE-XML", source, metadata_name=metadata_name, error=exc) from exc
+    return root, metadata_name, [(el.tag.rsplit("}", 1)[-1], el) for el in tree.iter()], exists
+
+
+def _radiometry(source: str, level: str, elements) -> tuple[float, tuple[float, ...]]:
+    """Scale and the six bands' offsets: reflectance = (DN + offset) / scale."""
     prefix = "BOA_" if level == "L2A" else ""
     quantification = [el.text for tag, el in elements if tag == f"{prefix}QUANTIFICATION_VALUE"]
     scale = offset_value(quantification[0], source, f"{prefix}QUANTIFICATION_VALUE") if quantification else DEFAULT_SCALE
@@ -79,8 +97,7 @@ def product_bands(source: str) -> BandFiles:
         raise refuse("S2N-SAFE-SCALE", source, prefix=prefix, scale=scale)
     offset_tag = "BOA_ADD_OFFSET" if level == "L2A" else "RADIO_ADD_OFFSET"
     offsets = {el.get("band_id"): offset_value(el.text, source, offset_tag) for tag, el in elements if tag == offset_tag}
-    offset = tuple(offsets.get(str(BAND_IDS[b]), 0.0) for b in BAND_NAMES)
-    return BandFiles(source, f"{level} product", files, offset, scale)
+    return scale, tuple(offsets.get(str(BAND_IDS[b]), 0.0) for b in BAND_NAMES)
 
 
 def product_names(source: str) -> list[str]:

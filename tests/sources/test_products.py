@@ -3,6 +3,7 @@ pixels as a stack: products written in ESA's layout from the real Virginia crop.
 
 import json
 import os
+import zipfile
 
 import geopandas as gpd
 import numpy as np
@@ -352,7 +353,8 @@ def test_bad_products_items_and_areas_get_one_line_and_leave_nothing(tmp_path, c
         gpd.GeoDataFrame(geometry=[Point(middle)], crs=src.crs).to_file(point)
     cases = [
         ([broken], 1, "band file GRANULE/L2A_T18SVG_A033753_20230823T155553/IMG_DATA/R20m/T18SVG_20230823T155559_B11_20m.jp2 is missing"),
-        ([notzip], 1, "holiday.zip: is not a Sentinel-2 product: no MTD_MSIL1C.xml or MTD_MSIL2A.xml in the zip"),
+        ([notzip], 1, "holiday.zip: is not a Sentinel-2 product: no MTD_MSIL1C.xml or MTD_MSIL2A.xml in the zip, nor "
+                      "band files"),
         ([no_swir], 1, "noswir.json: item has no asset for band B12"),
         ([dangling], 1, "dangling.json: asset href gone/B03.tif does not exist"),
         ([stack, "--aoi", far], 1, "far.geojson: AOI does not overlap the scene virginia.tif"),
@@ -700,13 +702,79 @@ def test_a_folder_of_band_files_is_read_as_the_item_of_the_same_files(tmp_path, 
     assert np.array_equal(predict(refl, tmp_path / "refl.tif")[0], expected)
 
 
+@pytest.mark.parametrize("level", ["L1C", "L2A"])
+def test_a_band_folder_inside_an_unpacked_product_is_read_with_the_products_offset(tmp_path, crop, level):
+    """An unpacked product's IMG_DATA (or granule) folder was read as any folder of band files:
+    offset 0, its +1000 DNs warned of (pass --offset -1000), though the product beside it
+    states the offset. It is read with the product's radiometry now, to the product's mask, and
+    named after the product."""
+    product = write_product(tmp_path / "unpacked", *crop, level=level, driver="GTiff")
+    expected, _, _ = predict(product, tmp_path / "product.tif")
+    granule = next((product / "GRANULE").iterdir())
+    for source in (granule / "IMG_DATA", granule):
+        scene = open_scene(source)
+        assert scene.kind == f"band folder of an {level} product" and scene.offset == (-1000.0,) * 6
+        assert scene.scale == 10000 and (scene.cloud_band is not None) == (level == "L2A")
+        r = invoke("predict", source, "-o", f"{tmp_path / 'out'}/", "--tile-size", SIZE, "--overlap", 16, "--overwrite")
+        assert r.exit_code == 0 and "[S2N-OFFSET-MISSING]" not in r.output, r.output
+        got, _, tags = read_mask(tmp_path / "out" / f"{product.name[:-5]}_water.tif")
+        assert np.array_equal(got, expected)
+        assert tags["source_product"] == product.name[:-5] and tags["offset"] == ",".join(["-1000"] * 6)
+    r = invoke("predict", granule / "IMG_DATA", "-o", tmp_path / "o.tif", "--offset", -1000)
+    assert r.exit_code == 1 and r.output.splitlines()[-1].endswith(
+        f"--offset applies to stacks; a band folder of an {level} product states its offset in its metadata "
+        "(-1000, -1000, -1000, -1000, -1000, -1000) [S2N-OFFSET-NOT-STACK]"), r.output
+    assert not (tmp_path / "o.tif").exists()
+    # the same files copied out of the product say nothing of it: --offset, as before
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    for path in (granule / "IMG_DATA").rglob("*.jp2"):
+        (loose / path.name).write_bytes(path.read_bytes())
+    assert open_scene(loose).kind == "band folder" and open_scene(loose).offset == (0.0,) * 6
+    assert np.array_equal(predict(loose, tmp_path / "loose.tif", offset=-1000)[0], expected)
+
+
+def test_a_zip_of_band_files_is_read_in_place_as_their_folder(tmp_path, crop):
+    """Copernicus Browser downloads raw bands as a zip of one GeoTIFF per band: it was refused
+    as "not a Sentinel-2 product", to be unpacked by hand. It is read in place, as its folder."""
+    scl = np.full((SIZE // 2, SIZE // 2), 4, np.uint8)
+    scl[0:6, 0:6] = 9  # cloud
+    files = write_band_files(tmp_path / "bands", *crop, scl=scl)
+    folder = tmp_path / "2023-08-23_download"
+    folder.mkdir()
+    for band, path in files.items():
+        (folder / f"2023-08-23-00_00_2023-08-23-23_59_Sentinel-2_L2A_{band}_(Raw).tiff").write_bytes(path.read_bytes())
+    expected, _, _ = predict(folder, tmp_path / "folder.tif")
+    archive = tmp_path / "Sentinel-2 download.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted(folder.iterdir()):
+            zf.write(path, f"bands/{path.name}")
+        zf.writestr("bands/README.txt", "downloaded by hand")
+    scene = open_scene(archive)
+    assert scene.kind == "band folder" and scene.cloud_band is not None and scene.transform == crop[1]
+    r = invoke("predict", archive, "-o", f"{tmp_path / 'out'}/", "--tile-size", SIZE, "--overlap", 16, "--json")
+    assert r.exit_code == 0, r.output
+    got, _, tags = read_mask(tmp_path / "out" / "Sentinel-2 download_water.tif")
+    assert np.array_equal(got, expected) and (got[:30, :30] == 255).all()
+    assert tags["ACQUISITION_DATE"] == "2023-08-23" and tags["source_kind"] == "band folder"
+    incomplete = tmp_path / "incomplete.zip"  # a band left out: said as for a folder, naming the zip
+    with zipfile.ZipFile(incomplete, "w") as zf:
+        for path in sorted(folder.iterdir()):
+            if "_B12_" not in path.name:
+                zf.write(path, path.name)
+    r = invoke("predict", incomplete, "-o", tmp_path / "o.tif")
+    assert r.exit_code == 1 and r.output.splitlines()[-1].startswith(
+        f"Error: {incomplete}: holds band files (B02, B03, B04, B08, B11, SCL) and none named for B12"), r.output
+    assert not (tmp_path / "o.tif").exists()
+
+
 def test_a_band_folder_that_lacks_a_band_or_holds_one_twice_is_refused_in_one_line(tmp_path, crop):
     files = write_band_files(tmp_path / "bands", *crop)
     files["B12"].unlink()
     r = invoke("predict", tmp_path / "bands", "-o", tmp_path / "o.tif")
     assert r.exit_code == 1 and r.output.splitlines()[-1] == (
-        f"Error: {tmp_path / 'bands'}: holds band files (B02, B03, B04, B08, B11) and none named for B12: a folder of "
-        "band files needs B02, B03, B04, B08, B11 and B12, each named for its band (..._B02_10m.tif) "
+        f"Error: {tmp_path / 'bands'}: holds band files (B02, B03, B04, B08, B11) and none named for B12: a folder (or "
+        "zip) of band files needs B02, B03, B04, B08, B11 and B12, each named for its band (..._B02_10m.tif) "
         "[S2N-BAND-FOLDER-MISSING]"), r.output
     files = write_band_files(tmp_path / "twice", *crop)
     (tmp_path / "twice" / "B02_copy.tif").write_bytes(files["B02"].read_bytes())

@@ -113,7 +113,7 @@ def test_a_folder_of_scenes_given_as_a_scene_names_them_and_one_of_bands_does_no
     for band in ("B02", "B03", "B04"):
         (bands / f"T18SVG_20230823_{band}_10m.tif").write_bytes(b"")
     with pytest.raises(InputError, match=r"T18SVG_20230823: holds band files \(B02, B03, B04\) and none named for "
-                                         r"B08: a folder of band files needs"):  # read as one since
+                                         r"B08: a folder \(or zip\) of band files needs"):  # read as one since
         open_scene(bands)
 
 
