@@ -104,7 +104,12 @@ def utm_epsg(crs, transform: Affine, width: int, height: int) -> int | None:
     """The EPSG code of the WGS 84 UTM zone of the middle of a ``width`` x ``height`` raster on
     ``crs`` and ``transform`` (326NN north of the equator, 327NN south), or None where its CRS
     cannot say where that is."""
-    x, y = transform @ (width / 2, height / 2)
+    return utm_epsg_at(crs, *(transform @ (width / 2, height / 2)))
+
+
+def utm_epsg_at(crs, x: float, y: float) -> int | None:
+    """The EPSG code of the WGS 84 UTM zone of the point (x, y) in ``crs``; None where its CRS
+    cannot say where that is."""
     try:
         lon, lat = Transformer.from_crs(crs, "EPSG:4326", always_xy=True).transform(x, y)
     except (ProjError, CRSError):

@@ -100,6 +100,7 @@ def open_label(path, nodata: float | None = None, near: tuple | None = None) -> 
         with rasterio.open(path) as src:
             own = None if nodata is not None and src.nodata in (0, 1) else src.nodata
             info = Label(str(path), src.crs, src.transform, src.width, src.height, nodata_values(own, nodata))
+            check_gridded(path, src.crs, src.gcps)
     except RasterioIOError as exc:
         vector = open_vector_label(path, near)
         if vector is None:
@@ -108,10 +109,21 @@ def open_label(path, nodata: float | None = None, near: tuple | None = None) -> 
     if info.crs is None:
         raise refuse("S2N-MASK-NO-CRS", path)
     if is_rotated(info.transform):
-        raise refuse("S2N-MASK-ROTATED", path)
+        how = remedies.onto_grid(path, info.crs, *(info.transform @ (info.width / 2, info.height / 2)))
+        raise refuse("S2N-MASK-ROTATED", path, how=how)
     if is_south_up(info.transform):
         raise refuse("S2N-RASTER-SOUTH-UP", path, fix=remedies.north_up(path))
     return info
+
+
+def check_gridded(path, crs, gcps: tuple, resolution: float | None = None) -> None:
+    """InputError for a raster georeferenced by ground control points alone (``gcps``: rasterio's
+    points and their CRS; ``crs`` None), as an unprocessed image is: told the ``rio warp`` that
+    puts it on a north-up grid (of ``resolution``, a scene's 10 m)."""
+    points, points_crs = gcps
+    if crs is None and points:
+        how = remedies.onto_grid(path, points_crs, *remedies.gcps_centre(points), resolution=resolution)
+        raise refuse("S2N-RASTER-GCPS", path, count=len(points), how=how)
 
 
 def open_vector_label(path, near: tuple | None = None) -> VectorLabel | None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from affine import Affine
 
-from .grid import utm_epsg
+from .grid import utm_epsg, utm_epsg_at
 from .rulebook import Advice
 
 
@@ -37,3 +37,26 @@ def north_up(path) -> str:
     src = Path(str(path))
     dst = src.with_name(f"{src.stem}_north_up.tif")
     return f"rioxarray.open_rasterio({str(src)!r}).sortby('y', ascending=False).rio.to_raster({str(dst)!r})"
+
+
+def onto_grid(path, crs, x: float, y: float, resolution: float | None = None) -> Advice | str:
+    """Advice to put the raster ``path`` (georeferenced by ground control points, or on a rotated
+    grid; (x, y) in ``crs`` lies in it) on a north-up grid of its UTM zone, by nearest neighbour
+    as to_utm's: for a file the ``rio warp`` that writes it beside it (its name with ``_grid``),
+    for a DataArray its ``rio.reproject``."""
+    epsg = utm_epsg_at(crs, x, y) if crs is not None else None
+    if epsg is None:
+        return "warp it onto a north-up grid first (rio warp)"
+    src = Path(str(path))
+    dst = src.with_name(f"{src.stem}_grid.tif")
+    said = "warp it onto a north-up grid first: "
+    res = f" --res {resolution:g}" if resolution else ""
+    return Advice(
+        said + f"rio warp {shlex.quote(str(src))} {shlex.quote(str(dst))} --dst-crs EPSG:{epsg}{res} --resampling nearest",
+        said + f"da.rio.reproject('EPSG:{epsg}'" + (f", resolution={resolution:g}" if resolution else "")
+        + ", resampling=rasterio.enums.Resampling.nearest)")
+
+
+def gcps_centre(gcps) -> tuple[float, float]:
+    """The mean of the ground control points' map coordinates."""
+    return sum(g.x for g in gcps) / len(gcps), sum(g.y for g in gcps) / len(gcps)

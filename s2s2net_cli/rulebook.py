@@ -645,7 +645,7 @@ RULES = _book(
     Rule("S2N-MASK-UNREADABLE", INPUT, "neither a raster mask nor a vector file of water polygons that GDAL reads"),
     Rule("S2N-MASK-VECTOR-EMPTY", INPUT, "holds no water polygon"),
     Rule("S2N-MASK-NO-CRS", INPUT, "mask has no CRS"),
-    Rule("S2N-MASK-ROTATED", INPUT, "mask has a rotated transform; only north-up grids are supported"),
+    Rule("S2N-MASK-ROTATED", INPUT, "mask has a rotated transform; only north-up grids are supported: {how}"),
     Rule("S2N-MASK-CRS-UNTRANSFORMABLE", INPUT, "CRS {source_crs} cannot be transformed to {target_crs}"),
     Rule("S2N-MASK-CRS-TO-SCENE", INPUT, "mask CRS cannot be transformed to the scene's ({error})"),
     Rule("S2N-MASK-CRS-INFINITE", INPUT, "mask CRS cannot be transformed to the scene's (infinite bounds)"),
@@ -687,6 +687,8 @@ RULES = _book(
     Rule("S2N-MANIFEST-SPLIT", INPUT, "line {n}: split {split!r} is not train, val or test"),
     # occurrence.py
     Rule("S2N-RASTER-UNREADABLE", INPUT, "not a raster rasterio can read"),
+    Rule("S2N-RASTER-GCPS", INPUT, "is georeferenced by {count} ground control points, not by a grid of pixels: "
+                                   "{how}"),
     Rule("S2N-RASTER-SOUTH-UP", INPUT, "its rows run from south to north (a positive pixel height, as a raster written "
                                        "from ascending y coordinates has): write it north-up first, in Python: {fix}"),
     Rule("S2N-OCCURRENCE-ACQUISITION-TWICE", INPUT, "holds the same acquisition as {other} ({acquisition}): it would "
@@ -818,7 +820,7 @@ RULES = _book(
     Rule("S2N-BANDS-AMBIGUOUS", INPUT, "has {count} bands and its band descriptions do not say which are {needs} "
                                        "(they name {said}): give their 1-based indexes with {o.bands}{product}"),
     Rule("S2N-SCENE-NO-CRS", INPUT, "has no CRS; a scene must be georeferenced"),
-    Rule("S2N-SCENE-ROTATED", INPUT, "has a rotated or sheared transform; only north-up grids are supported"),
+    Rule("S2N-SCENE-ROTATED", INPUT, "has a rotated or sheared transform; only north-up grids are supported: {how}"),
     Rule("S2N-SCENE-NO-TRANSFORM", INPUT, "has no usable geotransform (expected north-up pixels)"),
     Rule("S2N-SCENE-WINDOW-UNREADABLE", INPUT, "cannot be read at rows {r0}-{r1}, columns {c0}-{c1} ({error})"),
     Rule("S2N-LEAVE-OUT-READ-FAILED", INPUT, "{o.mask} cannot be read ({error})"),

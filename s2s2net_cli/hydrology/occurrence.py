@@ -55,7 +55,7 @@ from ..io import (
     make_folder,
     temporary_sibling,
 )
-from ..labels import MAX_VALUES_NAMED, NODATA_TAG, check_nodata_value, check_one_band, unexpected_values
+from ..labels import MAX_VALUES_NAMED, NODATA_TAG, check_gridded, check_nodata_value, check_one_band, unexpected_values
 from ..rulebook import code_of, finding, refuse
 from ..sources.dates import acquisition
 from ..world import World
@@ -78,9 +78,10 @@ class Grid:
         try:
             with rasterio.open(path) as src:
                 grid = cls(src.crs, src.transform, src.width, src.height)
+                check_gridded(path, src.crs, src.gcps)
         except rasterio.errors.RasterioIOError as exc:
             raise refuse("S2N-RASTER-UNREADABLE", path) from exc
-        if is_south_up(grid.transform):
+        if grid.crs is not None and is_south_up(grid.transform):  # no CRS: GDAL's identity, said by the caller
             raise refuse("S2N-RASTER-SOUTH-UP", path, fix=remedies.north_up(path))
         return grid
 
@@ -214,6 +215,7 @@ def _check_mask(d: DateMask, grid: Grid) -> None:
         with rasterio.open(d.mask) as src:
             scene_like = src.count >= len(BAND_NAMES)  # six bands or more: a scene given as a mask
             check_one_band(d.mask, src.count, scene_like)
+            check_gridded(d.mask, src.crs, src.gcps)
             if src.crs is None:
                 raise refuse("S2N-MASK-NO-CRS", d.mask)
             if is_south_up(src.transform):

@@ -50,7 +50,7 @@ from ..bands import BAND_NAMES
 from ..formats import NODATA, RIVERS_FILE, WATER, check_exists, occurrence_cut, probability_cut
 from ..grid import linear_scales
 from ..io import atomic_path, check_output
-from ..labels import NODATA_TAG, check_label, check_one_band, open_label
+from ..labels import NODATA_TAG, check_gridded, check_label, check_one_band, open_label
 from ..option_checks import check_bounds, check_types
 from ..rulebook import refuse
 from .bridges import bridge_gaps
@@ -207,6 +207,7 @@ class MaskReader:
             with rasterio.open(self.path) as src:
                 self.width, self.height, self.crs, self.transform = src.width, src.height, src.crs, src.transform
                 self.nodata, tags, self.count = src.nodata, src.tags(), src.count
+                check_gridded(self.path, src.crs, src.gcps)
                 dtype = src.dtypes[0]
         except rasterio.errors.RasterioIOError as exc:
             raise refuse("S2N-RASTER-UNREADABLE", self.path) from exc

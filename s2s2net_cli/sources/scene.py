@@ -27,6 +27,7 @@ from ..errors import first_line
 from ..formats import gdal_empty, gdal_masked, source_name, valid_mask
 from ..grid import is_rotated, is_south_up
 from ..io import gdal_threads
+from ..labels import check_gridded
 from ..polygons import open_layer
 from ..rulebook import Phrase, refuse
 
@@ -150,7 +151,7 @@ def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(
     """
     try:
         with rasterio.open(path) as src:
-            crs, transform = src.crs, src.transform
+            crs, transform, gcps = src.crs, src.transform, src.gcps
             width, height, count, dtype = src.width, src.height, src.count, src.dtypes[0]
             nodata, descriptions = src.nodata, tuple(src.descriptions)
             named = tuple(band_name(d) or band_name(c.name) for d, c in zip(src.descriptions, src.colorinterp))
@@ -161,7 +162,7 @@ def open_stack(path, indexes: tuple[int, ...] | None = None, n_bands: int = len(
             raise refuse("S2N-SCENE-IS-VECTOR", path) from exc
         raise refuse("S2N-SCENE-UNREADABLE", path, error=first_line(exc)) from exc
     scl = [i for i, d in enumerate(descriptions, start=1) if d and d.strip().upper() in SCL_NAMES]
-    check_grid(path, crs, transform)
+    check_grid(path, crs, transform, (width, height), gcps)
     if dtype not in _REFLECTANCE_DTYPES:
         mask_like = ": a mask, perhaps (one band of bytes); of a pair, the scene comes first and its mask second" \
             if count == 1 else ""
@@ -228,12 +229,16 @@ WHOLE_PRODUCT_ORDERS = {
 }
 
 
-def check_grid(path, crs, transform) -> None:
-    """InputError unless the grid is georeferenced, north-up and unrotated."""
+def check_grid(path, crs, transform, size: tuple[int, int] = (0, 0), gcps: tuple = ((), None)) -> None:
+    """InputError unless the grid is georeferenced, north-up and unrotated; one georeferenced
+    by ground control points (``gcps``: rasterio's points and their CRS) or rotated is told the
+    ``rio warp`` that puts it on a grid."""
+    check_gridded(path, crs, gcps, resolution=10)
     if crs is None:
         raise refuse("S2N-SCENE-NO-CRS", path)
     if is_rotated(transform):
-        raise refuse("S2N-SCENE-ROTATED", path)
+        how = remedies.onto_grid(path, crs, *(transform @ (size[0] / 2, size[1] / 2)), resolution=10)
+        raise refuse("S2N-SCENE-ROTATED", path, how=how)
     if transform.is_identity or transform.a <= 0 or transform.e == 0:
         raise refuse("S2N-SCENE-NO-TRANSFORM", path)
     if is_south_up(transform):

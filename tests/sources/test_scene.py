@@ -1,5 +1,6 @@
 import ast
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -40,6 +41,92 @@ def test_a_south_up_scene_is_told_how_to_turn_it_north_up(tmp_path, scene_factor
     with rasterio.open(tmp_path / "south up_north_up.tif") as fixed, rasterio.open(north_up) as src:
         assert fixed.transform == src.transform and np.array_equal(fixed.read(), src.read())
     assert open_scene(tmp_path / "south up_north_up.tif").transform == open_scene(north_up).transform
+
+
+def test_a_raster_georeferenced_by_control_points_is_told_the_warp_that_grids_it(tmp_path, scene_factory):
+    """A scene or mask georeferenced by ground control points alone (an image not yet
+    orthorectified, a georeferencer's output) was said to have "no CRS", a mask among
+    occurrence's dates first to run "from south to north" (GDAL's identity transform); a rotated
+    one was told only that north-up grids are supported. Each is told the rio warp that puts it
+    on a grid, and what that writes is read as the original."""
+    import shlex
+    import subprocess
+    import sys
+    import warnings
+
+    from rasterio.control import GroundControlPoint
+
+    from ..conftest import codes, run_cli
+
+    north_up = scene_factory(24, 20)
+    with rasterio.open(north_up) as src:
+        data, profile, t, crs = src.read(), src.profile, src.transform, src.crs
+    height, width = data.shape[1:]
+    corners = [(0, 0), (0, width), (height, 0), (height, width)]  # (row, col)
+    points = [GroundControlPoint(row=r, col=c, x=(t * (c, r))[0], y=(t * (c, r))[1]) for r, c in corners]
+
+    def with_points(path, pixels, tags=None, nodata=0):
+        bare = {k: v for k, v in profile.items() if k not in ("crs", "transform")}
+        bare.update(count=len(pixels), dtype=pixels.dtype, nodata=nodata)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+            with rasterio.open(path, "w", **bare) as dst:
+                dst.write(pixels)
+                dst.gcps = (points, crs)
+                dst.update_tags(**(tags or {}))
+        return path
+
+    def warped(message):
+        command = shlex.split(message.split("north-up grid first: ")[1].split(" [S2N-")[0])
+        assert command[:2] == ["rio", "warp"]
+        rio = Path(sys.executable).with_name("rio")  # rasterio's command, installed beside this Python
+        done = subprocess.run([str(rio), *command[1:]], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return command[3]
+
+    scene = with_points(tmp_path / "scene.tif", data)
+    with raises_rule("S2N-RASTER-GCPS", "scene.tif: is georeferenced by 4 ground control points") as refused:
+        open_scene(scene)
+    fixed = open_scene(warped(str(refused.value)))
+    assert fixed.transform == t and fixed.crs == crs
+    with rasterio.open(fixed.path) as src:
+        assert np.array_equal(src.read(), data)
+    import rioxarray  # a notebook's DataArray of it is told the line that mends the array
+    import s2s2net_cli as s2n
+
+    da = rioxarray.open_rasterio(scene)
+    with raises_rule("S2N-RASTER-GCPS", "DataArray: is georeferenced by 4 ground control points") as refused:
+        s2n.predict(da)
+    line = str(refused.value).split("north-up grid first: ")[1]
+    assert line.startswith("da.rio.reproject(")
+    assert s2n.predict(eval(line, {"da": da, "rasterio": rasterio})).shape == (5 * height, 5 * width)
+    rotated = tmp_path / "rotated.tif"
+    with rasterio.open(rotated, "w", **{**profile, "transform": Affine.rotation(30) * t}) as dst:
+        dst.write(data)
+    with raises_rule("S2N-SCENE-ROTATED", "only north-up grids are supported: warp it onto a north-up grid first"):
+        open_scene(rotated)
+    # masks: evaluate's label, rivers' mask, and an occurrence date, first or not
+    mask = np.zeros((1, height, width), "uint8")
+    mask[0, 3:9, 2:15] = 1
+    label = write_raster(tmp_path / "label.tif", mask, transform=t, crs=crs, nodata=255)
+    gcp_label = with_points(tmp_path / "gcp_label.tif", mask, nodata=255)
+    r = run_cli("evaluate", "--pair", north_up, gcp_label, "--baseline", "ndwi")
+    assert r.returncode == 1 and codes(r.stderr) == ["S2N-RASTER-GCPS"], r.stderr
+    r = run_cli("evaluate", "--pair", north_up, warped(r.stderr), "--baseline", "ndwi", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["rows"][0]["pixels"] == 480, r.stderr
+    r = run_cli("rivers", gcp_label, "-o", tmp_path / "rivers.gpkg")
+    assert r.returncode == 1 and codes(r.stderr) == ["S2N-RASTER-GCPS"], r.stderr
+    for masks in ((gcp_label, label), (label, gcp_label)):
+        r = run_cli("occurrence", *masks, "--from-masks", "-o", tmp_path / "occurrence.tif", "--strict")
+        assert r.returncode == 1 and codes(r.stderr) == ["S2N-RASTER-GCPS"], r.stderr
+    no_crs = tmp_path / "no_crs.tif"  # no CRS at all: said so, not "south to north"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rasterio.errors.NotGeoreferencedWarning)
+        with rasterio.open(no_crs, "w", driver="GTiff", width=width, height=height, count=1, dtype="uint8") as dst:
+            dst.write(mask)
+    r = run_cli("occurrence", no_crs, label, "--from-masks", "-o", tmp_path / "occurrence.tif")
+    assert r.returncode == 1 and codes(r.stderr) == ["S2N-MASK-NO-CRS"], r.stderr
+    assert not (tmp_path / "occurrence.tif").exists() and not (tmp_path / "rivers.gpkg").exists()
 
 
 def test_a_south_up_mask_is_told_the_same_where_it_was_misread(tmp_path, scene_factory):
