@@ -50,6 +50,10 @@ def describe(path, problem: str) -> str:
 
 
 def first_line(exc: BaseException) -> str:
-    """The first non-empty line of an exception's message (GDAL's run to several), or its type's name."""
+    """The first non-empty line of an exception's message (GDAL's run to several), or its type's
+    name; for rasterio's "Read failed. See previous exception for details." GDAL's own, which
+    names the file that failed (a damaged band file of a product or a folder)."""
     text = str(exc).strip()
+    if "See previous exception for details" in text and exc.__cause__ is not None:
+        return first_line(exc.__cause__)
     return text.splitlines()[0] if text else type(exc).__name__

@@ -768,6 +768,27 @@ def test_a_zip_of_band_files_is_read_in_place_as_their_folder(tmp_path, crop):
     assert not (tmp_path / "o.tif").exists()
 
 
+@pytest.mark.parametrize("as_zip", [False, True])
+def test_a_damaged_band_file_is_named_in_the_refusal(tmp_path, crop, as_zip):
+    """A band file cut short in a folder (or zip) of band files was refused as "cannot be read,
+    damaged or truncated (Read failed. See previous exception for details.)": rasterio's words,
+    which name no file. GDAL's own line names the band file to fetch again."""
+    files = write_band_files(tmp_path / "bands", *crop)
+    whole = files["B11"].read_bytes()
+    files["B11"].write_bytes(whole[: len(whole) * 3 // 4])
+    source = tmp_path / "bands"
+    if as_zip:
+        source = tmp_path / "bands.zip"
+        with zipfile.ZipFile(source, "w") as zf:
+            for path in files.values():
+                zf.write(path, path.name)
+    r = invoke("predict", source, "-o", tmp_path / "water.tif", "--tile-size", SIZE)
+    last = r.output.splitlines()[-1]
+    assert r.exit_code == 1 and last.startswith(f"Error: {source}: cannot be read, damaged or truncated (B11.tif"), r.output
+    assert last.endswith("[S2N-SCENE-DAMAGED]") and "previous exception" not in last
+    assert not (tmp_path / "water.tif").exists()
+
+
 def test_a_band_folder_that_lacks_a_band_or_holds_one_twice_is_refused_in_one_line(tmp_path, crop):
     files = write_band_files(tmp_path / "bands", *crop)
     files["B12"].unlink()
