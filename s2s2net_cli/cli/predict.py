@@ -93,6 +93,7 @@ def predict(ctx, scenes, output, model, scene, probability, cog, vector, rivers,
 
 
 MASKED_BY_SAID = {"clouds": "clouds", "left_out": "--mask", "area_of_interest": "outside the AOI"}
+SIDE_OUTPUT_SAID = {"vector": "water polygons", "rivers": "rivers"}  # written beside the mask, where it says
 
 
 def _report(ctx, summary, as_json: bool) -> None:
@@ -104,8 +105,9 @@ def _report(ctx, summary, as_json: bool) -> None:
         for r in summary.scenes:
             by = ", ".join(MASKED_BY_SAID[name] for name in r["masked_by"])
             masked = f" ({r['masked_fraction']:.1%} left out: {by})" if r["masked_fraction"] else ""
+            beside = "".join(f"; {SIDE_OUTPUT_SAID[k]} {r[k]}" for k in SIDE_OUTPUT_SAID if r.get(k))
             click.echo(f"{r['output']}: {r['water_km2']:.3f} km2 water, {r['nodata_fraction']:.1%} nodata{masked}, "
-                       f"{r['seconds']:.1f} s", err=True)
+                       f"{r['seconds']:.1f} s{beside}", err=True)
         for r in summary.skipped:
             click.echo(f"{r['output']}: exists, skipped", err=True)
     if summary.interrupted:

@@ -328,6 +328,8 @@ def test_predict_writes_rivers_beside_its_mask(tmp_path):
                 "--tile-size", 48)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "masks" / "s_water_rivers.gpkg").exists() and not (tmp_path / "any.gpkg").exists()
+    # and its line says where they went (no word of them before, --json alone said)
+    assert r.stderr.rstrip().endswith(f"; rivers {tmp_path / 'masks' / 's_water_rivers.gpkg'}"), r.stderr
     r = run_cli("predict", tmp_path / "s.tif", "-o", tmp_path / "x.tif", "--rivers", tmp_path / "rivers.shp")
     assert r.returncode == 2 and codes(r.stderr) == ["S2N-OUTPUT-SUFFIX"] and not (tmp_path / "x.tif").exists()
 
