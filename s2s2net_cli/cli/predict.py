@@ -29,7 +29,8 @@ log = logging.getLogger("s2s2net")
 @click.argument("scenes", nargs=-1, required=True, metavar="SCENE...")
 @click.option("-o", "--output", required=True, type=click.Path(),
               help="Output GeoTIFF (one scene), or a folder (an existing one, a path ending in /, or several scenes: "
-                   "<name>_water.tif each, <name> the scene's stem or STAC item id).")
+                   "<name>_water.tif each, <name> the scene's stem, its STAC item id, or for a "
+                   "band folder inside a product the product's name).")
 @model_options
 @scene_options
 @click.option("--probability", is_flag=True, help="Write water probability as uint8 0-100 instead of a 0/1 mask.")
