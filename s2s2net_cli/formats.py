@@ -15,6 +15,7 @@ import io
 import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from rasterio.enums import ColorInterp, MaskFlags
@@ -24,6 +25,8 @@ from .rulebook import refuse
 LAND, WATER, NODATA = 0, 1, 255
 CHIP_SCALE = 10000.0  # chips (and synthetic scenes) store reflectance x 10000 as uint16, 0 nodata
 GEOTIFF_SUFFIXES = (".tif", ".tiff", "")  # names rasters are written under (GDAL's GTiff takes none too)
+PRODUCT_METADATA_NAMES = ("MTD_MSIL2A.xml", "MTD_MSIL1C.xml")  # a Sentinel-2 product's, in its .SAFE folder
+PRODUCT_DEPTH = 4  # folders from a product's R10m up to it: R10m, IMG_DATA, the granule's, GRANULE
 
 
 @dataclass(frozen=True)
@@ -141,13 +144,27 @@ def source_name(path) -> str:
 
 
 def source_stem(path) -> str:
-    """A file-name stem for outputs named after a scene: suffixes .tif/.vrt/.json/.zip/.SAFE dropped,
-    in any case (a camera's or Windows' SCENE.TIF too)."""
-    name = source_name(path)
+    """A file-name stem for outputs and ids named after a scene: suffixes .tif/.vrt/.json/.zip/.SAFE
+    dropped, in any case (a camera's or Windows' SCENE.TIF too); a band folder inside an unpacked
+    product (its granule's folder, IMG_DATA) named after the product, IMG_DATA being no name."""
+    product = enclosing_product(path)
+    name = source_name(product if product is not None else path)
     for suffix in (".zip", ".json", ".tiff", ".tif", ".vrt", ".safe"):
         if name.lower().endswith(suffix):
             name = name[: -len(suffix)]
     return name or "scene"
+
+
+def enclosing_product(folder) -> Path | None:
+    """The unpacked Sentinel-2 product (a folder holding its MTD_MSIL*.xml) that the local folder
+    ``folder`` lies in, as its granule, IMG_DATA or R10m folder does; None for anything else."""
+    path = Path(str(folder))
+    if is_remote(folder) or not path.is_dir():
+        return None
+    for parent in list(path.resolve().parents)[:PRODUCT_DEPTH]:
+        if any((parent / name).is_file() for name in PRODUCT_METADATA_NAMES):
+            return parent
+    return None
 
 
 def source_file(source) -> str:

@@ -27,7 +27,6 @@ from ..formats import GEOTIFF_SUFFIXES, check_each_source_once, check_exists, sa
 from ..io import check_not_inputs, make_folder
 from ..rulebook import code_of, option, refuse
 from ..sources import stac
-from ..sources.band_folder import enclosing_product
 from ..sources.dates import SOURCE_TAG, raster_tags
 from ..sources.open import open_scene
 from ..weights_header import default_weights, weights_tags
@@ -65,14 +64,10 @@ def is_folder(output) -> bool:
 
 
 def output_name(scene) -> str:
-    """The stem of the outputs named after ``scene``: a STAC item's id, a band folder's in an
-    unpacked product the product's name (IMG_DATA is no name), else the file's stem."""
+    """The stem of the outputs named after ``scene``: a STAC item's id, else its source_stem."""
     text = str(scene)
     ident = stac.item_id(text) if stac.is_item(text) else None
-    if ident:
-        return safe_name(ident)
-    product = enclosing_product(text)
-    return source_stem(product if product is not None else text)
+    return safe_name(ident) if ident else source_stem(text)
 
 
 def output_targets(scenes: list, output) -> list[tuple]:

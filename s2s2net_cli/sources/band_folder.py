@@ -20,15 +20,14 @@ from rasterio.errors import RasterioIOError
 
 from ..bands import BAND_NAMES, band_name
 from ..errors import first_line
+from ..formats import PRODUCT_METADATA_NAMES
 from ..rulebook import refuse
-from .safe import METADATA_NAMES
 from .scene import band_count
 from .vrt import BandFiles
 
 BAND_FILE_SUFFIXES = (".tif", ".tiff", ".jp2", ".vrt")
 SCL = "SCL"
 RESOLUTION_FOLDER = re.compile(r"R\d+m")
-PRODUCT_DEPTH = 4  # R10m -> IMG_DATA -> granule -> GRANULE -> the .SAFE folder
 
 
 def band_of(path: PurePath) -> str | None:
@@ -68,7 +67,7 @@ def _zipped_bands(archive: Path) -> dict[str, list[str]]:
             members = sorted(n for n in zf.namelist() if not n.endswith("/"))
     except (zipfile.BadZipFile, OSError):
         return {}
-    if any(PurePosixPath(n).name in METADATA_NAMES for n in members):
+    if any(PurePosixPath(n).name in PRODUCT_METADATA_NAMES for n in members):
         return {}
     root = "/vsizip/" + os.path.abspath(archive)
     return _by_band((PurePosixPath(n), f"{root}/{n}") for n in members
@@ -83,18 +82,6 @@ def _by_band(files) -> dict[str, list[str]]:
         if band is not None:
             found.setdefault(band, []).append(path)
     return found
-
-
-def enclosing_product(folder) -> Path | None:
-    """The unpacked product (a folder holding MTD_MSIL*.xml) that ``folder`` lies in, as its
-    granule, IMG_DATA or R10m folder does; None for a folder outside any."""
-    path = Path(folder)
-    if not path.is_dir():
-        return None
-    for parent in list(path.resolve().parents)[:PRODUCT_DEPTH]:
-        if any((parent / name).is_file() for name in METADATA_NAMES):
-            return parent
-    return None
 
 
 def holds_band_files(found: dict[str, list[str]]) -> bool:

@@ -18,7 +18,7 @@ import rasterio
 from ..formats import header_said, read_csv, source_stem
 from ..rulebook import option, refuse
 from . import safe, stac
-from .band_folder import enclosing_product, held_bands
+from .band_folder import held_bands
 
 PRODUCT_TIME = re.compile(r"_MSIL(?:1C|2A)_(\d{8})T(\d{6})")
 # a product's name: satellite, sensing time, (processing baseline,) relative orbit, tile
@@ -152,8 +152,5 @@ def _names_within(text: str) -> list[str]:
         return stac.item_product_names(text)
     if safe.is_product(text):
         return safe.product_names(text)
-    product = enclosing_product(text)  # a band folder in an unpacked product
-    if product is not None:
-        return safe.product_names(str(product))
     tags = raster_tags(text)
     return [tags[key] for key in (SOURCE_TAG, PRODUCT_TAG) if tags.get(key)]

@@ -18,13 +18,13 @@ from rasterio.errors import RasterioIOError
 
 from ..bands import BAND_NAMES, DEFAULT_SCALE
 from ..errors import first_line
-from ..formats import check_exists, valid_mask
+from ..formats import check_exists, enclosing_product, valid_mask
 from ..labels import Label, VectorLabel, check_label, check_transformable, label_bounds_in, open_label
 from ..polygons import open_layer, polygons_in
 from ..rulebook import finding, refuse
 from . import safe, stac
 from .aoi import restrict_to_aoi
-from .band_folder import enclosing_product, folder_bands, held_bands, holds_band_files
+from .band_folder import folder_bands, held_bands, holds_band_files
 from .checks import grid_warnings
 from .options import SceneOptions
 from .scene import Scene, check_has_valid_pixels, open_stack, read_sample

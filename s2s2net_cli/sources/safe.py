@@ -19,11 +19,10 @@ import zipfile
 from pathlib import Path
 
 from ..bands import BAND_NAMES, DEFAULT_SCALE
-from ..formats import gdal_path, is_remote
+from ..formats import PRODUCT_METADATA_NAMES, gdal_path, is_remote
 from ..rulebook import refuse
 from .vrt import BandFiles
 
-METADATA_NAMES = ("MTD_MSIL2A.xml", "MTD_MSIL1C.xml")
 # band_id in the metadata's offset lists
 BAND_IDS = {"B01": 0, "B02": 1, "B03": 2, "B04": 3, "B05": 4, "B06": 5, "B07": 6, "B08": 7, "B8A": 8,
             "B09": 9, "B10": 10, "B11": 11, "B12": 12}
@@ -36,7 +35,7 @@ def is_product(text: str) -> bool:
     name = text.rstrip("/").rsplit("/", 1)[-1]
     if name.lower().endswith((".safe", ".zip")) or (name.upper().startswith("MTD_MSIL") and name.lower().endswith(".xml")):
         return True
-    return not is_remote(text) and os.path.isdir(text) and any(os.path.exists(os.path.join(text, m)) for m in METADATA_NAMES)
+    return not is_remote(text) and os.path.isdir(text) and any(os.path.exists(os.path.join(text, m)) for m in PRODUCT_METADATA_NAMES)
 
 
 def product_bands(source: str) -> BandFiles:
@@ -134,10 +133,10 @@ def _finest_band_files(image_files: list[str]) -> dict:
 
 def _from_folder(source: str):
     path = Path(source)
-    if path.is_file() and path.name in METADATA_NAMES:
+    if path.is_file() and path.name in PRODUCT_METADATA_NAMES:
         metadata = path
     elif path.is_dir():
-        found = [path / m for m in METADATA_NAMES if (path / m).exists()]
+        found = [path / m for m in PRODUCT_METADATA_NAMES if (path / m).exists()]
         if not found:
             raise refuse("S2N-SAFE-NO-METADATA", source)
         metadata = found[0]
@@ -158,7 +157,7 @@ def _from_zip(source: str):
         raise refuse("S2N-SAFE-ZIP", source, error=exc) from exc
     with archive:
         names = set(archive.namelist())
-        candidates = sorted((n for n in names if n.rsplit("/", 1)[-1] in METADATA_NAMES and n.count("/") <= 1),
+        candidates = sorted((n for n in names if n.rsplit("/", 1)[-1] in PRODUCT_METADATA_NAMES and n.count("/") <= 1),
                             key=lambda n: n.count("/"))
         if not candidates:
             raise refuse("S2N-SAFE-NO-METADATA-ZIP", source)

@@ -3,6 +3,7 @@ pixels as a stack: products written in ESA's layout from the real Virginia crop.
 
 import json
 import os
+import shutil
 import zipfile
 
 import geopandas as gpd
@@ -720,6 +721,16 @@ def test_a_band_folder_inside_an_unpacked_product_is_read_with_the_products_offs
         got, _, tags = read_mask(tmp_path / "out" / f"{product.name[:-5]}_water.tif")
         assert np.array_equal(got, expected)
         assert tags["source_product"] == product.name[:-5] and tags["offset"] == ",".join(["-1000"] * 6)
+    # scored, each named after its product too: two products' IMG_DATA were one id, refused as twice
+    other = tmp_path / "other" / product.name.replace("20230823T184759", "20230902T184759")
+    shutil.copytree(product, other)
+    label = write_raster(tmp_path / "label.tif", (expected[::5, ::5] == 1).astype("uint8"), transform=crop[1],
+                         crs=crop[2], nodata=255)
+    r = invoke("evaluate", "--pair", granule / "IMG_DATA", label, "--pair", other / granule.relative_to(product) /
+               "IMG_DATA", label, "--baseline", "ndwi", "--json")
+    assert r.exit_code == 0, r.output
+    ids = [img["id"] for img in json.loads(r.stdout)["rows"][0]["images"]]
+    assert ids == [product.name[:-5], other.name[:-5]]
     r = invoke("predict", granule / "IMG_DATA", "-o", tmp_path / "o.tif", "--offset", -1000)
     assert r.exit_code == 1 and r.output.splitlines()[-1].endswith(
         f"--offset applies to stacks; a band folder of an {level} product states its offset in its metadata "
