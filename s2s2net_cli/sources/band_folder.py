@@ -98,7 +98,7 @@ def folder_bands(source: str, found: dict[str, list[str]]) -> BandFiles:
     """The band files of the folder or zip ``source`` (``found``: held_bands's), one per band,
     the finest where a band has files at several pixel sizes (an unpacked L2A product's R10m,
     R20m and R60m); InputError naming the folder for a band it lacks or holds twice at one size.
-    Its radiometry is left to --scale and --offset (``with_radiometry`` sets a product's)."""
+    Its radiometry is left to --scale and --offset (open_scene sets a product's on a folder inside one)."""
     missing = [band for band in BAND_NAMES if band not in found]  # said before any file is read
     if missing:
         raise refuse("S2N-BAND-FOLDER-MISSING", source, band=missing[0], held=", ".join(sorted(found)))
