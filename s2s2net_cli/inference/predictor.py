@@ -25,7 +25,6 @@ from ..sources.scene import Scene, SceneReader
 from ..tiling import TileGrid, scene_tile
 from ..world import World
 from .options import DEFAULT_TILE_SIZE, PredictOptions
-from .runtime import ModelRuntime
 from .stream import Forward, run_rows
 from .writer import MaskWriter, PredictionStats, made_with, reading_tags
 
@@ -93,6 +92,8 @@ class Predictor:
     def __init__(self, model, options: PredictOptions | None = None, world: World = World()):
         self.options = opts = options or PredictOptions()
         if not isinstance(model, Forward):
+            from .runtime import ModelRuntime  # torch and the network: 6 s to import on an AVX2 CPU, not for baselines
+
             # a probability map is exact everywhere: the gate's land is a mask's, not a probability
             model = ModelRuntime(model, opts.device, opts.precision, opts.flips, opts.threshold, opts.batch_size,
                                  local_rank=world.local_rank, full_head=opts.full_head or opts.probability)
