@@ -2,7 +2,7 @@
 # A full Sentinel-2 tile (10980 x 10980 px at 10 m) on two cores of the CPU that runs this, in
 # the paths #47's two goals name: `--precision auto` (bf16 where the CPU multiplies it natively:
 # AVX512_BF16 or AMX) and, with RUNS="auto avx2", the same CPU held to AVX2 kernels (where auto
-# runs the head in 8-bit integers, as on a CPU without bf16). One prepared run for a machine of
+# runs fp32, as on a CPU without bf16 or VNNI; int8 on such kernels before 2026-12-07). One prepared run for a machine of
 # another CPU kind (a lent GPU's host: an Intel Xeon with AMX), so that the figure per CPU kind
 # is measured, not scaled; the same script runs small here (SIZE=1024) to check it works. The
 # scene is made once (OUT_DIR/scene.tif, on all cores: about 3 minutes for a tile); each run is

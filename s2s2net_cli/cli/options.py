@@ -216,8 +216,9 @@ overlap_option = click.option("--overlap", type=click.IntRange(0), default=None,
                                    "most the tile size).")
 precision_option = click.option("--precision", type=click.Choice(RUN_PRECISIONS), default=_MODEL.precision,
                                 show_default=True, help="auto: bf16 on GPUs that have it (else 16) and on CPUs that do bf16 "
-                                                        "natively (AVX512_BF16 or AMX); int8 on other x86 CPUs for weights "
-                                                        "with int8 ranges (the bundled ones); else fp32. int8: the head's "
+                                                        "natively (AVX512_BF16 or AMX); int8 on other x86 CPUs with VNNI "
+                                                        "(AVX512_VNNI or AVX_VNNI) for weights with int8 ranges (the "
+                                                        "bundled ones); else fp32. int8: the head's "
                                                         "convolutions in 8-bit integers (x86 CPUs).")
 train_precision_option = click.option("--precision", type=click.Choice(PRECISIONS), default=_MODEL.precision,
                                       show_default=True, help="auto: bf16 on GPUs that have it (else 16), fp32 on the CPU.")

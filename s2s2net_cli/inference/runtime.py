@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from typing import Callable
 
 import numpy as np
@@ -45,18 +46,30 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
 
 def runs_int8(precision: str, device: torch.device, has_ranges: bool) -> bool:
     """Whether the head's convolutions run in 8-bit integers: asked for ("int8"; refused off x86
-    CPUs), or "auto" on an x86 CPU without native bf16 and weights that carry int8 ranges
-    (measured faster than fp32 there, with masks 99.9 % the same: docs/performance.md)."""
+    CPUs), or "auto" on an x86 CPU with VNNI and without native bf16, for weights that carry int8
+    ranges (faster than fp32 there, with masks 99.9 % the same: docs/performance.md)."""
     x86 = device.type == "cpu" and cpu_runs_int8()
     if precision == "int8" and not x86:
         where = device if device.type != "cpu" else f"this CPU ({torch.backends.cpu.get_cpu_capability()})"
         raise refuse("S2N-INT8-NOT-X86", None, device=where)
-    return precision == "int8" or (precision == "auto" and x86 and has_ranges and not cpu_has_native_bf16())
+    return precision == "int8" or (precision == "auto" and x86 and has_ranges and cpu_has_vnni()
+                                   and not cpu_has_native_bf16())
 
 
 def cpu_runs_int8() -> bool:
     """Whether this CPU runs oneDNN's 8-bit convolutions: x86 with AVX2 or AVX-512, as torch reads it."""
     return torch.backends.mkldnn.is_available() and torch.backends.cpu.get_cpu_capability().startswith(("AVX2", "AVX512"))
+
+
+def cpu_has_vnni() -> bool:
+    """Whether this CPU sums 8-bit products into 32 bits in one instruction (AVX512_VNNI or
+    AVX_VNNI), as torch reads it from the CPU: where 8-bit convolutions pay (3-4x fp32's on a Zen
+    4's AVX512_VNNI). Without it oneDNN's AVX2 kernels multiply 8-bit integers in two steps, level
+    with fp32 on a real AVX2 CPU (AMD EPYC Zen 1: 0.98x, and a scene 1.03x as long in int8).
+    oneDNN held below VNNI (ONEDNN_MAX_CPU_ISA=AVX2, as benchmarks mimic an AVX2 CPU) has none."""
+    capabilities = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
+    held = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").upper()
+    return bool(capabilities.get("avx512_vnni") or capabilities.get("avx_vnni")) and held not in ("SSE41", "AVX", "AVX2")
 
 
 def cpu_has_native_bf16() -> bool:

@@ -448,10 +448,18 @@ def test_precision_auto_takes_bf16_on_cpus_that_do_it_natively(tmp_path, random_
         monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda k=kernels: k)
         assert runtime.autocast_dtype("auto", cpu) == expected
         assert runtime.autocast_dtype("32", cpu) is None and runtime.autocast_dtype("bf16", cpu) == torch.bfloat16
-        # int8 where bf16 is not native, on x86, for weights that carry int8 ranges; else as above
+        # int8 where bf16 is not native, on x86 with VNNI, for weights that carry int8 ranges; else as above
         monkeypatch.setattr(runtime, "cpu_runs_int8", lambda: True)
-        assert runtime.runs_int8("auto", cpu, True) is (expected is None)
-        assert not runtime.runs_int8("auto", cpu, False) and not runtime.runs_int8("32", cpu, True)
+        assert not runtime.cpu_has_vnni() and not runtime.runs_int8("auto", cpu, True)  # plain AVX2: fp32
+        assert runtime.runs_int8("int8", cpu, True)  # asked for, it runs
+        for vnni in ("avx512_vnni", "avx_vnni"):
+            monkeypatch.setattr(torch.cpu, "get_capabilities", lambda c=capabilities, v=vnni: {**c, v: True},
+                                raising=False)
+            assert runtime.runs_int8("auto", cpu, True) is (expected is None)
+            assert not runtime.runs_int8("auto", cpu, False) and not runtime.runs_int8("32", cpu, True)
+            monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")  # oneDNN held to AVX2 kernels: no VNNI
+            assert not runtime.runs_int8("auto", cpu, True)
+            monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
         monkeypatch.setattr(runtime, "cpu_runs_int8", lambda: False)
         assert not runtime.runs_int8("auto", cpu, True)
         with pytest.raises(Exception, match="x86 CPUs"):
