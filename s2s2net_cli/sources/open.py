@@ -24,7 +24,7 @@ from ..polygons import open_layer, polygons_in
 from ..rulebook import finding, refuse
 from . import safe, stac
 from .aoi import restrict_to_aoi
-from .band_folder import folder_bands, held_bands, holds_band_files
+from .band_folder import folder_bands, held_bands, holds_band_files, zipped_stack
 from .checks import grid_warnings
 from .options import SceneOptions
 from .scene import Scene, check_has_valid_pixels, open_stack, read_sample
@@ -39,6 +39,7 @@ def open_scene(source, options: SceneOptions = SceneOptions(), n_bands: int = le
     check_exists(text)
     band_files = None
     held = held_bands(text) if text.lower().endswith(".zip") or not safe.is_product(text) else {}
+    stack = zipped_stack(text) if not held else None  # a zip of one stack: read in place
     if held and holds_band_files(held):  # a folder (or zip) of band files, its bands named by their files
         if options.bands is not None:  # said before any file is read
             raise refuse("S2N-BANDS-NOT-STACK", text, kind="band folder")
@@ -47,16 +48,16 @@ def open_scene(source, options: SceneOptions = SceneOptions(), n_bands: int = le
         if product is not None:  # an unpacked product's granule or IMG_DATA: its radiometry
             level, scale, offset = safe.product_radiometry(str(product))
             band_files = replace(band_files, kind=f"band folder of an {level} product", scale=scale, offset=offset)
-    elif safe.is_product(text):
+    elif stack is None and safe.is_product(text):
         band_files = safe.product_bands(text)
     elif stac.is_item(text):
         band_files = stac.item_bands(text)
     if band_files is not None and options.bands is not None:
         raise refuse("S2N-BANDS-NOT-STACK", text, kind=band_files.kind)
     if band_files is None:
-        scene = open_stack(text, options.bands, n_bands)
+        scene = open_stack(stack or text, options.bands, n_bands)
         scale, offset = stack_radiometry(scene, options)
-        scene = replace(scene, scale=scale, offset=offset,
+        scene = replace(scene, path=text, scale=scale, offset=offset,
                         cloud_band=None if options.keep_clouds else scene.cloud_band)
     elif band_files.kind == "band folder":  # read as a stack is: --scale and --offset
         scene = band_files_scene(band_files, keep_clouds=options.keep_clouds)

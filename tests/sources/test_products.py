@@ -779,6 +779,37 @@ def test_a_zip_of_band_files_is_read_in_place_as_their_folder(tmp_path, crop):
     assert not (tmp_path / "o.tif").exists()
 
 
+def test_a_zip_of_one_stack_is_read_in_place_as_that_stack(tmp_path, stack):
+    """Google Earth Engine downloads a stack as a zip holding one GeoTIFF (download.tif): it was
+    refused as "not a Sentinel-2 product". It is read in place as the stack, named as the zip; a
+    zip of several such rasters names them and the GDAL path that reads one."""
+    expected = invoke("predict", stack, "-o", tmp_path / "stack.tif", "--tile-size", SIZE, "--overlap", 16)
+    assert expected.exit_code == 0, expected.output
+    archive = tmp_path / "S2_2023-08-23.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.write(stack, "download.tif")
+        zf.writestr("download.tif.aux.xml", "<PAMDataset/>")  # not a raster
+    scene = open_scene(archive)
+    assert scene.path == str(archive) and scene.dataset == f"/vsizip/{archive}/download.tif"
+    assert scene.kind == "stack" and scene.name == "S2_2023-08-23.zip"
+    r = invoke("predict", archive, "-o", f"{tmp_path / 'out'}/", "--tile-size", SIZE, "--overlap", 16, "--json")
+    assert r.exit_code == 0, r.output
+    got, _, tags = read_mask(tmp_path / "out" / "S2_2023-08-23_water.tif")
+    assert np.array_equal(got, read_mask(tmp_path / "stack.tif")[0]) and tags["ACQUISITION_DATE"] == "2023-08-23"
+    several = tmp_path / "two.zip"
+    with zipfile.ZipFile(several, "w") as zf:
+        zf.write(stack, "a/first.tif")
+        zf.write(stack, "a/second.tif")
+    r = invoke("predict", several, "-o", tmp_path / "o.tif")
+    assert r.exit_code == 1 and r.output.splitlines()[-1] == (
+        f"Error: {several}: holds 2 rasters (a/first.tif, a/second.tif) and no Sentinel-2 product: name the one "
+        f"to read as GDAL does, /vsizip/{several}/a/first.tif [S2N-ZIP-SEVERAL-RASTERS]"), r.output
+    assert not (tmp_path / "o.tif").exists()
+    r = invoke("predict", f"/vsizip/{several}/a/second.tif", "-o", tmp_path / "second.tif", "--tile-size", SIZE,
+               "--overlap", 16)
+    assert r.exit_code == 0 and np.array_equal(read_mask(tmp_path / "second.tif")[0], got), r.output
+
+
 @pytest.mark.parametrize("as_zip", [False, True])
 def test_a_damaged_band_file_is_named_in_the_refusal(tmp_path, crop, as_zip):
     """A band file cut short in a folder (or zip) of band files was refused as "cannot be read,
