@@ -92,6 +92,7 @@ def test_a_raster_georeferenced_by_control_points_is_told_the_warp_that_grids_it
     with rasterio.open(fixed.path) as src:
         assert np.array_equal(src.read(), data)
     import rioxarray  # a notebook's DataArray of it is told the line that mends the array
+
     import s2s2net_cli as s2n
 
     da = rioxarray.open_rasterio(scene)
