@@ -14,8 +14,9 @@ import glob
 import io
 import math
 import os
+import zipfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 from rasterio.enums import ColorInterp, MaskFlags
@@ -27,6 +28,7 @@ CHIP_SCALE = 10000.0  # chips (and synthetic scenes) store reflectance x 10000 a
 GEOTIFF_SUFFIXES = (".tif", ".tiff", "")  # names rasters are written under (GDAL's GTiff takes none too)
 PRODUCT_METADATA_NAMES = ("MTD_MSIL2A.xml", "MTD_MSIL1C.xml")  # a Sentinel-2 product's, in its .SAFE folder
 PRODUCT_DEPTH = 4  # folders from a product's R10m up to it: R10m, IMG_DATA, the granule's, GRANULE
+RASTER_SUFFIXES = (".tif", ".tiff", ".jp2", ".vrt")  # what counts as a raster among a folder's or a zip's files
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,36 @@ def is_remote(path) -> bool:
     """URLs and GDAL virtual paths, which are strings for GDAL, never local files."""
     text = str(path)
     return "://" in text or text.startswith("/vsi")
+
+
+def zipped_rasters(archive) -> list[tuple[PurePosixPath, str]]:
+    """The rasters (by RASTER_SUFFIXES) in the zip ``archive``: (name in it, GDAL /vsizip/ path),
+    in order; empty for a Sentinel-2 product's zip (its metadata lists its files), a zip of none
+    (a zipped shapefile) or anything that is no zip."""
+    if not str(archive).lower().endswith(".zip") or not os.path.isfile(archive):
+        return []
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            members = sorted(n for n in zf.namelist() if not n.endswith("/"))
+    except (zipfile.BadZipFile, OSError):
+        return []
+    if any(PurePosixPath(n).name in PRODUCT_METADATA_NAMES for n in members):
+        return []
+    root = "/vsizip/" + os.path.abspath(archive)
+    return [(PurePosixPath(n), f"{root}/{n}") for n in members if PurePosixPath(n).suffix.lower() in RASTER_SUFFIXES]
+
+
+def raster_in_zip(source) -> str | None:
+    """The GDAL path (/vsizip/) of the one raster the zip ``source`` holds, which stands for it
+    wherever a raster is read (Google Earth Engine downloads one so: ``download.tif`` in a zip);
+    None for anything else (a file that is no zip, a zipped shapefile, a product). InputError for
+    a zip of several, naming them and the path that reads one."""
+    rasters = zipped_rasters(source)
+    if len(rasters) > 1:
+        raise refuse("S2N-ZIP-SEVERAL-RASTERS", source, count=len(rasters),
+                     names=", ".join(str(n) for n, _ in rasters[:3]) + (", ..." if len(rasters) > 3 else ""),
+                     one=rasters[0][1])
+    return rasters[0][1] if rasters else None
 
 
 def gdal_path(path) -> str:

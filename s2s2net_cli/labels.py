@@ -30,7 +30,7 @@ from rasterio.windows import Window, from_bounds
 
 from . import remedies
 from .errors import InputError, first_line
-from .formats import VALUES_TAG, gdal_empty, gdal_masked, occurrence_cut, probability_cut
+from .formats import VALUES_TAG, gdal_empty, gdal_masked, occurrence_cut, probability_cut, raster_in_zip
 from .grid import is_rotated, is_south_up
 from .polygons import PolygonLayer, kinds_warnings, layers_warnings, open_layer, polygons_in
 from .rulebook import DECLARE_NODATA_OPTION, DECLARE_NODATA_TAG, Phrase, finding, refuse
@@ -95,7 +95,8 @@ def open_label(path, nodata: float | None = None, near: tuple | None = None) -> 
     the file's own nodata value, as both mean nodata, except a tag of land's 0 or water's 1 (a
     GDAL tool's mistake, refused by check_nodata_value), which --nodata replaces. A file that is
     no raster is read as water polygons (open_vector_label), those near ``near`` (a CRS and
-    bounds in it: the scene's) when given."""
+    bounds in it: the scene's) when given; a zip that holds one raster, as that raster."""
+    path = raster_in_zip(path) or path
     try:
         with rasterio.open(path) as src:
             own = None if nodata is not None and src.nodata in (0, 1) else src.nodata

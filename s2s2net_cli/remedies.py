@@ -9,6 +9,7 @@ from pathlib import Path
 
 from affine import Affine
 
+from .formats import is_remote
 from .grid import utm_epsg, utm_epsg_at
 from .rulebook import Advice
 
@@ -21,8 +22,7 @@ def to_utm(path, crs, transform: Affine, width: int, height: int, what: str = "i
     epsg = utm_epsg(crs, transform, width, height)
     if epsg is None:
         return f"reproject {what} to its UTM zone first"
-    src = Path(path)
-    dst = src.with_name(f"{src.stem}_utm.tif")
+    src, dst = str(path), beside(path, "_utm")
     said = f"reproject {what} to its UTM zone first: "
     return Advice(
         said + f"rio warp {shlex.quote(str(src))} {shlex.quote(str(dst))} --dst-crs EPSG:{epsg}"
@@ -34,8 +34,7 @@ def to_utm(path, crs, transform: Affine, width: int, height: int, what: str = "i
 def north_up(path) -> str:
     """The line of Python that writes the south-up raster ``path`` north-up beside it (its name
     with ``_north_up``), its pixels and tags as they are."""
-    src = Path(str(path))
-    dst = src.with_name(f"{src.stem}_north_up.tif")
+    src, dst = str(path), beside(path, "_north_up")
     return f"rioxarray.open_rasterio({str(src)!r}).sortby('y', ascending=False).rio.to_raster({str(dst)!r})"
 
 
@@ -47,14 +46,22 @@ def onto_grid(path, crs, x: float, y: float, resolution: float | None = None) ->
     epsg = utm_epsg_at(crs, x, y) if crs is not None else None
     if epsg is None:
         return "warp it onto a north-up grid first (rio warp)"
-    src = Path(str(path))
-    dst = src.with_name(f"{src.stem}_grid.tif")
+    src, dst = str(path), beside(path, "_grid")
     said = "warp it onto a north-up grid first: "
     res = f" --res {resolution:g}" if resolution else ""
     return Advice(
         said + f"rio warp {shlex.quote(str(src))} {shlex.quote(str(dst))} --dst-crs EPSG:{epsg}{res} --resampling nearest",
         said + f"da.rio.reproject('EPSG:{epsg}'" + (f", resolution={resolution:g}" if resolution else "")
         + ", resampling=rasterio.enums.Resampling.nearest)")
+
+
+def beside(path, suffix: str) -> str:
+    """Where a remedy writes the mended copy of the raster ``path``: beside it, its name with
+    ``suffix`` (``water_utm.tif``); in the current folder for a URL or a GDAL virtual path
+    (``/vsizip/labels.zip/water.tif``), where nothing can be written beside it."""
+    src = Path(str(path))
+    name = f"{src.stem}{suffix}.tif"
+    return name if is_remote(path) else str(src.with_name(name))
 
 
 def gcps_centre(gcps) -> tuple[float, float]:

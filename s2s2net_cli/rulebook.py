@@ -798,8 +798,8 @@ RULES = _book(
     Rule("S2N-SAFE-NO-METADATA-ZIP", INPUT, "is not a Sentinel-2 product: no MTD_MSIL1C.xml or MTD_MSIL2A.xml in the "
                                             "zip, nor band files named for their bands (..._B02_10m.tif), "
                                             "nor a raster"),
-    Rule("S2N-ZIP-SEVERAL-RASTERS", INPUT, "holds {count} rasters ({names}) and no Sentinel-2 product: name the one "
-                                           "to read as GDAL does, {one}"),
+    Rule("S2N-ZIP-SEVERAL-RASTERS", INPUT, "holds {count} rasters ({names}): name the one to read as GDAL "
+                                           "does, {one}"),
     Rule("S2N-SAFE-NOT-NUMBER", INPUT, "{what} {text!r} is not a number"),
     Rule("S2N-SAFE-NOT-FINITE", INPUT, "{what} is not finite"),
     # band_folder.py

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
-from ..formats import RIVERS_FILE
+from ..formats import RIVERS_FILE, source_name
 from .options import HintedCommand, OutputFile, json_option, overwrite_option
 from .render import progress_bar, summary_table
 
 
 @click.command(cls=HintedCommand)
-@click.argument("mask", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("mask", type=click.Path(dir_okay=False))  # a str: a GDAL path or URL keeps its //
 @click.option("-o", "--output", required=True, type=OutputFile(RIVERS_FILE),
               help="GeoPackage to write (layers reaches and widths).")
 @click.option("--spacing", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
@@ -60,7 +59,7 @@ def rivers(ctx, mask, output, spacing, min_width, max_width, min_area, max_bridg
     options = RiverOptions(spacing_m=spacing, min_width_m=min_width, max_width_m=max_width, min_area_m2=min_area,
                            max_bridge_m=max_bridge, min_occurrence=min_occurrence, window=window, workers=workers,
                            overwrite=overwrite)
-    with progress_bar(mask.name, quiet=ctx.obj.get("quiet")) as on_step:
+    with progress_bar(source_name(mask), quiet=ctx.obj.get("quiet")) as on_step:
         summary = measure_rivers(mask, output, options, on_progress=on_step)
     report(ctx, summary, as_json)
 

@@ -184,7 +184,7 @@ def _label_on_grid(pair: Pair, prediction) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(label, VectorLabel):
         truth = rasterise_label(label, prediction.transform, prediction.crs, prediction.shape)
         return truth.astype(np.uint8), np.ones(truth.shape, bool)
-    with rasterio.open(pair.mask) as lab:
+    with rasterio.open(label.path) as lab:
         truth, nodata = lab.read(1), lab.nodata
     return truth, np.isin(truth, (0, 1)) & ((truth != nodata) if nodata is not None else True)
 

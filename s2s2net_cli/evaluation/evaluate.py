@@ -137,7 +137,7 @@ def score_predictions(prediction_paths: list, pair: Pair, nodata: float | None =
     for pred in preds:
         check_transformable(pair.mask, ref.crs, pred.crs)
     counts = [Counts() for _ in preds]
-    with rasterio.open(prediction_paths[0] if polygons else pair.mask) as src:
+    with rasterio.open(prediction_paths[0] if polygons else ref.path) as src:  # ref.path: as GDAL reads it
         grid_crs = src.crs
         finer = [label_resolution_in(pred, grid_crs) < abs(src.transform.a) * 0.999 for pred in preds]
         for window, core in _blocks(src.width, src.height, block, margin=BOUNDARY_TOLERANCE + 1):

@@ -47,7 +47,7 @@ from shapely.ops import substring
 
 from .. import remedies
 from ..bands import BAND_NAMES
-from ..formats import NODATA, RIVERS_FILE, WATER, check_exists, occurrence_cut, probability_cut
+from ..formats import NODATA, RIVERS_FILE, WATER, check_exists, occurrence_cut, probability_cut, raster_in_zip
 from ..grid import linear_scales
 from ..io import atomic_path, check_output
 from ..labels import NODATA_TAG, check_gridded, check_label, check_one_band, open_label
@@ -201,8 +201,8 @@ class MaskReader:
     default where its permanent water starts (its tag)."""
 
     def __init__(self, path, min_occurrence: int | None = None):
-        self.path = Path(path)
-        check_exists(self.path)
+        check_exists(path)
+        self.path = raster_in_zip(path) or str(path)  # as given: a GDAL path or URL keeps its //
         try:
             with rasterio.open(self.path) as src:
                 self.width, self.height, self.crs, self.transform = src.width, src.height, src.crs, src.transform

@@ -3,7 +3,7 @@
 notebook's ``blue.tif``), read through a VRT on the grid of B02 as a product's band files are.
 A ``.zip`` of such files (as Copernicus Browser downloads them) is read in place, as a folder;
 a zip that holds one raster named for no band (a stack, as Google Earth Engine downloads one)
-is read in place as that stack (``zipped_stack``).
+is read in place as that stack (``formats.raster_in_zip``, in open.py).
 
 A folder says nothing of its radiometry: it is read as a stack is, with --scale (default
 10000, or 1 for float reflectance) and --offset; one inside an unpacked product (its granule,
@@ -12,9 +12,7 @@ IMG_DATA or R10m folder) with the product's, as the product itself would be.
 
 from __future__ import annotations
 
-import os
 import re
-import zipfile
 from pathlib import Path, PurePath, PurePosixPath
 
 import rasterio
@@ -22,12 +20,12 @@ from rasterio.errors import RasterioIOError
 
 from ..bands import BAND_NAMES, band_name
 from ..errors import first_line
-from ..formats import PRODUCT_METADATA_NAMES
+from ..formats import RASTER_SUFFIXES, zipped_rasters
 from ..rulebook import refuse
 from .scene import band_count
 from .vrt import BandFiles
 
-BAND_FILE_SUFFIXES = (".tif", ".tiff", ".jp2", ".vrt")
+BAND_FILE_SUFFIXES = RASTER_SUFFIXES
 SCL = "SCL"
 RESOLUTION_FOLDER = re.compile(r"R\d+m")
 
@@ -64,38 +62,7 @@ def held_bands(source) -> dict[str, list[str]]:
 def _zipped_bands(archive: Path) -> dict[str, list[str]]:
     """The band files in the zip ``archive``, read in place through GDAL's /vsizip/; empty for a
     product's zip (its metadata lists its files) or a file that is no zip."""
-    return _by_band((PurePosixPath(n), path) for n, path in _zipped_rasters(archive))
-
-
-def zipped_stack(source) -> str | None:
-    """The GDAL path (/vsizip/) of the one raster the zip ``source`` holds where none of its
-    rasters is named for a band and it is no product (Google Earth Engine's download of a stack:
-    ``download.tif`` in a zip); None for any other zip or file. A zip of several such rasters is
-    refused, naming them and how to name one."""
-    if not str(source).lower().endswith(".zip") or not Path(source).is_file():
-        return None
-    rasters = _zipped_rasters(Path(source))
-    if not rasters or any(band_of(name) for name, _ in rasters):
-        return None
-    if len(rasters) > 1:
-        raise refuse("S2N-ZIP-SEVERAL-RASTERS", source, count=len(rasters),
-                     names=", ".join(str(n) for n, _ in rasters[:3]) + (", ..." if len(rasters) > 3 else ""),
-                     one=rasters[0][1])
-    return rasters[0][1]
-
-
-def _zipped_rasters(archive: Path) -> list[tuple[PurePosixPath, str]]:
-    """The rasters (by BAND_FILE_SUFFIXES) in the zip ``archive``: (name in it, GDAL path), in
-    order; empty for a product's zip (its metadata lists its files) or a file that is no zip."""
-    try:
-        with zipfile.ZipFile(archive) as zf:
-            members = sorted(n for n in zf.namelist() if not n.endswith("/"))
-    except (zipfile.BadZipFile, OSError):
-        return []
-    if any(PurePosixPath(n).name in PRODUCT_METADATA_NAMES for n in members):
-        return []
-    root = "/vsizip/" + os.path.abspath(archive)
-    return [(PurePosixPath(n), f"{root}/{n}") for n in members if PurePosixPath(n).suffix.lower() in BAND_FILE_SUFFIXES]
+    return _by_band(zipped_rasters(archive))
 
 
 def _by_band(files) -> dict[str, list[str]]:

@@ -18,13 +18,13 @@ from rasterio.errors import RasterioIOError
 
 from ..bands import BAND_NAMES, DEFAULT_SCALE
 from ..errors import first_line
-from ..formats import check_exists, enclosing_product, valid_mask
+from ..formats import check_exists, enclosing_product, raster_in_zip, valid_mask
 from ..labels import Label, VectorLabel, check_label, check_transformable, label_bounds_in, open_label
 from ..polygons import open_layer, polygons_in
 from ..rulebook import finding, refuse
 from . import safe, stac
 from .aoi import restrict_to_aoi
-from .band_folder import folder_bands, held_bands, holds_band_files, zipped_stack
+from .band_folder import folder_bands, held_bands, holds_band_files
 from .checks import grid_warnings
 from .options import SceneOptions
 from .scene import Scene, check_has_valid_pixels, open_stack, read_sample
@@ -39,7 +39,7 @@ def open_scene(source, options: SceneOptions = SceneOptions(), n_bands: int = le
     check_exists(text)
     band_files = None
     held = held_bands(text) if text.lower().endswith(".zip") or not safe.is_product(text) else {}
-    stack = zipped_stack(text) if not held else None  # a zip of one stack: read in place
+    stack = raster_in_zip(text) if not held else None  # a zip of one stack: read in place
     if held and holds_band_files(held):  # a folder (or zip) of band files, its bands named by their files
         if options.bands is not None:  # said before any file is read
             raise refuse("S2N-BANDS-NOT-STACK", text, kind="band folder")

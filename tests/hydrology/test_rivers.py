@@ -50,6 +50,39 @@ def test_a_straight_channel_is_one_line_with_its_width(tmp_path, width_px):
     assert np.allclose(np.diff(np.sort(widths.distance_m)), 30, atol=1.5)
 
 
+def test_a_mask_in_a_zip_or_at_a_gdal_path_is_read_as_gdal_reads_it(tmp_path):
+    """`rivers /vsizip//data/masks.zip/water.tif` was refused as "not a raster rasterio can
+    read", its // made one on the way in (the command took a Path); a zip that holds the one
+    mask (as Google Earth Engine downloads one) was refused the same. Both measure as the file."""
+    import zipfile
+
+    line = LineString([(0, 200.3), (400, 170.8)])
+    mask = mask_of([line.buffer(6, cap_style="flat")], path=tmp_path / "m.tif")
+    with zipfile.ZipFile(tmp_path / "masks.zip", "w") as zf:
+        zf.write(mask, "out/water.tif")
+    expected = None
+    for k, given in enumerate((mask, f"/vsizip/{tmp_path / 'masks.zip'}/out/water.tif", tmp_path / "masks.zip")):
+        r = run_cli("rivers", given, "-o", tmp_path / f"r{k}.gpkg", "--json")
+        assert r.returncode == 0, (given, r.stderr)
+        summary = {key: v for key, v in json.loads(r.stdout).items() if key != "output"}
+        expected = expected or summary
+        assert summary == expected and summary["reaches"] == 1, given
+    with zipfile.ZipFile(tmp_path / "two.zip", "w") as zf:
+        zf.write(mask, "a.tif")
+        zf.write(mask, "b.tif")
+    r = run_cli("rivers", tmp_path / "two.zip", "-o", tmp_path / "two.gpkg")
+    assert refused(r, "S2N-ZIP-SEVERAL-RASTERS", 1, str(tmp_path / "two.zip"))
+    assert f"/vsizip/{tmp_path / 'two.zip'}/a.tif" in r.stderr and not (tmp_path / "two.gpkg").exists()
+    # one in degrees is told the rio warp that writes its UTM copy here, not inside the zip
+    degrees = write_raster(tmp_path / "deg.tif", np.zeros((64, 64), "uint8"), nodata=255, crs="EPSG:4326",
+                           transform=Affine(1e-5, 0, 10, 0, -1e-5, 50))
+    with zipfile.ZipFile(tmp_path / "deg.zip", "w") as zf:
+        zf.write(degrees, "out/deg.tif")
+    r = run_cli("rivers", tmp_path / "deg.zip", "-o", tmp_path / "deg.gpkg")
+    assert refused(r, "S2N-RIVERS-NOT-PROJECTED", 1)
+    assert f"rio warp /vsizip/{tmp_path / 'deg.zip'}/out/deg.tif deg_utm.tif --dst-crs EPSG:32632" in r.stderr, r.stderr
+
+
 def test_widths_and_lengths_are_the_grounds_in_a_projection_that_stretches_it(tmp_path):
     """Web Mercator's map metre is half a metre on the ground at 60 degrees north: a channel
     24 map metres wide was said to be 24 m wide and 800 m long (it is 12 m and 400 m), and a

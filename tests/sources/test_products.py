@@ -796,14 +796,23 @@ def test_a_zip_of_one_stack_is_read_in_place_as_that_stack(tmp_path, stack):
     assert r.exit_code == 0, r.output
     got, _, tags = read_mask(tmp_path / "out" / "S2_2023-08-23_water.tif")
     assert np.array_equal(got, read_mask(tmp_path / "stack.tif")[0]) and tags["ACQUISITION_DATE"] == "2023-08-23"
+    # a mask in a zip of its own is read as it is, wherever a label is taken
+    with zipfile.ZipFile(tmp_path / "label.zip", "w") as zf:
+        zf.write(tmp_path / "stack.tif", "water.tif")
+    scores = []
+    for pair in ((stack, tmp_path / "stack.tif"), (archive, tmp_path / "label.zip")):
+        r = invoke("evaluate", "--pair", *pair, "--baseline", "ndwi", "--json")
+        assert r.exit_code == 0, r.output
+        scores.append({k: v for k, v in json.JSONDecoder().raw_decode(r.output[r.output.index("{"):])[0]["rows"][0].items() if k != "images"})
+    assert scores[0] == scores[1] and scores[0]["f1"] > 0.5
     several = tmp_path / "two.zip"
     with zipfile.ZipFile(several, "w") as zf:
         zf.write(stack, "a/first.tif")
         zf.write(stack, "a/second.tif")
     r = invoke("predict", several, "-o", tmp_path / "o.tif")
     assert r.exit_code == 1 and r.output.splitlines()[-1] == (
-        f"Error: {several}: holds 2 rasters (a/first.tif, a/second.tif) and no Sentinel-2 product: name the one "
-        f"to read as GDAL does, /vsizip/{several}/a/first.tif [S2N-ZIP-SEVERAL-RASTERS]"), r.output
+        f"Error: {several}: holds 2 rasters (a/first.tif, a/second.tif): name the one to read as GDAL does, "
+        f"/vsizip/{several}/a/first.tif [S2N-ZIP-SEVERAL-RASTERS]"), r.output
     assert not (tmp_path / "o.tif").exists()
     r = invoke("predict", f"/vsizip/{several}/a/second.tif", "-o", tmp_path / "second.tif", "--tile-size", SIZE,
                "--overlap", 16)
