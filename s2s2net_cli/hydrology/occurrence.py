@@ -110,7 +110,7 @@ class OccurrenceOptions:
 class DateMask:
     source: str  # the scene (or mask) the user named
     date: str | None
-    mask: Path | None = None  # its 2 m mask, given (None in a summary where it was predicted: a scratch file)
+    mask: str | Path | None = None  # its 2 m mask, given (None in a summary where it was predicted: a scratch file)
     water_km2: float = 0.0
     valid_share: float = 0.0  # of the output grid
     error: str | None = None

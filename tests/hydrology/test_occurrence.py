@@ -68,6 +68,25 @@ def test_masks_of_a_shrinking_lake_and_a_flooding_river_give_the_exact_counts(tm
     assert "occurrence" in descriptions[0]
 
 
+def test_masks_in_zips_or_at_gdal_paths_are_counted_as_the_files(tmp_path):
+    """Masks given as a zip of one raster each (as Google Earth Engine downloads them) or as a
+    /vsizip/ path were taken as Paths: the zip unreadable as a mask, the path's // made one. Both
+    are read as GDAL reads them, dated by the names given, and counted as the files are."""
+    import zipfile
+
+    paths, water, valid = series(tmp_path, n_dates=3)
+    given = []
+    for k, path in enumerate(paths):
+        archive = path.with_suffix(".zip")
+        with zipfile.ZipFile(archive, "w") as zf:
+            zf.write(path, path.name)
+        given.append(f"/vsizip/{archive}/{path.name}" if k == 0 else archive)
+    r = run_cli("occurrence", *given, "--from-masks", "-o", tmp_path / "occ.tif", "--json")
+    assert r.returncode == 0, r.stderr
+    bands, profile, _ = read(tmp_path / "occ.tif")
+    assert profile["transform"] == T2 and np.array_equal(bands[1], water) and np.array_equal(bands[2], valid)
+    assert sorted(d["date"] for d in json.loads(r.stdout)["dates"]) == ["2021-01-15", "2021-02-15", "2021-03-15"]
+
 def test_the_area_plot_marks_a_date_seen_in_part_as_a_floor():
     """A date half under cloud showed as half the water, drawn as every other date: its dot is
     hollow now, with its seen share beside it and a legend saying its area is a floor."""
