@@ -25,7 +25,7 @@ def to_utm(path, crs, transform: Affine, width: int, height: int, what: str = "i
     src, dst = str(path), beside(path, "_utm")
     said = f"reproject {what} to its UTM zone first: "
     return Advice(
-        said + f"rio warp {shlex.quote(str(src))} {shlex.quote(str(dst))} --dst-crs EPSG:{epsg}"
+        said + f"rio warp {shlex.quote(src)} {shlex.quote(dst)} --dst-crs EPSG:{epsg}"
         + (f" --res {resolution:g}" if resolution else "") + " --resampling nearest",
         said + f"da.rio.reproject('EPSG:{epsg}'" + (f", resolution={resolution:g}" if resolution else "")
         + ", resampling=rasterio.enums.Resampling.nearest)")
@@ -35,7 +35,7 @@ def north_up(path) -> str:
     """The line of Python that writes the south-up raster ``path`` north-up beside it (its name
     with ``_north_up``), its pixels and tags as they are."""
     src, dst = str(path), beside(path, "_north_up")
-    return f"rioxarray.open_rasterio({str(src)!r}).sortby('y', ascending=False).rio.to_raster({str(dst)!r})"
+    return f"rioxarray.open_rasterio({src!r}).sortby('y', ascending=False).rio.to_raster({dst!r})"
 
 
 def onto_grid(path, crs, x: float, y: float, resolution: float | None = None) -> Advice | str:
@@ -50,7 +50,7 @@ def onto_grid(path, crs, x: float, y: float, resolution: float | None = None) ->
     said = "warp it onto a north-up grid first: "
     res = f" --res {resolution:g}" if resolution else ""
     return Advice(
-        said + f"rio warp {shlex.quote(str(src))} {shlex.quote(str(dst))} --dst-crs EPSG:{epsg}{res} --resampling nearest",
+        said + f"rio warp {shlex.quote(src)} {shlex.quote(dst)} --dst-crs EPSG:{epsg}{res} --resampling nearest",
         said + f"da.rio.reproject('EPSG:{epsg}'" + (f", resolution={resolution:g}" if resolution else "")
         + ", resampling=rasterio.enums.Resampling.nearest)")
 

@@ -25,7 +25,6 @@ from ..rulebook import refuse
 from .scene import band_count
 from .vrt import BandFiles
 
-BAND_FILE_SUFFIXES = RASTER_SUFFIXES
 SCL = "SCL"
 RESOLUTION_FOLDER = re.compile(r"R\d+m")
 
@@ -53,7 +52,7 @@ def held_bands(source) -> dict[str, list[str]]:
     try:
         places = [folder, *(p for p in folder.iterdir() if p.is_dir() and RESOLUTION_FOLDER.fullmatch(p.name))]
         files = sorted(p for place in places for p in place.iterdir()
-                       if p.is_file() and p.suffix.lower() in BAND_FILE_SUFFIXES)
+                       if p.is_file() and p.suffix.lower() in RASTER_SUFFIXES)
     except OSError:
         return {}
     return _by_band((path, str(path)) for path in files)
