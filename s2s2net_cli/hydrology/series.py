@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..formats import check_exists, raster_in_zip
+from ..formats import check_exists, is_remote, raster_in_zip
 from ..grid import SCALE_FACTOR, fine_transform, is_rotated
 from ..option_checks import fields_set, options_said
 from ..rulebook import Phrase, finding, option, refuse
@@ -28,8 +28,7 @@ def dated_series(scenes, from_masks: bool = False, dates_csv=None) -> list[DateM
         check_exists(s)  # a name that is no file is a mistake in the command, wherever it stands
     named = read_dates(dates_csv) if dates_csv else {}
     dates_named = option("dates") if isinstance(dates_csv, Mapping) else dates_csv
-    # a mask as GDAL reads it: a GDAL path or URL keeps its //, a zip of one raster is that raster
-    series = [DateMask(s, _date_of(s, named), (raster_in_zip(s) or s) if from_masks else None) for s in sources]
+    series = [DateMask(s, _date_of(s, named), _given_mask(s) if from_masks else None) for s in sources]
     check_each_date_once(series)  # before any is read for the grid
     for d in series:
         if d.date is None and dates_csv:  # a row misspelt, or naming it another way
@@ -44,6 +43,12 @@ def grid_date(series: list[DateMask]) -> DateMask:
     none has a date)."""
     dated = [d for d in series if d.date]
     return min(dated, key=lambda d: d.date) if dated else series[0]
+
+
+def _given_mask(source: str) -> str | Path:
+    """A mask given by the user as GDAL reads it: a local file as its Path, a GDAL path or URL as
+    given (a Path would make its // one), a zip of one raster as that raster's /vsizip/ path."""
+    return raster_in_zip(source) or (source if is_remote(source) else Path(source))
 
 
 def _date_of(source: str, named: dict) -> str | None:
