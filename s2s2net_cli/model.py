@@ -335,12 +335,20 @@ class S2S2Net(nn.Module):
         logits = self._head_window(features, top, left, height, width, last_step_rows, active, refine, water)
         if self.prior is None:
             return logits
-        # the prior of the window and one pixel around it: as far as its bilinear step reaches
-        t0, l0 = max(top - 1, 0), max(left - 1, 0)
-        prior = self.prior(x[..., t0: min(top + height + 1, h), l0: min(left + width + 1, w)])
-        y, x0 = SCALE_FACTOR * (top - t0), SCALE_FACTOR * (left - l0)
         # added in the prior's float32 (in bf16 runs the sum is not rounded to bf16), in its own memory
-        return prior[..., y: y + SCALE_FACTOR * height, x0: x0 + SCALE_FACTOR * width].add_(logits)
+        return self.window_prior(x, top, left, height, width).add_(logits)
+
+    def window_prior(self, x: torch.Tensor, top: int, left: int, height: int, width: int,
+                     prior: NdwiPrior | None = None) -> torch.Tensor:
+        """``prior`` (the network's own by default) of the window (top, left, height, width) of
+        ``x`` on the 2 m grid, float32, in memory of its own: as ``forward_window`` adds it to its
+        logits, made from the window and one pixel around it (as far as its bilinear step reaches)."""
+        h, w = x.shape[-2:]
+        t0, l0 = max(top - 1, 0), max(left - 1, 0)
+        prior = self.prior if prior is None else prior
+        values = prior(x[..., t0: min(top + height + 1, h), l0: min(left + width + 1, w)])
+        y, x0 = SCALE_FACTOR * (top - t0), SCALE_FACTOR * (left - l0)
+        return values[..., y: y + SCALE_FACTOR * height, x0: x0 + SCALE_FACTOR * width]
 
     def _head_window(self, features: torch.Tensor, top: int, left: int, height: int, width: int,
                      last_step_rows: int | None, active: torch.Tensor | None,

@@ -13,7 +13,7 @@ import torch
 
 from ..bands import BAND_NAMES
 from ..checkpoint import load_model
-from ..model import cell_pixels, pixel_cells
+from ..model import NdwiPrior, cell_pixels, pixel_cells
 from ..rulebook import refuse
 from ..weights_header import model_name, weights_digest, weights_file
 from .folded_decoder import FoldedDecoder
@@ -189,6 +189,39 @@ class ModelRuntime(Forward):
         else:
             prob = mean_over_flips(probability, x, box) if self.flips else probability(x, *box)
         return prob[:, 0].cpu().numpy()
+
+
+class EachPrior:
+    """The network of ``runtime`` run once on each batch, its water probability with each of
+    ``gains`` as its NDWI prior (n, len(gains), 5 height, 5 width): what ``runtime`` would map
+    were its weights annotated with each gain in turn, to the bit, at a fraction of the work
+    (calibrate's). ``runtime``'s weights have no prior of their own; it runs neither flips nor
+    a water gate (probabilities: the full head). A stream's Forward: the runtime's in all else."""
+
+    def __init__(self, runtime: ModelRuntime, gains):
+        if runtime.model.prior is not None or runtime.flips or runtime.skip_below is not None:
+            raise ValueError("EachPrior takes a runtime of weights without a prior, without flips or a gate")
+        self.runtime, self.maps = runtime, len(gains)
+        spec = runtime.card.bands
+        self.priors = [NdwiPrior(spec, gain) if gain else None for gain in gains]  # 0: as weights with none
+
+    def __getattr__(self, name):  # reading tiles, the spec, the batch size, tags: the runtime's
+        return getattr(self.runtime, name)
+
+    def for_scene(self, scene) -> "EachPrior":
+        self.runtime.for_scene(scene)
+        return self
+
+    @torch.inference_mode()
+    def __call__(self, batch: np.ndarray, box: tuple[int, int, int, int]) -> np.ndarray:
+        run = self.runtime
+        x = torch.from_numpy(batch).to(run.device).contiguous(memory_format=torch.channels_last)
+        with torch.autocast(run.device.type, dtype=run.amp, enabled=run.amp is not None):
+            logits = run.model.forward_window(x, *box)
+            out = torch.empty((logits.shape[0], self.maps, *logits.shape[2:]), dtype=torch.float32, device=x.device)
+            for k, prior in enumerate(self.priors):  # each added as forward_window adds the network's own
+                out[:, k: k + 1] = logits if prior is None else run.model.window_prior(x, *box, prior=prior).add_(logits)
+        return out.sigmoid_().cpu().numpy()
 
 
 def threshold_logit(threshold: float) -> float:

@@ -30,9 +30,12 @@ from .writer import PredictionStats
 
 class Forward:
     """What the stream runs: it reads a tile and maps a batch of tiles (n, bands, h, w) to the
-    2 m water probability (n, 5 height, 5 width) inside ``box`` = (top, left, height, width)."""
+    2 m water probability (n, 5 height, 5 width) inside ``box`` = (top, left, height, width);
+    with ``maps`` above 1, to that many probabilities of each pixel (n, maps, 5 height, 5 width),
+    each blended as one would be alone."""
 
     name = "forward"
+    maps = 1
     threshold = 0.5  # the probability at and above which a 2 m pixel is water
     threshold_per_scene = False  # drawn from each scene (for_scene), not one for every scene
     spec = BandSpec()
@@ -78,7 +81,7 @@ def run_rows(grid: TileGrid, reader: SceneReader, forward: Forward, rows: tuple[
     first, last = rows
     batches = [(i, range(j0, min(j0 + forward.batch_size, grid.n_cols)))
                for i in range(first, last) for j0 in range(0, grid.n_cols, forward.batch_size)]
-    blender = _RowBlender(grid, first)
+    blender = _RowBlender(grid, first, () if forward.maps == 1 else (forward.maps,))
     total, done = (last - first) * grid.n_cols, 0
 
     def read(i, cols):
@@ -119,12 +122,13 @@ def run_rows(grid: TileGrid, reader: SceneReader, forward: Forward, rows: tuple[
 
 class _RowBlender:
     """The blend of one tile row after another on the 2 m grid: which part of each tile's
-    output is finished, and the seams held back for the tiles still to come."""
+    output is finished, and the seams held back for the tiles still to come. Each output has
+    ``lead`` axes before its rows and columns (none: one probability a pixel)."""
 
-    def __init__(self, grid: TileGrid, first: int):
-        self.grid, self.first = grid, first
+    def __init__(self, grid: TileGrid, first: int, lead: tuple[int, ...] = ()):
+        self.grid, self.first, self.lead = grid, first, lead
         # the seam below the previous tile row: its rows, the part the tiles above added
-        self.below = np.zeros((0, grid.width * SCALE_FACTOR), dtype=np.float32)
+        self.below = np.zeros(lead + (0, grid.width * SCALE_FACTOR), dtype=np.float32)
 
     def start_row(self, i: int) -> None:
         """Begin tile row ``i``: its output rows [r0, r1), of which [r0, final) are finished after it."""
@@ -132,9 +136,10 @@ class _RowBlender:
         self.top, bottom = grid.output_rows(i)
         self.r0, self.r1 = max(self.top, 0), min(bottom, grid.height * f)
         self.final = grid.final_bottom(i)
-        self.above, self.below = self.below, np.zeros((self.r1 - self.final, grid.width * f), dtype=np.float32)
-        assert i == self.first or len(self.above) == min(2 * f * grid.blend, grid.height * f - self.r0)
-        self.right = np.zeros((self.r1 - self.r0, 0), dtype=np.float32)  # seam right of the previous tile
+        self.above = self.below
+        self.below = np.zeros(self.lead + (self.r1 - self.final, grid.width * f), dtype=np.float32)
+        assert i == self.first or self.above.shape[-2] == min(2 * f * grid.blend, grid.height * f - self.r0)
+        self.right = np.zeros(self.lead + (self.r1 - self.r0, 0), dtype=np.float32)  # seam right of the previous tile
 
     def add(self, i: int, j: int, prob: np.ndarray, keep_tile: np.ndarray, box: tuple[int, int, int, int]):
         """Blend tile (i, j)'s output ``prob`` in (that of ``box``: part of the grid's output box,
@@ -145,15 +150,17 @@ class _RowBlender:
         left_edge, right_edge = grid.output_cols(j)
         c0, c1 = max(left_edge, 0), min(right_edge, grid.width * f)
         dy, dx = (f * (b - a) for a, b in zip(grid.output_box[:2], box[:2]))  # where prob starts in the box
-        acc = prob[r0 - top - dy: r1 - top - dy, c0 - left_edge - dx: c1 - left_edge - dx]
+        acc = prob[..., r0 - top - dy: r1 - top - dy, c0 - left_edge - dx: c1 - left_edge - dx]
         _weigh(acc, grid.row_weights[i][r0 - top: r1 - top], axis=0)
         _weigh(acc, grid.col_weights[j][c0 - left_edge: c1 - left_edge], axis=1)
-        acc[:, : right.shape[1]] += right
-        acc[: len(self.above), right.shape[1]:] += self.above[:, c0 + right.shape[1]: c1]  # the rest added before
+        seam = right.shape[-1]
+        acc[..., :, :seam] += right
+        above = self.above.shape[-2]
+        acc[..., :above, seam:] += self.above[..., :, c0 + seam: c1]  # the rest added before
         done_right = grid.final_right(j)  # columns [c0, done_right) are done after this tile
-        block = acc[: final - r0, : done_right - c0]  # a view: the writer reads it in pieces, nothing writes it again
-        self.below[:, c0: done_right] = acc[final - r0:, : done_right - c0]
-        self.right = acc[:, done_right - c0:].copy()
+        block = acc[..., : final - r0, : done_right - c0]  # a view: the writer reads it in pieces, nothing writes it again
+        self.below[..., :, c0: done_right] = acc[..., final - r0:, : done_right - c0]
+        self.right = acc[..., :, done_right - c0:].copy()
         window = grid.read_window(i, j)
         wr, wc = window.row_off, window.col_off
         keep = keep_tile[r0 // f - wr: final // f - wr, c0 // f - wc: done_right // f - wc]
@@ -161,17 +168,18 @@ class _RowBlender:
 
 
 def _weigh(acc: np.ndarray, weights: np.ndarray, axis: int) -> None:
-    """``acc`` times ``weights`` along ``axis``, in place, over the runs of weights that are not 1
-    (the blend's ramps at a tile's edges: the rest of the tile is left as it is, not multiplied)."""
+    """``acc`` times ``weights`` along its rows (``axis`` 0) or columns (1), the last two axes,
+    in place, over the runs of weights that are not 1 (the blend's ramps at a tile's edges: the
+    rest of the tile is left as it is, not multiplied)."""
     ramp = np.flatnonzero(weights != 1)
     if not ramp.size:
         return
     breaks = np.flatnonzero(np.diff(ramp) > 1)
     for a, b in zip(ramp[np.r_[0, breaks + 1]], ramp[np.r_[breaks, -1]] + 1):
         if axis == 0:
-            acc[a:b] *= weights[a:b, None]
+            acc[..., a:b, :] *= weights[a:b, None]
         else:
-            acc[:, a:b] *= weights[None, a:b]
+            acc[..., a:b] *= weights[a:b]
 
 
 def _masked_pixels(grid: TileGrid, i: int, j: int, left_out: np.ndarray) -> int:
