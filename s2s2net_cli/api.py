@@ -614,7 +614,7 @@ def train(chips_dirs, run_dir, *, world: World | None = None, on_record: Callabl
 @_takes_band_datasets
 def calibrate(weights, output, *, pairs=(), manifests=(), gains=None, synthetic_scenes: int | None = None,
               synthetic_size: int | None = None, overwrite: bool = False,
-              on_progress: Callable[[str], None] | None = None):
+              on_progress: Callable[[int, int], None] | None = None):
     """Choose the water threshold and NDWI prior of weights and write them with them, as
     ``s2s2net weights calibrate`` does (after every fine-tune: ``train`` writes plain weights).
 
@@ -628,7 +628,7 @@ def calibrate(weights, output, *, pairs=(), manifests=(), gains=None, synthetic_
         synthetic_scenes: synthetic validation scenes to score on besides (default 12).
         synthetic_size: their side in 10 m pixels (default 192, at least 32).
         overwrite: replace an existing output.
-        on_progress: called with a line as each gain starts.
+        on_progress: called with (scenes scored, scenes in all) as each scene is scored.
 
     Returns:
         A ``Calibration``: the ``threshold`` and ``gain`` chosen, every source's F1 at each

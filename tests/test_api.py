@@ -610,6 +610,45 @@ def test_option_bundles_refuse_values_of_another_kind_and_take_precision_as_a_nu
     assert json.loads(json.dumps(result.to_dict()))["tile_size"] == 48
 
 
+@pytest.mark.filterwarnings("ignore::s2s2net_cli.S2S2NetWarning")  # a small scene, the largest gain chosen
+def test_calibrate_scores_each_gain_and_threshold_as_predict_maps_them(tmp_path, random_weights):
+    """calibrate runs each scene's network once and adds every gain's prior to its logits: its F1
+    at each gain and threshold is that of predict's own mask, made with the weights annotated
+    with that gain and cut at that threshold, to the pixel: across a blended seam between tiles
+    (a scene two planned tiles wide), on a 10 m label cell by cell and a 2 m label pixel by pixel.
+    Until then it counted a percent raster, rounded, at every threshold but the model's own."""
+    from s2s2net_cli.checkpoint import annotate_weights
+
+    rng = np.random.default_rng(5)
+    water = rng.random((40, 540)) < 0.35
+    dn = np.empty((6, *water.shape), "uint16")
+    dn[:] = np.array([600, 700, 600, 3000, 2500, 1500])[:, None, None]
+    dn[:, water] = np.array([600, 900, 500, 300, 200, 100])[:, None]
+    dn = (dn * rng.uniform(0.8, 1.2, dn.shape)).astype("uint16")  # NDWI of every value, not two
+    scene = write_raster(tmp_path / "scene.tif", dn, transform=T10, nodata=0, descriptions=BANDS)
+    labels = {"10 m": write_raster(tmp_path / "label.tif", water.astype("uint8"), transform=T10, nodata=255),
+              "2 m": write_raster(tmp_path / "label2.tif", np.kron(water, np.ones((5, 5))).astype("uint8"),
+                                  transform=T10 * Affine.scale(1 / 5), nodata=255)}
+    weights = {0: random_weights, 16: annotate_weights(random_weights, tmp_path / "g16.safetensors", {}, ndwi_prior=16)}
+    for grid, label in labels.items():
+        found = s2n.calibrate(random_weights, tmp_path / f"c{grid[0]}.safetensors", pairs=(scene, label),
+                              gains=(0, 16), synthetic_scenes=1, synthetic_size=48)
+        assert len({round(f, 6) for f in found.scores[16]["pairs"]}) > 5  # the thresholds cut apart
+        truth = rasterio.open(label).read(1)
+        for gain in (0, 16):
+            for k in (0, 5, 8, 11, 14):
+                t = found.thresholds[k]
+                result = s2n.predict(scene, tmp_path / "mask.tif", weights=weights[gain], threshold=t, precision=32,
+                                     overwrite=True)
+                assert result.tiles == 2
+                mask = rasterio.open(tmp_path / "mask.tif").read(1)
+                if grid == "10 m":  # a cell is water where at least half its 2 m pixels are
+                    mask = (mask.reshape(40, 5, 540, 5) == 1).sum(axis=(1, 3)) >= 13
+                pred, ref = mask == 1, truth == 1
+                tp, fp, fn = (pred & ref).sum(), (pred & ~ref).sum(), (~pred & ref).sum()
+                assert found.scores[gain]["pairs"][k] == 2 * tp / (2 * tp + fp + fn), (grid, gain, t)
+
+
 def test_calibrate_and_gate_write_what_the_weights_commands_write(tmp_path, random_weights):
     """A run's weights made ready for predict from Python: calibrated, then gated, as the
     command line does it (the same choice, the same card), and refused in Python's terms."""

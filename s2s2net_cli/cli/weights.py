@@ -90,8 +90,9 @@ def annotate(src, dst, output, notes, threshold, ndwi_prior, overwrite):
 def calibrate(ctx, src, dst, output, pairs, manifests, gains, synthetic_scenes, synthetic_size, overwrite, as_json):
     """Choose the water threshold and NDWI prior of weights SRC and write them to DST.
 
-    Every gain is run as predict runs it, on synthetic validation scenes (exact 2 m truth) and
-    on your labelled pairs (each label on its scene's 10 m grid, scored on its cells, or on the
+    Every gain is scored as predict runs it (each scene's network run once, each gain's prior
+    added to its logits), on synthetic validation scenes (exact 2 m truth) and on your labelled
+    pairs (each label on its scene's 10 m grid, scored on its cells, or on the
     2 m grid): the --pair pairs pooled as one source, each --manifest as another. The threshold
     and gain with the best mean of the sources' F1 are written into DST's card. Run it after
     every fine-tune: a model's calibrated threshold is what predict, evaluate and compare use
@@ -105,12 +106,9 @@ def calibrate(ctx, src, dst, output, pairs, manifests, gains, synthetic_scenes, 
     from ..evaluation.calibrate import THRESHOLDS, calibrate_weights  # heavy: torch
 
     dst = weights_dst(dst, output)
-    with progress_bar("calibrate: NDWI prior gains", quiet=ctx.obj.get("quiet"), every_step=True) as on_step:
-        started = iter(range(len(gains)))  # each gain scored in turn: the bar counts those done
+    with progress_bar("calibrate: scenes", quiet=ctx.obj.get("quiet"), every_step=True) as on_step:
         found = calibrate_weights(src, dst, pairs, manifests, gains, synthetic_scenes, synthetic_size, overwrite,
-                                  on_progress=(lambda _: on_step(next(started), len(gains))) if on_step else None)
-        if on_step:
-            on_step(len(gains), len(gains))
+                                  on_progress=on_step)
     if as_json:
         click.echo(json.dumps(found.to_dict(), indent=2))
     elif not ctx.obj.get("quiet"):

@@ -1,7 +1,9 @@
 """Calibrating a model: the water probability threshold and the gain of its NDWI prior (the
 network's logits plus gain x max(NDWI, 0)) that score best, chosen together.
 
-Each gain is run as predict runs it (the weights annotated with it) on synthetic validation
+Each gain is scored as predict runs the weights annotated with it: the same probabilities to the
+bit, the network run once a scene and each gain's prior added to its logits as the network adds
+its own (runtime.EachPrior), each threshold cut as predict cuts it. On synthetic validation
 scenes (generator seeds 8000 on: neither the training seeds 1000-1299 nor the hold-out seeds
 9000 on), their exact 2 m truth pooled, and on each source of the user's labelled pairs pooled
 (a manifest, say), each label on its scene's 10 m grid (scored on its cells: the 2 m mask
@@ -12,15 +14,18 @@ sources' F1 are chosen; a labelled pair only chooses these two numbers, it is ne
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
 import rasterio
+from rasterio.coords import BoundingBox
+from rasterio.transform import array_bounds
 
-from ..formats import NODATA, WEIGHTS_FILE, percent_cut
-from ..grid import SCALE_FACTOR
+from ..formats import WEIGHTS_FILE
+from ..grid import SCALE_FACTOR, fine_transform
 from ..labels import NODATA_TAG, VectorLabel, check_label, open_label, rasterise_label
 from ..manifest import Pair
 from ..option_checks import check_bounds
@@ -71,18 +76,35 @@ class Calibration:
                 "warnings": [w.to_dict() for w in self.warnings]}
 
 
-def counts_at(prob_pct: np.ndarray, truth: np.ndarray, valid: np.ndarray, factor: int = 1) -> np.ndarray:
-    """(len(THRESHOLDS), 3) tp, fp, fn of ``prob_pct`` (2 m, percent) against ``truth``; with
-    ``factor`` 5 the 2 m mask is averaged onto the 10 m truth first (water from half)."""
-    out = np.zeros((len(THRESHOLDS), 3), dtype=np.int64)
-    for k, t in enumerate(THRESHOLDS):
-        water = (prob_pct >= percent_cut(t)).astype(np.float32)
-        if factor > 1:
-            h, w = truth.shape
-            water = water.reshape(h, factor, w, factor).mean(axis=(1, 3)) >= 0.5
-        pred, ref = water.astype(bool) & valid, (truth == 1) & valid
-        out[k] = ((pred & ref).sum(), (pred & ~ref).sum(), (~pred & ref).sum())
+def counts_of_block(prob: np.ndarray, seen: np.ndarray, truth: np.ndarray, labelled: np.ndarray,
+                    factor: int) -> np.ndarray:
+    """(maps, len(THRESHOLDS), 3) tp, fp, fn of 2 m probabilities ``prob`` (maps, h, w) against
+    ``truth`` where the prediction's data is ``seen`` (10 m) and the truth ``labelled``, all of
+    one block: with ``factor`` 1 the truth on the 2 m grid, pixel by pixel; with 5 on the 10 m
+    grid, cell by cell, a cell water where at least half its 2 m pixels are (evaluate's rule). A
+    pixel is water at a threshold where its probability is at least the threshold in float32,
+    as predict cuts it."""
+    f, (maps, h, w) = SCALE_FACTOR, prob.shape
+    valid = seen & labelled if factor == f else np.repeat(np.repeat(seen, f, axis=0), f, axis=1)[:h, :w] & labelled
+    water, cuts = truth[valid] == 1, np.asarray(THRESHOLDS, dtype=np.float32)
+    out = np.zeros((maps, len(THRESHOLDS), 3), dtype=np.int64)
+    for m in range(maps):
+        values = prob[m]
+        if factor == f:  # each 10 m cell's probability of water: the least of its most probable half
+            cells = values.reshape(h // f, f, w // f, f).transpose(0, 2, 1, 3).reshape(h // f, w // f, f * f)
+            half = (f * f + 1) // 2  # 13 of 25: water where at least 12.5 of its pixels are
+            values = np.partition(cells, f * f - half, axis=-1)[..., f * f - half]
+        # how many thresholds each pixel reaches: it is water at the first that many
+        reached = np.searchsorted(cuts, values[valid], side="right")
+        out[m, :, 0] = _at_least(reached[water])  # tp
+        out[m, :, 1] = _at_least(reached[~water])  # fp
+        out[m, :, 2] = np.count_nonzero(water) - out[m, :, 0]  # fn
     return out
+
+
+def _at_least(reached: np.ndarray) -> np.ndarray:
+    """For each threshold k, how many of ``reached`` (thresholds reached per pixel) exceed k."""
+    return np.bincount(reached, minlength=len(THRESHOLDS) + 1)[::-1].cumsum()[::-1][1:]
 
 
 def f1(tp, fp, fn) -> float:
@@ -90,11 +112,11 @@ def f1(tp, fp, fn) -> float:
 
 
 def calibrate(weights, work_dir, sources: dict[str, list[Pair]] | None = None, gains=GAINS,
-              synthetic_scenes: int = SYNTHETIC_SCENES,
-              synthetic_size: int = SYNTHETIC_SIZE, on_progress: Callable[[str], None] | None = None) -> Calibration:
+              synthetic_scenes: int = SYNTHETIC_SCENES, synthetic_size: int = SYNTHETIC_SIZE,
+              on_progress: Callable[[int, int], None] | None = None) -> Calibration:
     """The threshold and NDWI prior gain of ``weights`` that score best (the mean of the pooled
     F1 of the synthetic scenes and of each of ``sources``, name -> labelled pairs), scored in
-    ``work_dir``."""
+    ``work_dir``; ``on_progress(done, total)`` as each scene is scored."""
     from ..checkpoint import annotate_weights  # heavy: torch
     from ..synthetic.scenes import make_pair, write_pair  # the generator: scipy, only here
 
@@ -108,13 +130,11 @@ def calibrate(weights, work_dir, sources: dict[str, list[Pair]] | None = None, g
         scene = work / f"val_{seed}_scene.tif"
         write_pair(made, scene, work / f"val_{seed}_mask.tif")
         synthetic.append((scene, made.mask))
-    scores, means = {}, []
-    for gain in gains:
-        if on_progress:
-            on_progress(f"NDWI prior gain {gain:g}")
-        annotated = annotate_weights(weights, work / f"gain_{gain:g}.safetensors", {}, ndwi_prior=gain, overwrite=True)
-        scores[gain] = _score(annotated, work, synthetic, sources)
-        means.append(np.mean(list(scores[gain].values()), axis=0))
+    # the network without a prior: each scene runs once, every gain's prior added to its logits
+    plain = annotate_weights(weights, work / "plain.safetensors", {}, ndwi_prior=0, overwrite=True)
+    counts = _counts(plain, work, gains, synthetic, sources, on_progress)
+    scores = {gain: {name: [f1(*c) for c in found[g]] for name, found in counts.items()} for g, gain in enumerate(gains)}
+    means = [np.mean(list(scores[gain].values()), axis=0) for gain in gains]
     g, best = np.unravel_index(int(np.argmax(np.array(means))), (len(gains), len(THRESHOLDS)))
     gain = float(list(gains)[g])
     held_out = [finding("S2N-CALIBRATE-TEST-PAIR", p.image) for pairs in sources.values() for p in pairs
@@ -133,7 +153,7 @@ def gain_edge(chosen: float, gains, weights) -> list:
 
 def calibrate_weights(src, dst, pairs=(), manifests=(), gains=GAINS, synthetic_scenes: int = SYNTHETIC_SCENES,
                       synthetic_size: int = SYNTHETIC_SIZE, overwrite: bool = False,
-                      on_progress: Callable[[str], None] | None = None) -> Calibration:
+                      on_progress: Callable[[int, int], None] | None = None) -> Calibration:
     """Calibrate the weights ``src`` and write them, the threshold and gain chosen, to ``dst``
     (what ``s2s2net weights calibrate`` does): ``pairs`` pooled as one source of labelled pairs,
     each of ``manifests`` as another, beside ``synthetic_scenes`` synthetic ones."""
@@ -189,33 +209,59 @@ def _label_on_grid(pair: Pair, prediction) -> tuple[np.ndarray, np.ndarray]:
     return truth, np.isin(truth, (0, 1)) & ((truth != nodata) if nodata is not None else True)
 
 
-def _score(weights: Path, work: Path, synthetic: list, sources: dict[str, list[Pair]]) -> dict[str, list[float]]:
-    """F1 at every threshold of ``weights`` on the synthetic scenes pooled and each source pooled."""
+def _counts(weights: Path, work: Path, gains, synthetic: list, sources: dict[str, list[Pair]],
+            on_progress: Callable[[int, int], None] | None) -> dict[str, np.ndarray]:
+    """(len(gains), len(THRESHOLDS), 3) tp, fp, fn of ``weights`` (without a prior) with each
+    gain's prior on the synthetic scenes pooled and on each source pooled."""
     from ..inference.predictor import PredictOptions, Predictor  # heavy: torch
 
-    predictor = Predictor(weights, PredictOptions(tile_size=SYNTHETIC_SIZE, overlap=48, probability=True,
-                                                  overwrite=True, precision="32"))
-    pooled = np.zeros((len(THRESHOLDS), 3), dtype=np.int64)
-    for scene, truth in synthetic:
-        out = work / scene.name.replace("_scene.tif", "_prob.tif")
-        predictor.predict_scene(scene, out)
-        with rasterio.open(out) as src:
-            prob = src.read(1)
-        pooled += counts_at(prob, np.nan_to_num(truth, nan=0), ~np.isnan(truth) & (prob != NODATA))
-    scores = {"synthetic": [f1(*c) for c in pooled]}
-    real = Predictor(weights, PredictOptions(probability=True, overwrite=True, precision="32")) if sources else None
-    for s, (name, pairs) in enumerate(sources.items()):
-        pooled = np.zeros((len(THRESHOLDS), 3), dtype=np.int64)
-        for k, pair in enumerate(pairs):
-            out = work / f"source_{s}_pair_{k}_prob.tif"
-            real.predict_scene(pair.image, out)
-            with rasterio.open(out) as src:
-                prob = src.read(1)
-                truth, labelled = _label_on_grid(pair, src)
-            factor = SCALE_FACTOR if truth.shape != prob.shape else 1
-            h, w = truth.shape
-            seen = (prob.reshape(h, factor, w, factor) != NODATA).all(axis=(1, 3))
-            valid = seen & labelled
-            pooled += counts_at(prob, truth, valid, factor=factor)
-        scores[name] = [f1(*c) for c in pooled]
-    return scores
+    total, done = len(synthetic) + sum(len(pairs) for pairs in sources.values()), 0
+    options = {"probability": True, "overwrite": True, "precision": "32"}  # the full head, exact
+    runs = [("synthetic", Predictor(weights, PredictOptions(tile_size=SYNTHETIC_SIZE, overlap=48, **options)),
+             [(scene, _synthetic_truth(truth)) for scene, truth in synthetic])]
+    if sources:
+        real = Predictor(weights, PredictOptions(**options))
+        runs += [(name, real, [(pair.image, partial(_label_on_grid, pair)) for pair in pairs])
+                 for name, pairs in sources.items()]
+    counts = {}
+    for name, predictor, scenes in runs:
+        counts[name] = np.zeros((len(gains), len(THRESHOLDS), 3), dtype=np.int64)
+        for scene, truth_on in scenes:
+            counts[name] += _scene_counts(predictor, scene, work, gains, truth_on)
+            done += 1
+            if on_progress:
+                on_progress(done, total)
+    return counts
+
+
+def _synthetic_truth(truth: np.ndarray) -> Callable:
+    """A synthetic scene's exact 2 m truth (NaN where it is mixed) and where it holds, for any grid."""
+    return lambda grid: (np.nan_to_num(truth, nan=0), ~np.isnan(truth))
+
+
+def _scene_counts(predictor, scene_path, work: Path, gains, truth_on: Callable) -> np.ndarray:
+    """(len(gains), len(THRESHOLDS), 3) of one scene: its tiles run as predict runs them (the
+    checks, the plan, the blend), the network once, each gain's probabilities counted as they
+    leave the stream (nothing written)."""
+    from ..inference.runtime import EachPrior  # heavy: torch
+    from ..inference.stream import run_rows
+    from ..inference.writer import PredictionStats
+    from ..sources.scene import SceneReader
+
+    job = predictor.prepare(scene_path, work / "unwritten.tif")
+    f, scene = SCALE_FACTOR, job.scene
+    shape, transform = (scene.height * f, scene.width * f), fine_transform(scene.transform)
+    grid = SimpleNamespace(crs=scene.crs, transform=transform, shape=shape,
+                           bounds=BoundingBox(*array_bounds(*shape, transform)))
+    truth, labelled = truth_on(grid)
+    factor = f if truth.shape != shape else 1
+    counts = np.zeros((len(gains), len(THRESHOLDS), 3), dtype=np.int64)
+
+    def count(row0: int, col0: int, prob: np.ndarray, seen: np.ndarray) -> None:
+        h, w = prob.shape[-2:]
+        rows, cols = slice(row0 // factor, (row0 + h) // factor), slice(col0 // factor, (col0 + w) // factor)
+        counts[...] += counts_of_block(prob, seen, truth[rows, cols], labelled[rows, cols], factor)
+
+    with SceneReader(scene) as reader:
+        run_rows(job.grid, reader, EachPrior(job.forward, gains), (0, job.grid.n_rows), count, PredictionStats())
+    return counts
