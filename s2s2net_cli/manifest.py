@@ -45,7 +45,8 @@ def pairs_from_options(pairs: list[tuple[str, str]] | None, manifests=()) -> lis
 
 
 def read_manifest(path) -> list[Pair]:
-    """A CSV with columns image,mask (optional id, split); paths relative to the CSV."""
+    """A CSV with columns image,mask (optional id, split; scene for image, as a dates table and
+    the commands name it); paths relative to the CSV."""
     path = Path(path)
     try:
         columns, rows = read_csv(path)
@@ -53,6 +54,9 @@ def read_manifest(path) -> list[Pair]:
         raise refuse("S2N-MANIFEST-NOT-FOUND", path) from exc
     except (UnicodeDecodeError, csv.Error) as exc:
         raise refuse("S2N-MANIFEST-UNREADABLE", path, error=exc) from exc
+    if "image" not in columns and "scene" in columns:
+        rows = [{"image": row.pop("scene"), **row} for row in rows]
+        columns = ["image" if c == "scene" else c for c in columns]
     missing = {"image", "mask"} - set(columns)
     if missing:
         raise refuse("S2N-MANIFEST-COLUMNS", path, missing=', '.join(sorted(missing)), header=header_said(path))

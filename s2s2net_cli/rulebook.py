@@ -679,7 +679,7 @@ RULES = _book(
     Rule("S2N-PAIR-TWICE", INPUT, "is given twice with the mask {mask} ({first}, then {second}): the pair would "
                                   "count twice in what is pooled; give it once"),
     Rule("S2N-MANIFEST-ID-TWICE", INPUT, "scene id {scene_id!r} appears twice ({first} and {second}): {fix}"),
-    Rule("S2N-MANIFEST-COLUMNS", INPUT, "manifest lacks column(s) {missing} (needs image,mask; {header})"),
+    Rule("S2N-MANIFEST-COLUMNS", INPUT, "manifest lacks column(s) {missing} (needs image (or scene),mask; {header})"),
     Rule("S2N-MANIFEST-NOT-FOUND", INPUT, "manifest not found"),
     Rule("S2N-MANIFEST-UNREADABLE", INPUT, "not a readable CSV manifest ({error})"),
     Rule("S2N-MANIFEST-EMPTY", INPUT, "manifest has no rows"),

@@ -18,6 +18,7 @@ SAVED_AS = {
     "semicolons": ("image;mask;id\r\n{a};{b};one\r\n", "utf-8"),
     "tabs": ("image\tmask\tid\n{a}\t{b}\tone\n", "utf-8"),
     "capitalised": ("Image, Mask ,ID\n{a},{b},one\n", "utf-8"),
+    "scene for image": ("scene,mask,id\n{a},{b},one\n", "utf-8"),  # as the dates table and the commands say
 }
 
 
@@ -44,7 +45,8 @@ def test_a_table_without_its_columns_is_still_refused(tmp_path):
     manifest.write_text("scene;label\ns.tif;m.tif\n")
     with raises_rule("S2N-MANIFEST-COLUMNS", manifest) as refused:
         read_manifest(manifest)
-    assert "lacks column(s) image, mask" in str(refused.value) and "its header is scene;label" in str(refused.value)
+    assert "lacks column(s) mask (needs image (or scene),mask" in str(refused.value)
+    assert "its header is scene;label" in str(refused.value)
     with raises_rule("S2N-DATES-COLUMNS", manifest) as refused:
         read_dates_csv(manifest)
     assert "its header is scene;label" in str(refused.value)
