@@ -48,6 +48,7 @@ CLIP = (-8.0, 6.0)  # the target's range: a cell far below or above the threshol
 FIRST_SEED, SYNTHETIC_SCENES, SYNTHETIC_SIZE = 8000, 40, 192
 WINDOW, WINDOWS_PER_SCENE = 512, 16
 CELL_PIXELS = (DECODER_STRIDE * SCALE_FACTOR) ** 2  # 2 m pixels in a decoder cell
+FIT_STEPS = 2 * 2 * len(SEEDS)  # bounds fitted: land and water, of the gate and the fine gate, from each seed
 
 
 @dataclass
@@ -139,10 +140,12 @@ def cells_of(model, x: torch.Tensor, threshold_logit: float) -> Cells:
                  per_cell(1 - water, 0.0).sum((1, 3)), fine[:, :rows, :cols].clone() if fine is not None else None)
 
 
-def fit_gate(cells: list[Cells], threshold_logit: float, seeds: tuple[int, ...] = SEEDS) -> tuple[WaterGate, GateFit]:
+def fit_gate(cells: list[Cells], threshold_logit: float, seeds: tuple[int, ...] = SEEDS,
+             on_bound: Callable[[], None] | None = None) -> tuple[WaterGate, GateFit]:
     """A WaterGate fitted to ``cells``, its land and water bounds (their margins in their
     biases), and what it skips there. Each bound is fitted from each of ``seeds`` and the one
-    that skips the most cells kept (the first of equals)."""
+    that skips the most cells kept (the first of equals); ``on_bound()`` after each such fit
+    (2 x len(seeds) of them)."""
     if not cells:
         raise ValueError("no fitting input")
     water, land = (torch.cat([getattr(c, name).flatten() for c in cells]) for name in ("water", "land"))
@@ -153,6 +156,8 @@ def fit_gate(cells: list[Cells], threshold_logit: float, seeds: tuple[int, ...] 
         """Raised until the water in the cells it skips is at most MISSED_PIXELS of all pixels."""
         bound, score = _fit_bound(features, [c.head_max for c in cells], [c.prior_max for c in cells], GATE_QUANTILE, seed)
         margin = _margin(lambda m: float(water[score + m < threshold_logit].sum()), pixels)
+        if on_bound:
+            on_bound()
         return bound, margin, score + margin < threshold_logit
 
     land_bound, margin, skipped = max(map(fit_land, seeds), key=lambda fit: int(fit[2].sum()))
@@ -162,6 +167,8 @@ def fit_gate(cells: list[Cells], threshold_logit: float, seeds: tuple[int, ...] 
         bound, score = _fit_bound(features, [c.head_min for c in cells], [c.prior_min for c in cells],
                                   1 - GATE_QUANTILE, seed)
         margin = _margin(lambda m: float(land[~skipped & (score - m >= threshold_logit)].sum()), pixels)
+        if on_bound:
+            on_bound()
         return bound, margin, ~skipped & (score - margin >= threshold_logit)
 
     water_bound, water_margin, filled = max(map(fit_water, seeds), key=lambda fit: int(fit[2].sum()))
@@ -270,7 +277,8 @@ def fit_model_gate(model, threshold: float, inputs: Iterable[np.ndarray],
                    on_progress: Callable[[int], None] | None = None) -> tuple[WaterGate, WaterGate, GateFit]:
     """The water gate and the fine gate of ``model`` (an inference network on the CPU, fp32)
     fitted on ``inputs`` (normalised arrays (bands, h, w)) at ``threshold`` (a probability);
-    ``on_progress(k)`` after the k-th input, and once more (inputs + 1) when the fit is done."""
+    ``on_progress(k)`` after the k-th input, then after each of the fit's FIT_STEPS bounds
+    (inputs + 1 to inputs + FIT_STEPS)."""
     from ..inference.runtime import threshold_logit
 
     logit = threshold_logit(min(max(threshold, 1e-6), 1 - 1e-6))
@@ -283,11 +291,11 @@ def fit_model_gate(model, threshold: float, inputs: Iterable[np.ndarray],
                 on_progress(k + 1)
     finally:
         int8_ranges = ranges.close()
-    gate, fit = fit_gate(cells, logit)
-    fine_gate, fit.fine = fit_gate([replace(c, features=c.fine_features) for c in cells], logit)
+    fitted = iter(range(len(cells) + 1, len(cells) + FIT_STEPS + 1))  # the fit: minutes on 40 scenes
+    on_bound = (lambda: on_progress(next(fitted))) if on_progress else None
+    gate, fit = fit_gate(cells, logit, on_bound=on_bound)
+    fine_gate, fit.fine = fit_gate([replace(c, features=c.fine_features) for c in cells], logit, on_bound=on_bound)
     fit.both_active_fraction = _both_active(gate, fine_gate, cells, logit)
-    if on_progress:  # the fit itself, a step after the inputs (a minute on 40 scenes)
-        on_progress(len(cells) + 1)
     fit.int8_ranges = [(math.floor(low * 1e4) / 1e4, math.ceil(high * 1e4) / 1e4) for low, high in int8_ranges]
     return gate, fine_gate, fit
 
@@ -331,7 +339,7 @@ def gate_weights(src, dst, scenes: tuple = (), synthetic_scenes: int | None = No
                    *(scene_inputs(scene, card.bands) for scene in opened))
     total = None
     if on_progress:  # each synthetic scene is one window, a scene as many as window_corners places; then the fit
-        total = synthetic_scenes + sum(len(window_corners(o.height, o.width)) for o in opened) + 1
+        total = synthetic_scenes + sum(len(window_corners(o.height, o.width)) for o in opened) + FIT_STEPS
     gate, fine_gate, fit = fit_model_gate(model, card.threshold, inputs,
                                           (lambda done: on_progress(done, total)) if on_progress else None)
     state, card = load_weights(src)
