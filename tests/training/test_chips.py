@@ -485,7 +485,7 @@ def test_bad_input_gets_one_line_and_nothing_written(tmp_path, pairs, case):
         manifest.write_text("image,mask\ns21.tif,nothere.tif\n")
     elif case == "missing_column":
         manifest = tmp_path / "m.csv"
-        manifest.write_text("scene,mask\ns21.tif,m21.tif\n")
+        manifest.write_text("scene,label\ns21.tif,m21.tif\n")  # scene is image; label no mask
     elif case == "bad_crs":
         with rasterio.open(pairs / "m21.tif") as src:
             data, prof = src.read(1), src.profile
