@@ -47,3 +47,32 @@ def test_a_runnable_example_runs_as_written(tmp_path, lang, body):
     assert r.returncode == 0, f"{body}\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
     for name in re.findall(r"(?:^|\s)(?:-o|--output)\s+(\S+)", body):
         assert (tmp_path / name.strip("\"'")).exists(), f"{name} not written by:\n{body}"
+
+
+# A section named in prose: `[page](other.md), "Title"`, or `(above, "Title")` / `below, "Title"` for
+# the same page. The title is where a heading starts, or a paragraph's bold lead (`**Title.**`).
+SECTION_REFERENCE = re.compile(r'(?:\]\(([^()\s]*?\.md)(?:#[^)]*)?\)|\b(?:above|below))[,:]?\s+"([^"]+)"')
+
+
+def _sections(text: str) -> list[str]:
+    headings = re.findall(r"^#+\s+(.*)$", text, re.M)
+    bold_leads = re.findall(r"\*\*([^*]+)\*\*", text)
+    return [" ".join(s.split()).lower() for s in headings + bold_leads]
+
+
+def test_every_section_named_in_the_docs_is_there():
+    """A reader told to look "above" or on another page for a section finds it under that name."""
+    missing = []
+    for page in PAGES:
+        text = page.read_text()
+        for match in SECTION_REFERENCE.finditer(text):
+            link, title = match.groups()
+            target = (page.parent / link).resolve() if link else page
+            if not target.exists():
+                missing.append(f"{page.relative_to(ROOT)}: {link} (no such page)")
+                continue
+            wanted = " ".join(title.split()).lower()
+            if not any(section.startswith(wanted) for section in _sections(target.read_text())):
+                line = text.count("\n", 0, match.start()) + 1
+                missing.append(f'{page.relative_to(ROOT)}:{line}: "{title}" not a section of {target.name}')
+    assert not missing, "\n".join(missing)
