@@ -49,9 +49,9 @@ def test_a_runnable_example_runs_as_written(tmp_path, lang, body):
         assert (tmp_path / name.strip("\"'")).exists(), f"{name} not written by:\n{body}"
 
 
-# A section named in prose: `[page](other.md), "Title"`, or `(above, "Title")` / `below, "Title"` for
-# the same page. The title is where a heading starts, or a paragraph's bold lead (`**Title.**`).
-SECTION_REFERENCE = re.compile(r'(?:\]\(([^()\s]*?\.md)(?:#[^)]*)?\)|\b(?:above|below))[,:]?\s+"([^"]+)"')
+# A section named in prose: `[page](other.md), "Title"`, or `(above, "Title")`, `below, "Title"`,
+# `see "Title"` for the same page. The title is where a heading starts, or a paragraph's bold lead (`**Title.**`).
+SECTION_REFERENCE = re.compile(r'(?:\]\(([^()\s]*?\.md)(?:#[^)]*)?\)|\b(?:above|below|see))[,:]?\s+"([^"]+)"')
 
 
 def _sections(text: str) -> list[str]:
