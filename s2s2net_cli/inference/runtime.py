@@ -14,7 +14,7 @@ import torch
 from ..bands import BAND_NAMES
 from ..checkpoint import load_model
 from ..model import NdwiPrior, cell_pixels, pixel_cells
-from ..rulebook import refuse
+from ..rulebook import option, refuse
 from ..weights_header import model_name, weights_digest, weights_file
 from .folded_decoder import FoldedDecoder
 from .stream import Forward
@@ -22,14 +22,22 @@ from .subpixel_head import FusedMish, SubpixelHead
 
 
 def resolve_device(device: str, local_rank: int = 0) -> torch.device:
-    """The torch device for ``device``; "auto" and "cuda" take this rank's GPU (``local_rank``) under a launcher."""
+    """The torch device for ``device``; "auto" and "cuda" take this rank's GPU (``local_rank``) under a launcher.
+    A GPU asked for that is not there is refused, saying why (a PyTorch built for the CPU only)."""
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise refuse("S2N-DEVICE-NO-CUDA", device)
-    if dev.type == "cuda" and dev.index is None:
-        dev = torch.device("cuda", local_rank % torch.cuda.device_count())
+    if dev.type != "cuda":
+        return dev
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0:
+        why = (f"this PyTorch ({torch.__version__}) is built for the CPU only" if torch.version.cuda is None
+               else f"this PyTorch (CUDA {torch.version.cuda}) finds no GPU or driver")
+        raise refuse("S2N-DEVICE-NO-CUDA", option("device", device), why=why)
+    if dev.index is None:
+        return torch.device("cuda", local_rank % count)
+    if dev.index >= count:
+        raise refuse("S2N-DEVICE-NO-SUCH-GPU", option("device", device), count=count, last=count - 1)
     return dev
 
 

@@ -9,6 +9,7 @@ import geopandas as gpd
 import numpy as np
 import pytest
 import rasterio
+import torch
 from affine import Affine
 from rasterio.features import rasterize
 
@@ -499,3 +500,37 @@ def test_a_small_scene_is_planned_one_tile_of_its_size_and_the_json_says_so(tmp_
         assert np.array_equal(planned.read(), large.read())
     with rasterio.open(tmp_path / "w.tif") as src:
         assert (src.width, src.height) == (200, 200)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without a GPU")
+def test_a_gpu_asked_for_where_there_is_none_is_refused_saying_why(tmp_path, scene_factory, random_weights):
+    """`--device cuda` said "cuda: CUDA was asked for but no GPU is available", not the option,
+    nor why (a CPU-only PyTorch is the usual one), nor what runs anywhere."""
+    out = tmp_path / "water.tif"
+    result = run_cli("predict", scene_factory(), "-o", out, "--weights", random_weights, "--device", "cuda")
+    assert result.returncode == 1 and not out.exists(), result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("Error: --device cuda: asks for a GPU") and "[S2N-DEVICE-NO-CUDA]" in line, line
+    assert ("built for the CPU only" if torch.version.cuda is None else "finds no GPU or driver") in line
+    assert "--device auto runs on a GPU where there is one, else on the CPU" in line
+
+
+def test_a_gpu_number_past_the_machine_s_gpus_is_refused(monkeypatch):
+    """`--device cuda:2` on a machine of two GPUs met torch's own "invalid device ordinal" as the
+    weights moved to it; it is refused first, naming the GPUs there are. `cuda` takes the rank's GPU."""
+    from s2s2net_cli.inference.runtime import resolve_device
+
+    from ..conftest import raises_rule
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert resolve_device("cuda", local_rank=3) == torch.device("cuda", 1)
+    assert resolve_device("cuda:1") == torch.device("cuda", 1)
+    with raises_rule("S2N-DEVICE-NO-SUCH-GPU") as refused:
+        resolve_device("cuda:2")
+    assert str(refused.value).startswith("device='cuda:2': there is no such GPU: torch sees 2 here, cuda:0 to cuda:1")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)  # a driver that finds none
+    monkeypatch.setattr(torch.version, "cuda", None)
+    with raises_rule("S2N-DEVICE-NO-CUDA") as refused:
+        resolve_device("cuda")
+    assert "this PyTorch" in str(refused.value) and "is built for the CPU only" in str(refused.value)
