@@ -777,7 +777,8 @@ RULES = _book(
     Rule("S2N-DEVICE-NO-CUDA", INPUT, "asks for a GPU, and there is none: {why}; {o.device:auto} runs on a GPU "
                                       "where there is one, else on the CPU"),
     Rule("S2N-DEVICE-NO-SUCH-GPU", INPUT, "there is no such GPU: torch sees {count} here, cuda:0 to cuda:{last} "
-                                          "(CUDA_VISIBLE_DEVICES numbers those it shows from 0)"),
+                                          "(CUDA_VISIBLE_DEVICES numbers those it shows from 0); {o.device:cuda} "
+                                          "takes each rank's own"),
     Rule("S2N-WEIGHTS-BANDS", INPUT, "weights were trained on bands {trained}; s2s2net reads {reads}"),
     Rule("S2N-INT8-NO-RANGES", INPUT, "weights carry no int8 ranges for {o.precision:int8} ({c.gate} records them)"),
     Rule("S2N-INT8-NOT-X86", INPUT, "{o.precision:int8} runs on x86 CPUs with AVX2 or AVX-512, not on {device}"),
