@@ -612,9 +612,10 @@ def train(chips_dirs, run_dir, *, world: World | None = None, on_record: Callabl
 
 
 @_takes_band_datasets
+@_takes_geo_tables
 def calibrate(weights, output, *, pairs=(), manifests=(), gains=None, synthetic_scenes: int | None = None,
               synthetic_size: int | None = None, overwrite: bool = False,
-              on_progress: Callable[[int, int], None] | None = None):
+              on_progress: Callable[[int, int], None] | None = None, **options):
     """Choose the water threshold and NDWI prior of weights and write them with them, as
     ``s2s2net weights calibrate`` does (after every fine-tune: ``train`` writes plain weights).
 
@@ -629,19 +630,23 @@ def calibrate(weights, output, *, pairs=(), manifests=(), gains=None, synthetic_
         synthetic_size: their side in 10 m pixels (default 192, at least 32).
         overwrite: replace an existing output.
         on_progress: called with (scenes scored, scenes in all) as each scene is scored.
+        **options: SceneOptions fields (``bands``, ``scale``, ``offset``, ``keep_clouds``,
+            ``leave_out``, ``bbox``, ``aoi``): how the pairs' scenes are read, as ``predict`` reads them.
 
     Returns:
         A ``Calibration``: the ``threshold`` and ``gain`` chosen, every source's F1 at each
-        threshold for each gain (``scores``), and the ``warnings`` (also warned: the largest
-        gain tried chosen, say).
+        threshold for each gain (``scores``), and the ``warnings`` (also warned: how a scene was
+        read, as ``predict`` warns; the largest gain tried chosen, say).
     """
     from .evaluation.calibrate import calibrate_weights  # heavy: torch
+
+    (scene,) = _split(calibrate, options, SceneOptions)
 
     given = {"gains": gains, "synthetic_scenes": synthetic_scenes, "synthetic_size": synthetic_size}
     with contextlib.ExitStack() as files:
         held, said = _pairs_as_files(_pairs(pairs, dataarray=True), files)  # scored as the same files would be
-        found = calibrate_weights(weights, output, held, manifests, overwrite=overwrite,
-                                  on_progress=on_progress, **{k: v for k, v in given.items() if v is not None})
+        found = calibrate_weights(weights, output, held, manifests, overwrite=overwrite, on_progress=on_progress,
+                                  scene=SceneOptions(**scene), **{k: v for k, v in given.items() if v is not None})
     found.warnings = [_said_of_held(w, said) for w in found.warnings]
     _warn_all(found.warnings)
     return found

@@ -17,6 +17,7 @@ from .options import (
     overwrite_option,
     pair_option,
     parse_name_values,
+    scene_options,
     weights_dst,
     weights_src_dst,
 )
@@ -84,16 +85,19 @@ def annotate(src, dst, output, notes, threshold, ndwi_prior, overwrite):
               help="Synthetic validation scenes to score on (generator seeds from 8000).")
 @click.option("--synthetic-size", type=click.IntRange(MIN_SYNTHETIC_SIZE), default=SYNTHETIC_SIZE, show_default=True,
               help="Their side in 10 m pixels.")
+@scene_options
 @overwrite_option
 @json_option
 @click.pass_context
-def calibrate(ctx, src, dst, output, pairs, manifests, gains, synthetic_scenes, synthetic_size, overwrite, as_json):
+def calibrate(ctx, src, dst, output, pairs, manifests, gains, synthetic_scenes, synthetic_size, scene, overwrite,
+              as_json):
     """Choose the water threshold and NDWI prior of weights SRC and write them to DST.
 
     Every gain is scored as predict runs it (each scene's network run once, each gain's prior
     added to its logits), on synthetic validation scenes (exact 2 m truth) and on your labelled
     pairs (each label on its scene's 10 m grid, scored on its cells, or on the
-    2 m grid): the --pair pairs pooled as one source, each --manifest as another. The threshold
+    2 m grid; the scenes read as predict reads them, with the same options and warnings): the
+    --pair pairs pooled as one source, each --manifest as another. The threshold
     and gain with the best mean of the sources' F1 are written into DST's card. Run it after
     every fine-tune: a model's calibrated threshold is what predict, evaluate and compare use
     unless --threshold is given.
@@ -102,13 +106,14 @@ def calibrate(ctx, src, dst, output, pairs, manifests, gains, synthetic_scenes, 
     Examples:
       s2s2net weights calibrate run/best.safetensors model.safetensors --pair scene.tif label_10m.tif
       s2s2net weights calibrate run/best.safetensors model.safetensors --manifest labels.csv --gains 0,8,16
+      s2s2net weights calibrate run/best.safetensors model.safetensors --manifest stacks_2023.csv --offset -1000
     """
     from ..evaluation.calibrate import THRESHOLDS, calibrate_weights  # heavy: torch
 
     dst = weights_dst(dst, output)
     with progress_bar("calibrate: scenes", quiet=ctx.obj.get("quiet"), every_step=True) as on_step:
         found = calibrate_weights(src, dst, pairs, manifests, gains, synthetic_scenes, synthetic_size, overwrite,
-                                  on_progress=on_step)
+                                  on_progress=on_step, scene=scene)
     if as_json:
         click.echo(json.dumps(found.to_dict(), indent=2))
     elif not ctx.obj.get("quiet"):

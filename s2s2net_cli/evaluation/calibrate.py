@@ -23,6 +23,7 @@ import numpy as np
 import rasterio
 from rasterio.coords import BoundingBox
 from rasterio.transform import array_bounds
+from rasterio.windows import Window
 
 from ..formats import WEIGHTS_FILE
 from ..grid import SCALE_FACTOR, fine_transform
@@ -30,6 +31,7 @@ from ..labels import NODATA_TAG, VectorLabel, check_label, open_label, rasterise
 from ..manifest import Pair
 from ..option_checks import check_bounds
 from ..rulebook import finding, option, refuse
+from ..sources.options import SceneOptions
 
 THRESHOLDS = tuple(float(t) for t in np.round(np.arange(0.10, 0.91, 0.05), 2))
 GAINS = (0.0, 4.0, 8.0, 16.0, 32.0)
@@ -113,33 +115,36 @@ def f1(tp, fp, fn) -> float:
 
 def calibrate(weights, work_dir, sources: dict[str, list[Pair]] | None = None, gains=GAINS,
               synthetic_scenes: int = SYNTHETIC_SCENES, synthetic_size: int = SYNTHETIC_SIZE,
-              on_progress: Callable[[int, int], None] | None = None) -> Calibration:
+              on_progress: Callable[[int, int], None] | None = None, scene: SceneOptions | None = None) -> Calibration:
     """The threshold and NDWI prior gain of ``weights`` that score best (the mean of the pooled
-    F1 of the synthetic scenes and of each of ``sources``, name -> labelled pairs), scored in
-    ``work_dir``; ``on_progress(done, total)`` as each scene is scored."""
+    F1 of the synthetic scenes and of each of ``sources``, name -> labelled pairs, their scenes
+    read as ``scene`` says, with predict's warnings), scored in ``work_dir``;
+    ``on_progress(done, total)`` as each scene is scored."""
     from ..checkpoint import annotate_weights  # heavy: torch
     from ..synthetic.scenes import make_pair, write_pair  # the generator: scipy, only here
 
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
     sources = {name: list(pairs) for name, pairs in (sources or {}).items() if pairs}
-    label_warnings = [w for pairs in sources.values() for pair in pairs for w in _check_label(pair)]
+    scene = scene or SceneOptions()
+    label_warnings = [w for pairs in sources.values() for pair in pairs for w in _check_label(pair, scene)]
     synthetic = []
     for seed in range(FIRST_SEED, FIRST_SEED + synthetic_scenes):
         made = make_pair(synthetic_size, seed=seed)
-        scene = work / f"val_{seed}_scene.tif"
-        write_pair(made, scene, work / f"val_{seed}_mask.tif")
-        synthetic.append((scene, made.mask))
+        path = work / f"val_{seed}_scene.tif"
+        write_pair(made, path, work / f"val_{seed}_mask.tif")
+        synthetic.append((path, made.mask))
     # the network without a prior: each scene runs once, every gain's prior added to its logits
     plain = annotate_weights(weights, work / "plain.safetensors", {}, ndwi_prior=0, overwrite=True)
-    counts = _counts(plain, work, gains, synthetic, sources, on_progress)
+    counts, scene_warnings = _counts(plain, work, gains, synthetic, sources, on_progress, scene)
     scores = {gain: {name: [f1(*c) for c in found[g]] for name, found in counts.items()} for g, gain in enumerate(gains)}
     means = [np.mean(list(scores[gain].values()), axis=0) for gain in gains]
     g, best = np.unravel_index(int(np.argmax(np.array(means))), (len(gains), len(THRESHOLDS)))
     gain = float(list(gains)[g])
     held_out = [finding("S2N-CALIBRATE-TEST-PAIR", p.image) for pairs in sources.values() for p in pairs
                 if p.split == "test"]  # chosen on them, the model scores higher there than on a hold-out
-    return Calibration(THRESHOLDS[best], gain, scores, label_warnings + held_out + gain_edge(gain, gains, weights))
+    return Calibration(THRESHOLDS[best], gain, scores,
+                       scene_warnings + label_warnings + held_out + gain_edge(gain, gains, weights))
 
 
 def gain_edge(chosen: float, gains, weights) -> list:
@@ -153,10 +158,12 @@ def gain_edge(chosen: float, gains, weights) -> list:
 
 def calibrate_weights(src, dst, pairs=(), manifests=(), gains=GAINS, synthetic_scenes: int = SYNTHETIC_SCENES,
                       synthetic_size: int = SYNTHETIC_SIZE, overwrite: bool = False,
-                      on_progress: Callable[[int, int], None] | None = None) -> Calibration:
+                      on_progress: Callable[[int, int], None] | None = None,
+                      scene: SceneOptions | None = None) -> Calibration:
     """Calibrate the weights ``src`` and write them, the threshold and gain chosen, to ``dst``
     (what ``s2s2net weights calibrate`` does): ``pairs`` pooled as one source of labelled pairs,
-    each of ``manifests`` as another, beside ``synthetic_scenes`` synthetic ones."""
+    each of ``manifests`` as another, their scenes read as ``scene`` says, beside
+    ``synthetic_scenes`` synthetic ones."""
     import tempfile
 
     from ..checkpoint import annotate_weights  # heavy: torch
@@ -173,7 +180,7 @@ def calibrate_weights(src, dst, pairs=(), manifests=(), gains=GAINS, synthetic_s
         sources[Path(manifest).stem if Path(manifest).stem not in sources else str(manifest)] = pairs_from_options(
             [], manifest)
     with tempfile.TemporaryDirectory(prefix="s2s2net-calibrate-") as work:
-        found = calibrate(src, work, sources, gains, synthetic_scenes, synthetic_size, on_progress)
+        found = calibrate(src, work, sources, gains, synthetic_scenes, synthetic_size, on_progress, scene)
     said = "".join(f", {name} ({len(p)} labelled pairs)" for name, p in sources.items())
     notes = {"calibration": f"threshold and NDWI prior by s2s2net weights calibrate ({synthetic_scenes} synthetic "
                             f"validation scenes{said})"}
@@ -181,38 +188,46 @@ def calibrate_weights(src, dst, pairs=(), manifests=(), gains=GAINS, synthetic_s
     return found
 
 
-def _check_label(pair: Pair) -> list:
+def _check_label(pair: Pair, scene_options: SceneOptions) -> list:
     """InputError unless ``pair``'s label holds water 1, land 0 and its nodata only (check_label:
     a 0/255 mask's water was read as unseen, its F1 0 at every threshold, without a word) and is
-    on its scene's 10 m or 2 m grid, or is water polygons (drawn on the prediction's grid).
-    Returns the label's warnings."""
+    on its scene's 10 m or 2 m grid (the whole scene's, as predict reads it: a product's too), or
+    is water polygons (drawn on the prediction's grid). Returns the label's warnings."""
+    from ..sources.open import open_scene
+
     label = open_label(pair.mask)
     warnings = check_label(label, declare_nodata=NODATA_TAG)  # calibrate has no --nodata: the file's tag says it
     if isinstance(label, VectorLabel):
         return warnings
-    with rasterio.open(pair.image) as scene:
-        if (label.height, label.width) not in ((scene.height, scene.width),
-                                               (scene.height * SCALE_FACTOR, scene.width * SCALE_FACTOR)):
-            raise refuse("S2N-CALIBRATE-GRID", pair.mask, scene=pair.image)
+    height, width = open_scene(pair.image, scene_options).dataset_shape
+    if (label.height, label.width) not in ((height, width), (height * SCALE_FACTOR, width * SCALE_FACTOR)):
+        raise refuse("S2N-CALIBRATE-GRID", pair.mask, scene=pair.image)
     return warnings
 
 
 def _label_on_grid(pair: Pair, prediction) -> tuple[np.ndarray, np.ndarray]:
-    """``pair``'s label and where it is valid, on its own grid (its scene's 10 m or 2 m one);
-    water polygons drawn on the grid of the open ``prediction``, valid everywhere."""
+    """``pair``'s label and where it is valid, on its own grid (its scene's 10 m or 2 m one), the
+    part under the ``prediction`` grid (the scene's, or its area of interest's window, which lies
+    ``prediction.origin`` 10 m rows and columns into it); water polygons drawn on that grid, valid
+    everywhere."""
     label = open_label(pair.mask, near=(prediction.crs, tuple(prediction.bounds)))
     if isinstance(label, VectorLabel):
         truth = rasterise_label(label, prediction.transform, prediction.crs, prediction.shape)
         return truth.astype(np.uint8), np.ones(truth.shape, bool)
     with rasterio.open(label.path) as lab:
-        truth, nodata = lab.read(1), lab.nodata
+        across = SCALE_FACTOR if (lab.height, lab.width) == prediction.dataset_shape else 1  # 2 m pixels a label pixel
+        (row, col), (height, width), per_10m = prediction.origin, prediction.shape, SCALE_FACTOR // across
+        window = Window(col * per_10m, row * per_10m, width // across, height // across)
+        truth, nodata = lab.read(1, window=window), lab.nodata
     return truth, np.isin(truth, (0, 1)) & ((truth != nodata) if nodata is not None else True)
 
 
 def _counts(weights: Path, work: Path, gains, synthetic: list, sources: dict[str, list[Pair]],
-            on_progress: Callable[[int, int], None] | None) -> dict[str, np.ndarray]:
+            on_progress: Callable[[int, int], None] | None,
+            scene_options: SceneOptions) -> tuple[dict[str, np.ndarray], list]:
     """(len(gains), len(THRESHOLDS), 3) tp, fp, fn of ``weights`` (without a prior) with each
-    gain's prior on the synthetic scenes pooled and on each source pooled."""
+    gain's prior on the synthetic scenes pooled and on each source pooled (its scenes read as
+    ``scene_options`` says), and what reading the sources' scenes warned of, as predict warns."""
     from ..inference.predictor import PredictOptions, Predictor  # heavy: torch
 
     total, done = len(synthetic) + sum(len(pairs) for pairs in sources.values()), 0
@@ -220,18 +235,20 @@ def _counts(weights: Path, work: Path, gains, synthetic: list, sources: dict[str
     runs = [("synthetic", Predictor(weights, PredictOptions(tile_size=SYNTHETIC_SIZE, overlap=48, **options)),
              [(scene, _synthetic_truth(truth)) for scene, truth in synthetic])]
     if sources:
-        real = Predictor(weights, PredictOptions(**options))
+        real = Predictor(weights, PredictOptions(scene=scene_options, **options))
         runs += [(name, real, [(pair.image, partial(_label_on_grid, pair)) for pair in pairs])
                  for name, pairs in sources.items()]
-    counts = {}
+    counts, warnings = {}, []
     for name, predictor, scenes in runs:
         counts[name] = np.zeros((len(gains), len(THRESHOLDS), 3), dtype=np.int64)
         for scene, truth_on in scenes:
-            counts[name] += _scene_counts(predictor, scene, work, gains, truth_on)
+            found, said = _scene_counts(predictor, scene, work, gains, truth_on)
+            counts[name] += found
+            warnings += [w for w in said if name != "synthetic" and w not in warnings]
             done += 1
             if on_progress:
                 on_progress(done, total)
-    return counts
+    return counts, warnings
 
 
 def _synthetic_truth(truth: np.ndarray) -> Callable:
@@ -239,10 +256,10 @@ def _synthetic_truth(truth: np.ndarray) -> Callable:
     return lambda grid: (np.nan_to_num(truth, nan=0), ~np.isnan(truth))
 
 
-def _scene_counts(predictor, scene_path, work: Path, gains, truth_on: Callable) -> np.ndarray:
+def _scene_counts(predictor, scene_path, work: Path, gains, truth_on: Callable) -> tuple[np.ndarray, list]:
     """(len(gains), len(THRESHOLDS), 3) of one scene: its tiles run as predict runs them (the
     checks, the plan, the blend), the network once, each gain's probabilities counted as they
-    leave the stream (nothing written)."""
+    leave the stream (nothing written); and what reading it warned of."""
     from ..inference.runtime import EachPrior  # heavy: torch
     from ..inference.stream import run_rows
     from ..inference.writer import PredictionStats
@@ -251,8 +268,8 @@ def _scene_counts(predictor, scene_path, work: Path, gains, truth_on: Callable) 
     job = predictor.prepare(scene_path, work / "unwritten.tif")
     f, scene = SCALE_FACTOR, job.scene
     shape, transform = (scene.height * f, scene.width * f), fine_transform(scene.transform)
-    grid = SimpleNamespace(crs=scene.crs, transform=transform, shape=shape,
-                           bounds=BoundingBox(*array_bounds(*shape, transform)))
+    grid = SimpleNamespace(crs=scene.crs, transform=transform, shape=shape, origin=scene.origin,
+                           dataset_shape=scene.dataset_shape, bounds=BoundingBox(*array_bounds(*shape, transform)))
     truth, labelled = truth_on(grid)
     factor = f if truth.shape != shape else 1
     counts = np.zeros((len(gains), len(THRESHOLDS), 3), dtype=np.int64)
@@ -264,4 +281,4 @@ def _scene_counts(predictor, scene_path, work: Path, gains, truth_on: Callable) 
 
     with SceneReader(scene) as reader:
         run_rows(job.grid, reader, EachPrior(job.forward, gains), (0, job.grid.n_rows), count, PredictionStats())
-    return counts
+    return counts, job.warnings

@@ -199,8 +199,11 @@ def test_calibrate_chooses_the_best_threshold_and_gain_and_writes_them(tmp_path,
     best = max(means.values())
     assert means[(f"{found['ndwi_prior']:g}", found["threshold"])] == best
     # the largest gain tried chosen: a larger one may score better, and the command says so
-    warned = [w["code"] for w in found["warnings"]] == ["S2N-CALIBRATE-GAIN-EDGE"]
+    said = [w["code"] for w in found["warnings"]]
+    warned = "S2N-CALIBRATE-GAIN-EDGE" in said
     assert warned == (found["ndwi_prior"] == 16) == ("S2N-CALIBRATE-GAIN-EDGE" in codes(r.stderr))
+    # how its scene was read, as predict says it: once, though two sources hold it
+    assert [c for c in said if c != "S2N-CALIBRATE-GAIN-EDGE"] == ["S2N-SCENE-SMALL"]
     # a run of minutes said nothing until it ended: each scene scored (every gain at once) is a step of its progress
     assert all(f"calibrate: scenes: {k}/4 ({k / 4:.0%})" in r.stderr for k in range(1, 5)), r.stderr
     card = json.loads(run_cli("weights", "show", out).stdout)
@@ -473,3 +476,61 @@ def test_a_runs_checkpoint_given_as_weights_names_the_runs_weights(tmp_path, ran
     (other / "model.pt").write_bytes(b"PK\x03\x04" + bytes(60))
     r = run_cli("weights", "show", other / "model.pt")
     assert refused(r, "S2N-WEIGHTS-ZIP-PICKLE", 1, other / "model.pt")
+
+
+SAMPLE_PRODUCT = "sample_data/S2B_MSIL2A_20230823T155559_N0509_R122_T18SVG_20230823T184759.SAFE.zip"
+SAMPLE_CROP = "sample_data/virginia_shoreline_s2_6band_10m.tif"
+
+
+def _calibrated(tmp_path, scene, label, *options):
+    """calibrate's JSON for the bundled weights on one labelled pair, and its stderr."""
+    r = run_cli("weights", "calibrate", "default", tmp_path / "c.safetensors", "--pair", scene, label, "--gains", "0,16",
+                "--synthetic-scenes", 1, "--synthetic-size", 48, "--json", "--overwrite", *options)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout), r.stderr
+
+
+def test_calibrate_reads_scenes_as_predict_does_with_its_options_and_warnings(tmp_path):
+    """calibrate opened each pair's scene with rasterio to check its label's grid, so a product
+    (what evaluate and chip take) failed with GDAL's "not recognized as being in a supported
+    file format" and no code; it took no scene options (a 2022+ stack's --offset -1000) and said
+    nothing of how its scenes were read (S2N-OFFSET-MISSING), so it chose on scenes read wrongly
+    without a word. Each score is that of predict's mask, here scored against itself."""
+    import numpy as np
+    import rasterio
+    from affine import Affine
+
+    from ..conftest import write_raster
+
+    at = None
+    for scene in (SAMPLE_PRODUCT, SAMPLE_CROP):
+        label = tmp_path / f"{len(scene)}_label.tif"  # the bundled model's own mask, as calibrate runs it
+        r = run_cli("predict", scene, "-o", label, "--precision", 32, "--full-head")
+        assert r.returncode == 0, r.stderr
+        found, said = _calibrated(tmp_path, scene, label)
+        at = found["thresholds"].index(0.7)  # the bundled weights' threshold and gain: their mask exactly
+        assert found["scores"]["16"]["pairs"][at] == 1.0 and found["scores"]["0"]["pairs"][at] < 1.0
+        assert "S2N-OFFSET-MISSING" not in codes(said)
+    # the crop as a stack of processing baseline 04.00 on stores it: DN + 1000
+    with rasterio.open(SAMPLE_CROP) as src:
+        plus = write_raster(tmp_path / "plus.tif", src.read() + 1000, transform=src.transform, crs=src.crs, nodata=0,
+                            descriptions=src.descriptions)
+    found, said = _calibrated(tmp_path, plus, label)
+    assert "S2N-OFFSET-MISSING" in [w["code"] for w in found["warnings"]] and "S2N-OFFSET-MISSING" in codes(said)
+    assert found["scores"]["16"]["pairs"][at] < 0.99
+    found, said = _calibrated(tmp_path, plus, label, "--offset", -1000)
+    assert found["scores"]["16"]["pairs"][at] == 1.0 and "S2N-OFFSET-MISSING" not in codes(said)
+    # an area of interest: the label read where it lies under the window predict reads (a 10 m label
+    # here, the 2 m mask's cells at least half water), scored as evaluate scores the same window
+    with rasterio.open(label) as src:
+        fine, t2, crs = src.read(1), src.transform, src.crs
+    cells = fine.reshape(fine.shape[0] // 5, 5, fine.shape[1] // 5, 5).mean((1, 3)) >= 0.5
+    label10 = write_raster(tmp_path / "label10.tif", cells.astype("uint8"), transform=t2 @ Affine.scale(5), crs=crs,
+                           nodata=255)
+    bbox = "-75.61039,37.72396,-75.58115,37.74718"  # the crop's middle, its window 30 % in from the west
+    found, _ = _calibrated(tmp_path, SAMPLE_CROP, label10, "--bbox", bbox)
+    r = run_cli("evaluate", "--pair", SAMPLE_CROP, label10, "--bbox", bbox, "--precision", 32, "--full-head", "--json")
+    assert r.returncode == 0, r.stderr
+    scored = json.loads(r.stdout)["rows"][0]
+    assert found["scores"]["16"]["pairs"][at] == scored["f1"] < 1.0
+    assert np.count_nonzero(cells) > scored["tp"] + scored["fn"] > 0  # the window's water, not the crop's
