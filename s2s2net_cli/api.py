@@ -653,7 +653,8 @@ def calibrate(weights, output, *, pairs=(), manifests=(), gains=None, synthetic_
 
 
 @_takes_band_datasets
-def gate(weights, output, *, scenes=(), synthetic_scenes: int | None = None, overwrite: bool = False):
+@_takes_geo_tables
+def gate(weights, output, *, scenes=(), synthetic_scenes: int | None = None, overwrite: bool = False, **options):
     """Fit a water gate to weights and write them with it, as ``s2s2net weights gate`` does
     (after calibrating: the gate is fitted at the weights' threshold).
 
@@ -664,12 +665,16 @@ def gate(weights, output, *, scenes=(), synthetic_scenes: int | None = None, ove
             ``xarray.DataArray`` too; no label needed), or one such scene.
         synthetic_scenes: synthetic scenes to fit on (default 40).
         overwrite: replace an existing output.
+        **options: SceneOptions fields (``bands``, ``scale``, ``offset``, ...): how ``scenes`` are
+            read, as ``predict`` reads them.
 
     Returns:
-        A ``GateFit``: its margins, the share of cells the head runs on, and the pixels the
-        gate gets wrong on the fitting scenes.
+        A ``GateFit``: its margins, the share of cells the head runs on, the pixels the gate
+        gets wrong on the fitting scenes, and the ``warnings`` of reading ``scenes`` (also warned).
     """
     from .training.gate import gate_weights  # heavy: torch
+
+    (scene,) = _split(gate, options, SceneOptions)
 
     given = _paths(scenes, "scenes", SCENE, dataarray=True)
     with contextlib.ExitStack() as files:
@@ -678,7 +683,9 @@ def gate(weights, output, *, scenes=(), synthetic_scenes: int | None = None, ove
 
             given = [files.enter_context(scene_file(s, f"scenes[{k}]")) if type(s).__name__ == "DataArray" else s
                      for k, s in enumerate(given)]
-        return gate_weights(weights, output, tuple(given), synthetic_scenes, overwrite)
+        fit = gate_weights(weights, output, tuple(given), synthetic_scenes, overwrite, scene=SceneOptions(**scene))
+    _warn_all(fit.warnings)
+    return fit
 
 
 def synth(output, *, on_pair: Callable[[Path, Path, float], None] | None = None, **options):

@@ -130,10 +130,11 @@ def calibrate(ctx, src, dst, output, pairs, manifests, gains, synthetic_scenes, 
               help="A scene to fit on besides the synthetic ones (repeatable): any predict reads; no label needed.")
 @click.option("--synthetic-scenes", type=click.IntRange(0), default=None,
               help="Synthetic scenes to fit on (generator seeds from 8000; default 40).")
+@scene_options
 @overwrite_option
 @json_option
 @click.pass_context
-def gate(ctx, src, dst, output, scenes, synthetic_scenes, overwrite, as_json):
+def gate(ctx, src, dst, output, scenes, synthetic_scenes, scene, overwrite, as_json):
     """Fit a water gate to weights SRC and write them with it to DST.
 
     The gate lets predict skip the network's head (most of its work) on the 40 m cells where
@@ -150,12 +151,14 @@ def gate(ctx, src, dst, output, scenes, synthetic_scenes, overwrite, as_json):
     Examples:
       s2s2net weights gate run/best.safetensors model.safetensors
       s2s2net weights gate model.safetensors gated.safetensors --scene S2A_tile.SAFE.zip --scene lake.tif
+      s2s2net weights gate model.safetensors gated.safetensors --scene stack_2023.tif --offset -1000
     """
     from ..training.gate import gate_weights  # heavy: torch
 
     dst = weights_dst(dst, output)
     with progress_bar("gate: windows read, then the fit", quiet=ctx.obj.get("quiet")) as on_step:
-        fit = gate_weights(src, dst, tuple(scenes), synthetic_scenes, overwrite, on_progress=on_step)  # None: default
+        fit = gate_weights(src, dst, tuple(scenes), synthetic_scenes, overwrite, on_progress=on_step,  # None: default
+                           scene=scene)
     if as_json:
         click.echo(json.dumps(fit.to_dict(), indent=2))
     elif not ctx.obj.get("quiet"):
@@ -164,3 +167,4 @@ def gate(ctx, src, dst, output, scenes, synthetic_scenes, overwrite, as_json):
                    f"{fit.missed_fraction:.1e} of their pixels are water it skips as land, {fit.wrong_water_fraction:.1e} "
                    f"land it fills as water; with the fine gate beside it (margins {fit.fine.margin:g} and "
                    f"{fit.fine.water_margin:g}) its last two steps run on {fit.both_active_fraction:.1%} of the cells", err=True)
+    log_findings(fit.warnings)

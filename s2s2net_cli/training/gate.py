@@ -25,7 +25,7 @@ The same runs measure the range of each head step's input (StepInputRanges): wha
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -83,6 +83,7 @@ class GateFit:
     wrong_water_fraction: float = 0.0  # of all pixels: land the gate fills as water
     fine: "GateFit | None" = None  # the fine gate's fit on the same cells, alone
     both_active_fraction: float | None = None  # of the cells: where neither gate skips the last steps
+    warnings: list = field(default_factory=list)  # what reading the scenes given warned of, as predict warns
 
     def to_dict(self) -> dict:
         return {"margin": self.margin, "active_fraction": round(self.active_fraction, 4),
@@ -90,8 +91,8 @@ class GateFit:
                 "water_margin": self.water_margin, "filled_fraction": round(self.filled_fraction, 4),
                 "wrong_water_fraction": self.wrong_water_fraction,
                 "cells": self.cells, "inputs": self.inputs, "int8_ranges": self.int8_ranges,
-                **({"fine": self.fine.to_dict(), "both_active_fraction": round(self.both_active_fraction, 4)}
-                   if self.fine is not None else {})}
+                **({"fine": self.fine.to_dict(), "both_active_fraction": round(self.both_active_fraction, 4),
+                    "warnings": [w.to_dict() for w in self.warnings]} if self.fine is not None else {})}
 
 
 class StepInputRanges:
@@ -312,11 +313,13 @@ def _both_active(gate: WaterGate, fine_gate: WaterGate, cells: list[Cells], thre
 
 
 def gate_weights(src, dst, scenes: tuple = (), synthetic_scenes: int | None = None, overwrite: bool = False,
-                 on_progress: Callable[[int, int], None] | None = None) -> GateFit:
+                 on_progress: Callable[[int, int], None] | None = None, scene=None) -> GateFit:
     """Copy weights ``src`` to ``dst`` with a water gate fitted to them (any gate of ``src``'s
-    replaced): on ``synthetic_scenes`` synthetic scenes and windows of ``scenes``, at the
-    threshold of ``src``'s card, and the head steps' input ranges on the same scenes (the card's
-    ``int8_ranges``). What the fit found is noted in the card's training record."""
+    replaced): on ``synthetic_scenes`` synthetic scenes and windows of ``scenes`` (read as the
+    SceneOptions ``scene`` say, as predict reads them), at the threshold of ``src``'s card, and
+    the head steps' input ranges on the same scenes (the card's ``int8_ranges``). What the fit
+    found is noted in the card's training record; what reading ``scenes`` warned of is in the
+    fit's ``warnings``."""
     from itertools import chain
 
     from ..checkpoint import FINE_GATE_PREFIX, GATE_PREFIX, load_model, load_weights, save_weights, without_gate
@@ -331,12 +334,14 @@ def gate_weights(src, dst, scenes: tuple = (), synthetic_scenes: int | None = No
         raise refuse("S2N-GATE-NO-INPUT", None)
     model, card = load_model(src, "cpu")
     model = inference_network(model)
+    from ..sources.checks import scene_warnings
     from ..sources.open import open_scene
     from ..sources.options import SceneOptions
 
-    opened = [open_scene(scene, SceneOptions(), len(card.bands.names)) for scene in scenes]  # once, before the fit
+    opened = [open_scene(path, scene or SceneOptions(), len(card.bands.names)) for path in scenes]  # once, before the fit
+    said = [w for o in opened for w in scene_warnings(o, card.bands)]
     inputs = chain(synthetic_inputs(synthetic_scenes, spec=card.bands),
-                   *(scene_inputs(scene, card.bands) for scene in opened))
+                   *(scene_inputs(o, card.bands) for o in opened))
     total = None
     if on_progress:  # each synthetic scene is one window, a scene as many as window_corners places; then the fit
         total = synthetic_scenes + sum(len(window_corners(o.height, o.width)) for o in opened) + FIT_STEPS
@@ -357,4 +362,5 @@ def gate_weights(src, dst, scenes: tuple = (), synthetic_scenes: int | None = No
         f"{fit.both_active_fraction:.1%} of the cells; the head steps' input ranges for --precision int8 from the "
         f"same scenes")}
     save_weights(dst, state, card)
+    fit.warnings = list(dict.fromkeys(said))
     return fit

@@ -534,3 +534,24 @@ def test_calibrate_reads_scenes_as_predict_does_with_its_options_and_warnings(tm
     scored = json.loads(r.stdout)["rows"][0]
     assert found["scores"]["16"]["pairs"][at] == scored["f1"] < 1.0
     assert np.count_nonzero(cells) > scored["tp"] + scored["fn"] > 0  # the window's water, not the crop's
+
+
+def test_gate_reads_its_scenes_as_predict_does_with_its_options_and_warnings(tmp_path):
+    """weights gate read its --scene files with no scene options and said nothing of them: a 2022+
+    stack (DN + 1000) was fitted on read 0.1 too bright, and no --offset could say otherwise."""
+    import rasterio
+    from rasterio.windows import Window
+
+    from ..conftest import write_raster
+
+    with rasterio.open(SAMPLE_CROP) as src:
+        window = Window(0, 0, 192, 192)
+        plus = write_raster(tmp_path / "plus.tif", src.read(window=window) + 1000, transform=src.window_transform(window),
+                            crs=src.crs, nodata=0, descriptions=src.descriptions)
+    for options, warned in (((), ["S2N-OFFSET-MISSING"]), (("--offset", -1000), [])):
+        out = tmp_path / "gated.safetensors"
+        r = run_cli("weights", "gate", "default", out, "--scene", plus, "--synthetic-scenes", 0, "--json", "--overwrite",
+                    *options)
+        assert r.returncode == 0, r.stderr
+        assert [w["code"] for w in json.loads(r.stdout)["warnings"]] == warned == codes(r.stderr)
+        assert "water gate by s2s2net weights gate" in json.loads(run_cli("weights", "show", out).stdout)["training"]["gate"]
