@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
 import torch
@@ -36,6 +36,9 @@ from rasterio.windows import Window
 
 from ..grid import SCALE_FACTOR
 from ..model import DECODER_STRIDE, LAST_STEP_ROWS, WaterGate, fine_gate_inputs, gate_cells
+
+if TYPE_CHECKING:  # imported where scenes are opened, as open_scene is (the sources wing brings shapely)
+    from ..sources.options import SceneOptions
 
 GATE_QUANTILE = 0.95  # of the cell's largest logit, given its features (its smallest: 1 - this)
 SEEDS = (0, 1, 2)  # each bound fitted from each, the one that skips the most cells kept
@@ -313,7 +316,8 @@ def _both_active(gate: WaterGate, fine_gate: WaterGate, cells: list[Cells], thre
 
 
 def gate_weights(src, dst, scenes: tuple = (), synthetic_scenes: int | None = None, overwrite: bool = False,
-                 on_progress: Callable[[int, int], None] | None = None, scene=None) -> GateFit:
+                 on_progress: Callable[[int, int], None] | None = None,
+                 scene: "SceneOptions | None" = None) -> GateFit:
     """Copy weights ``src`` to ``dst`` with a water gate fitted to them (any gate of ``src``'s
     replaced): on ``synthetic_scenes`` synthetic scenes and windows of ``scenes`` (read as the
     SceneOptions ``scene`` say, as predict reads them), at the threshold of ``src``'s card, and
